@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* The one place that spells the names DESIGN.md fixes. */
+#define VIVARIUM_DBUS_NAME          "org.vivarium.Vivarium1"
+#define VIVARIUM_DBUS_PATH          "/org/vivarium/Vivarium1"
+#define VIVARIUM_DBUS_PATH_SESSIONS VIVARIUM_DBUS_PATH "/sessions"
+#define VIVARIUM_DBUS_PATH_IMAGES   VIVARIUM_DBUS_PATH "/images"
+#define VIVARIUM_DBUS_PATH_PROJECTS VIVARIUM_DBUS_PATH "/projects"
+#define VIVARIUM_DBUS_PATH_TASKS    VIVARIUM_DBUS_PATH "/tasks"
+#define VIVARIUM_DBUS_IFACE_PREFIX  "org.vivarium.Vivarium1"
+#define VIVARIUM_DBUS_ERROR_PREFIX  "org.vivarium.Vivarium1.Error"
+#define VIVARIUM_POLKIT_PREFIX      "org.vivarium.vivarium1."
+
+#define VIVARIUM_SESSION_UNIT_PREFIX "vivarium-session-"
+#define VIVARIUM_SLICE               "vivarium.slice"
+#define VIVARIUM_DAEMON_UNIT         "vivariumd.service"
+#define VIVARIUM_QEMU_GROUP          "vivarium-qemu"
+#define VIVARIUM_NFT_TABLE           "vivarium_guard"
+
+/* Limits: every one of them is a refusal boundary, not a hint. */
+#define VIVARIUM_NAME_MAX           64
+#define VIVARIUM_ARGV_MAX           256
+#define VIVARIUM_ARG_LEN_MAX        (64 * 1024)
+#define VIVARIUM_ENV_MAX            128
+#define VIVARIUM_PATH_MAX           4096
+#define VIVARIUM_FILE_MAX           (16 * 1024 * 1024)
+#define VIVARIUM_OUTPUT_CAP         (1024 * 1024)
+#define VIVARIUM_MEMORY_MIN_MIB     128
+#define VIVARIUM_MEMORY_MAX_MIB     (64 * 1024)
+#define VIVARIUM_CPUS_MAX           64
+#define VIVARIUM_TIMEOUT_MAX_SEC    (7 * 24 * 3600)
+#define VIVARIUM_EXEC_TIMEOUT_MAX_SEC (24 * 3600)
+
+gboolean  vivarium_name_validate         (const gchar  *kind,
+                                          const gchar  *name,
+                                          GError      **error);
+gboolean  vivarium_guest_path_validate   (const gchar  *path,
+                                          GError      **error);
+gboolean  vivarium_argv_validate         (const gchar * const *argv,
+                                          GError      **error);
+gboolean  vivarium_env_validate          (const gchar * const *env,
+                                          GError      **error);
+gchar    *vivarium_object_path_for       (const gchar  *collection_path,
+                                          const gchar  *id);
+gchar    *vivarium_escape_untrusted      (const gchar  *data,
+                                          gsize         len,
+                                          gsize         cap,
+                                          gboolean     *truncated);
+
+G_END_DECLS
