@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "vivariumd"
+
+#include "config.h"
+
+#include <locale.h>
+#include <stdio.h>
+#include <glib/gi18n.h>
+
+#include "vivarium-error.h"
+#include "vd-config.h"
+#include "vd-daemon.h"
+
+int
+main (int argc, char **argv)
+{
+  gboolean verbose = FALSE;
+  gboolean replace = FALSE;
+  gboolean version = FALSE;
+  g_autoptr(GOptionContext) context = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdConfig) config = NULL;
+  g_autoptr(VdDaemon) daemon = NULL;
+  const GOptionEntry entries[] = {
+    { "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Log debug messages", NULL },
+    { "replace", 'r', 0, G_OPTION_ARG_NONE, &replace, "Replace a running instance", NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL },
+    { NULL }
+  };
+
+  setlocale (LC_ALL, "");
+  bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
+  context = g_option_context_new ("- the Vivarium system service");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error)) {
+    g_printerr ("vivariumd: %s\n", error->message);
+    return 2;
+  }
+  if (version) {
+    g_print ("%s\n", PACKAGE_VERSION);
+    return 0;
+  }
+  if (verbose)
+    g_log_set_debug_enabled (TRUE);
+  /* Register the error domain before anything can fail over the bus. */
+  (void) VIVARIUM_ERROR;
+
+  config = vd_config_new ();
+  if (!vd_config_load (config, &error)) {
+    g_printerr ("vivariumd: %s\n", error->message);
+    return 1;
+  }
+  daemon = vd_daemon_new (config, replace);
+  return vd_daemon_run (daemon);
+}

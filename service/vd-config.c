@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdConfig"
+
+#include "config.h"
+
+#include <stdarg.h>
+
+#include "vivarium-error.h"
+#include "vd-config.h"
+
+/* Layers, later ones win key by key:
+ * defaults.conf (package) < vivarium.conf (admin) < conf.d/ *.conf (drop-ins, sorted). */
+struct _VdConfig {
+  GObject    parent_instance;
+  GKeyFile  *merged;
+  gchar     *state_dir;
+  gchar     *runtime_dir;
+  gchar     *config_dir;
+  gchar     *data_dir;
+  gchar     *libexec_dir;
+};
+
+G_DEFINE_TYPE (VdConfig, vd_config, G_TYPE_OBJECT)
+
+static void
+vd_config_finalize (GObject *object)
+{
+  VdConfig *self = VD_CONFIG (object);
+
+  g_key_file_unref (self->merged);
+  g_free (self->state_dir);
+  g_free (self->runtime_dir);
+  g_free (self->config_dir);
+  g_free (self->data_dir);
+  g_free (self->libexec_dir);
+  G_OBJECT_CLASS (vd_config_parent_class)->finalize (object);
+}
+
+static void
+vd_config_class_init (VdConfigClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_config_finalize;
+}
+
+/* The environment overrides exist for the test hosts, which run the real
+ * daemon against throwaway directories; under systemd they are unset. */
+static gchar *
+dir_from_env (const gchar *variable, const gchar *fallback)
+{
+  const gchar *value = g_getenv (variable);
+  return g_strdup (value != NULL && value[0] == '/' ? value : fallback);
+}
+
+static void
+vd_config_init (VdConfig *self)
+{
+  self->merged = g_key_file_new ();
+  self->state_dir = dir_from_env ("VIVARIUM_STATE_DIR", VIVARIUM_STATEDIR);
+  self->runtime_dir = dir_from_env ("VIVARIUM_RUNTIME_DIR", VIVARIUM_RUNTIMEDIR);
+  self->config_dir = dir_from_env ("VIVARIUM_CONFIG_DIR", VIVARIUM_SYSCONFDIR);
+  self->data_dir = dir_from_env ("VIVARIUM_DATA_DIR", VIVARIUM_PKGDATADIR);
+  self->libexec_dir = dir_from_env ("VIVARIUM_LIBEXEC_DIR", VIVARIUM_LIBEXECDIR "/vivarium");
+}
+
+VdConfig *
+vd_config_new (void)
+{
+  return g_object_new (VD_TYPE_CONFIG, NULL);
+}
+
+static gboolean
+merge_file (VdConfig *self, const gchar *path, GError **error)
+{
+  g_autoptr(GKeyFile) layer = g_key_file_new ();
+  g_autoptr(GError) local_error = NULL;
+  g_auto(GStrv) groups = NULL;
+
+  if (!g_key_file_load_from_file (layer, path, G_KEY_FILE_NONE, &local_error)) {
+    if (g_error_matches (local_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+      return TRUE;
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                 "Cannot read configuration %s: %s", path, local_error->message);
+    return FALSE;
+  }
+  groups = g_key_file_get_groups (layer, NULL);
+  for (guint i = 0; groups[i] != NULL; i++) {
+    g_auto(GStrv) keys = g_key_file_get_keys (layer, groups[i], NULL, NULL);
+    for (guint j = 0; keys != NULL && keys[j] != NULL; j++) {
+      g_autofree gchar *value = g_key_file_get_value (layer, groups[i], keys[j], NULL);
+      g_key_file_set_value (self->merged, groups[i], keys[j], value);
+    }
+  }
+  g_debug ("loaded configuration layer %s", path);
+  return TRUE;
+}
+
+static gint
+compare_paths (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 (*(const gchar * const *) a, *(const gchar * const *) b);
+}
+
+static GPtrArray *
+list_dropins (const gchar *dir)
+{
+  g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const gchar *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL) {
+    if (g_str_has_suffix (name, ".conf"))
+      g_ptr_array_add (files, g_build_filename (dir, name, NULL));
+  }
+  g_ptr_array_sort (files, compare_paths);
+  return g_steal_pointer (&files);
+}
+
+gboolean
+vd_config_load (VdConfig *self, GError **error)
+{
+  g_autofree gchar *defaults = g_build_filename (self->data_dir, "defaults.conf", NULL);
+  g_autofree gchar *admin = g_build_filename (self->config_dir, "vivarium.conf", NULL);
+  g_autofree gchar *dropin_dir = g_build_filename (self->config_dir, "conf.d", NULL);
+  g_autoptr(GPtrArray) dropins = list_dropins (dropin_dir);
+
+  if (!merge_file (self, defaults, error) || !merge_file (self, admin, error))
+    return FALSE;
+  for (guint i = 0; i < dropins->len; i++) {
+    if (!merge_file (self, g_ptr_array_index (dropins, i), error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static guint
+get_uint (VdConfig *self, const gchar *group, const gchar *key, guint fallback, guint min, guint max)
+{
+  g_autofree gchar *value = g_key_file_get_value (self->merged, group, key, NULL);
+  guint64 parsed;
+
+  if (value == NULL)
+    return fallback;
+  if (!g_ascii_string_to_unsigned (g_strstrip (value), 10, min, max, &parsed, NULL)) {
+    g_warning ("[%s] %s=%s is not a number in %u–%u; using %u", group, key, value, min, max, fallback);
+    return fallback;
+  }
+  return (guint) parsed;
+}
+
+const gchar *vd_config_get_state_dir (VdConfig *self) { return self->state_dir; }
+const gchar *vd_config_get_runtime_dir (VdConfig *self) { return self->runtime_dir; }
+const gchar *vd_config_get_data_dir (VdConfig *self) { return self->data_dir; }
+const gchar *vd_config_get_libexec_dir (VdConfig *self) { return self->libexec_dir; }
+
+gchar *
+vd_config_build_state_path (VdConfig *self, const gchar *first, ...)
+{
+  va_list args;
+  g_autoptr(GPtrArray) parts = g_ptr_array_new ();
+
+  g_ptr_array_add (parts, self->state_dir);
+  va_start (args, first);
+  for (const gchar *p = first; p != NULL; p = va_arg (args, const gchar *))
+    g_ptr_array_add (parts, (gpointer) p);
+  va_end (args);
+  g_ptr_array_add (parts, NULL);
+  return g_build_filenamev ((gchar **) parts->pdata);
+}
+
+guint
+vd_config_get_idle_timeout_sec (VdConfig *self)
+{
+  return get_uint (self, "Daemon", "IdleTimeoutSec", 60, 0, 86400);
+}
+
+guint
+vd_config_get_default_memory_mib (VdConfig *self)
+{
+  return get_uint (self, "Sessions", "DefaultMemoryMiB", 512, 128, 65536);
+}
+
+guint
+vd_config_get_default_cpus (VdConfig *self)
+{
+  return get_uint (self, "Sessions", "DefaultCpus", 1, 1, 64);
+}
+
+guint
+vd_config_get_max_sessions (VdConfig *self)
+{
+  return get_uint (self, "Sessions", "MaxSessions", 8, 1, 1024);
+}
+
+guint
+vd_config_get_agent_timeout_sec (VdConfig *self)
+{
+  return get_uint (self, "Sessions", "AgentTimeoutSec", 180, 5, 3600);
+}
+
+guint32
+vd_config_get_uid_base (VdConfig *self)
+{
+  return VIVARIUM_SESSION_UID_BASE;
+}
+
+guint32
+vd_config_get_uid_count (VdConfig *self)
+{
+  return VIVARIUM_SESSION_UID_COUNT;
+}
+
+GStrv
+vd_config_get_extra_deny (VdConfig *self)
+{
+  g_auto(GStrv) list = g_key_file_get_string_list (self->merged, "Guard", "ExtraDeny", NULL, NULL);
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+
+  for (guint i = 0; list != NULL && list[i] != NULL; i++) {
+    g_strstrip (list[i]);
+    if (list[i][0] != '\0')
+      g_strv_builder_add (builder, list[i]);
+  }
+  return g_strv_builder_end (builder);
+}
+
+gboolean
+vd_config_get_allow_unenforced_layer1 (VdConfig *self)
+{
+  return g_key_file_get_boolean (self->merged, "Guard", "AllowUnenforcedLayer1", NULL);
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib-object.h>
+
+G_BEGIN_DECLS
+
+#define VD_TYPE_CONFIG (vd_config_get_type ())
+G_DECLARE_FINAL_TYPE (VdConfig, vd_config, VD, CONFIG, GObject)
+
+VdConfig    *vd_config_new                     (void);
+gboolean     vd_config_load                    (VdConfig  *self,
+                                                GError   **error);
+
+const gchar *vd_config_get_state_dir           (VdConfig *self);
+const gchar *vd_config_get_runtime_dir         (VdConfig *self);
+const gchar *vd_config_get_data_dir            (VdConfig *self);
+const gchar *vd_config_get_libexec_dir         (VdConfig *self);
+gchar       *vd_config_build_state_path        (VdConfig *self, const gchar *first, ...) G_GNUC_NULL_TERMINATED;
+
+guint        vd_config_get_idle_timeout_sec    (VdConfig *self);
+guint        vd_config_get_default_memory_mib  (VdConfig *self);
+guint        vd_config_get_default_cpus        (VdConfig *self);
+guint        vd_config_get_max_sessions        (VdConfig *self);
+guint32      vd_config_get_uid_base            (VdConfig *self);
+guint32      vd_config_get_uid_count           (VdConfig *self);
+GStrv        vd_config_get_extra_deny          (VdConfig *self);
+gboolean     vd_config_get_allow_unenforced_layer1 (VdConfig *self);
+guint        vd_config_get_agent_timeout_sec   (VdConfig *self);
+
+G_END_DECLS
