@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdImageBuild"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <gio/gunixinputstream.h>
+#include <glib/gstdio.h>
+
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vd-fs.h"
+#include "vd-image.h"
+#include "vd-image-build.h"
+#include "vd-log.h"
+
+/* One build: the recipe's builder runs in its own transient unit
+ * (vivarium-build-<task>.service); its output becomes the task log and the
+ * image's build.log, and its progress lines arrive through a FIFO. The
+ * image appears under images/ only by one rename at the very end, so a
+ * failed or cancelled build leaves nothing but its task. */
+struct _VdImageBuild {
+  GObject       parent_instance;
+  VdConfig     *config;
+  VdSystemd    *systemd;
+  VdTask       *task;
+  gchar        *recipe;
+  gchar        *name;
+  gchar        *unit;
+  gchar        *staging;
+  gchar        *outdir;
+  FILE         *log_file;
+  GTask        *gtask;
+  gint          fifo_keepalive;
+  gulong        cancel_id;
+};
+
+G_DEFINE_TYPE (VdImageBuild, vd_image_build, G_TYPE_OBJECT)
+
+static void
+vd_image_build_finalize (GObject *object)
+{
+  VdImageBuild *self = VD_IMAGE_BUILD (object);
+
+  if (self->log_file != NULL)
+    fclose (self->log_file);
+  if (self->fifo_keepalive >= 0)
+    close (self->fifo_keepalive);
+  g_clear_object (&self->config);
+  g_clear_object (&self->systemd);
+  g_clear_object (&self->task);
+  g_free (self->recipe);
+  g_free (self->name);
+  g_free (self->unit);
+  g_free (self->staging);
+  g_free (self->outdir);
+  G_OBJECT_CLASS (vd_image_build_parent_class)->finalize (object);
+}
+
+static void
+vd_image_build_class_init (VdImageBuildClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_image_build_finalize;
+}
+
+static void
+vd_image_build_init (VdImageBuild *self)
+{
+  self->fifo_keepalive = -1;
+}
+
+gchar *
+vd_image_build_recipe_path (VdConfig *config, const gchar *recipe)
+{
+  g_autofree gchar *file = g_strconcat (recipe, ".recipe", NULL);
+  return g_build_filename (vd_config_get_data_dir (config), "recipes", file, NULL);
+}
+
+GStrv
+vd_image_build_list_recipes (VdConfig *config)
+{
+  g_autofree gchar *dir = g_build_filename (vd_config_get_data_dir (config), "recipes", NULL);
+  g_auto(GStrv) files = vd_fs_list_dir (dir);
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+
+  for (guint i = 0; files[i] != NULL; i++) {
+    if (g_str_has_suffix (files[i], ".recipe")) {
+      g_autofree gchar *name = g_strndup (files[i], strlen (files[i]) - strlen (".recipe"));
+      g_strv_builder_add (builder, name);
+    }
+  }
+  return g_strv_builder_end (builder);
+}
+
+VdImageBuild *
+vd_image_build_new (VdConfig *config, VdSystemd *systemd, VdTask *task, const gchar *recipe, const gchar *name)
+{
+  VdImageBuild *self = g_object_new (VD_TYPE_IMAGE_BUILD, NULL);
+
+  self->config = g_object_ref (config);
+  self->systemd = g_object_ref (systemd);
+  self->task = g_object_ref (task);
+  self->recipe = g_strdup (recipe);
+  self->name = g_strdup (name);
+  self->unit = g_strdup_printf ("vivarium-build-%s.service", vd_task_get_id (task));
+  self->staging = vd_config_build_state_path (config, "images", ".staging", vd_task_get_id (task), NULL);
+  self->outdir = g_build_filename (self->staging, "out", NULL);
+  return self;
+}
+
+const gchar *
+vd_image_build_get_name (VdImageBuild *self)
+{
+  return self->name;
+}
+
+static void
+read_log_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdImageBuild) self = VD_IMAGE_BUILD (user_data);
+  GDataInputStream *in = G_DATA_INPUT_STREAM (source);
+  g_autofree gchar *line = g_data_input_stream_read_line_finish_utf8 (in, res, NULL, NULL);
+
+  if (line == NULL)
+    return;
+  vd_task_append_log (self->task, line);
+  if (self->log_file != NULL)
+    fprintf (self->log_file, "%s\n", line);
+  g_data_input_stream_read_line_async (in, G_PRIORITY_DEFAULT, NULL, read_log_line_cb, g_object_ref (self));
+}
+
+static void
+read_progress_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdImageBuild) self = VD_IMAGE_BUILD (user_data);
+  GDataInputStream *in = G_DATA_INPUT_STREAM (source);
+  g_autofree gchar *line = g_data_input_stream_read_line_finish_utf8 (in, res, NULL, NULL);
+  guint64 percent;
+  gchar *space;
+
+  if (line == NULL || vd_task_is_finished (self->task))
+    return;
+  space = strchr (line, ' ');
+  if (space != NULL) {
+    *space = '\0';
+    if (g_ascii_string_to_unsigned (line, 10, 0, 100, &percent, NULL))
+      vd_task_progress (self->task, (guint) percent, space + 1);
+  }
+  g_data_input_stream_read_line_async (in, G_PRIORITY_DEFAULT, NULL, read_progress_line_cb, g_object_ref (self));
+}
+
+static void
+watch_stream (VdImageBuild *self, gint fd, GAsyncReadyCallback callback)
+{
+  g_autoptr(GInputStream) raw = g_unix_input_stream_new (fd, TRUE);
+  g_autoptr(GDataInputStream) in = g_data_input_stream_new (raw);
+
+  g_data_input_stream_read_line_async (in, G_PRIORITY_DEFAULT, NULL, callback, g_object_ref (self));
+}
+
+/* The FIFO is held open for writing by us too, so the reader never sees
+ * an end-of-file before the builder has even opened it. */
+static gboolean
+open_progress_fifo (VdImageBuild *self, gchar **path_out, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (self->staging, "progress", NULL);
+  gint rfd;
+
+  if (mkfifo (path, 0600) != 0) {
+    int saved = errno;
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot create %s: %s", path, g_strerror (saved));
+    return FALSE;
+  }
+  rfd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  self->fifo_keepalive = open (path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (rfd < 0 || self->fifo_keepalive < 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot open %s", path);
+    if (rfd >= 0)
+      close (rfd);
+    return FALSE;
+  }
+  watch_stream (self, rfd, read_progress_line_cb);
+  *path_out = g_steal_pointer (&path);
+  return TRUE;
+}
+
+static GVariant *
+unit_properties (VdImageBuild *self, const gchar *fifo)
+{
+  g_autofree gchar *builder = g_build_filename (vd_config_get_libexec_dir (self->config), "vivarium-image-builder", NULL);
+  g_autofree gchar *recipe = vd_image_build_recipe_path (self->config, self->recipe);
+  g_autofree gchar *description = g_strdup_printf ("Vivarium image build %s (%s)", self->name, self->recipe);
+  const gchar *argv[] = {
+    "/bin/sh", "-c", "exec \"$0\" --recipe \"$1\" --output \"$2\" --progress-fd 3 3>\"$3\"",
+    builder, recipe, self->outdir, fifo, NULL
+  };
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
+  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string (description));
+  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("oneshot"));
+  g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 (G_GUINT64_CONSTANT (7200) * G_USEC_PER_SEC));
+  g_variant_builder_add (&b, "(sv)", "StandardOutputFileDescriptor", g_variant_new_handle (0));
+  g_variant_builder_add (&b, "(sv)", "StandardErrorFileDescriptor", g_variant_new_handle (0));
+  g_variant_builder_add (&b, "(sv)", "ExecStart",
+                         g_variant_new_parsed ("[(%s, %^as, false)]", argv[0], argv));
+  return g_variant_builder_end (&b);
+}
+
+static void
+cleanup_staging (VdImageBuild *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_fs_rm_rf (self->staging, &error))
+    g_warning ("cannot remove %s: %s", self->staging, error->message);
+}
+
+static gboolean
+publish_image (VdImageBuild *self, gchar **final_dir, GError **error)
+{
+  g_autofree gchar *target = vd_config_build_state_path (self->config, "images", self->name, NULL);
+  g_autofree gchar *log_src = g_build_filename (self->staging, "build.log", NULL);
+  g_autofree gchar *log_dst = g_build_filename (self->outdir, "build.log", NULL);
+  g_autofree gchar *disk = g_build_filename (self->outdir, "disk.qcow2", NULL);
+
+  if (!g_file_test (disk, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The builder finished without producing disk.qcow2");
+    return FALSE;
+  }
+  g_clear_pointer (&self->log_file, fclose);
+  if (g_rename (log_src, log_dst) != 0 || !vd_image_write_metadata (self->outdir, self->recipe, error) ||
+      chmod (self->outdir, 0755) != 0) {
+    if (error != NULL && *error == NULL)
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot finish the image: %s", g_strerror (errno));
+    return FALSE;
+  }
+  /* renameat2(RENAME_NOREPLACE) semantics by hand: rename() would replace an
+   * empty directory, and an image of the same name may have appeared. */
+  if (g_file_test (target, G_FILE_TEST_EXISTS) || g_rename (self->outdir, target) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "An image named “%s” appeared meanwhile", self->name);
+    return FALSE;
+  }
+  *final_dir = g_steal_pointer (&target);
+  return TRUE;
+}
+
+static void
+build_unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdImageBuild) self = VD_IMAGE_BUILD (user_data);
+  g_autoptr(GTask) gtask = g_steal_pointer (&self->gtask);
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *final_dir = NULL;
+
+  g_cancellable_disconnect (vd_task_get_cancellable (self->task), self->cancel_id);
+  if (!vd_systemd_start_transient_finish (self->systemd, res, &error) ||
+      g_cancellable_set_error_if_cancelled (vd_task_get_cancellable (self->task), &error) ||
+      !publish_image (self, &final_dir, &error)) {
+    vd_log_image (G_LOG_LEVEL_WARNING, self->name, "build of %s from %s failed: %s", self->name, self->recipe, error->message);
+    cleanup_staging (self);
+    g_task_return_new_error (gtask, VIVARIUM_ERROR,
+                             g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) ? VIVARIUM_ERROR_CANCELLED : VIVARIUM_ERROR_FAILED,
+                             "Building “%s” from the recipe “%s” failed: %s (see the task log)",
+                             self->name, self->recipe, error->message);
+    return;
+  }
+  cleanup_staging (self);
+  vd_log_image (G_LOG_LEVEL_INFO, self->name, "built image %s from %s", self->name, self->recipe);
+  g_task_return_pointer (gtask, g_steal_pointer (&final_dir), g_free);
+}
+
+static void
+cancelled_cb (GCancellable *cancellable, gpointer user_data)
+{
+  VdImageBuild *self = VD_IMAGE_BUILD (user_data);
+
+  /* The start job of a oneshot unit finishes (as failed) once the unit is
+   * stopped, which brings us to build_unit_done_cb. */
+  vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, NULL, NULL);
+}
+
+static gboolean
+prepare (VdImageBuild *self, GUnixFDList **fds_out, gchar **fifo, GError **error)
+{
+  g_autofree gchar *log_path = g_build_filename (self->staging, "build.log", NULL);
+  g_autofree gchar *parent = g_path_get_dirname (self->staging);
+  g_autoptr(GUnixFDList) fds = g_unix_fd_list_new ();
+  gint pipefd[2];
+
+  if (!vd_fs_mkdir (parent, 0700, 0, 0, error) || !vd_fs_mkdir (self->staging, 0700, 0, 0, error))
+    return FALSE;
+  self->log_file = fopen (log_path, "we");
+  if (self->log_file == NULL || !open_progress_fifo (self, fifo, error)) {
+    if (error != NULL && *error == NULL)
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot create the build log");
+    return FALSE;
+  }
+  if (pipe2 (pipefd, O_CLOEXEC) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "pipe: %s", g_strerror (errno));
+    return FALSE;
+  }
+  if (g_unix_fd_list_append (fds, pipefd[1], error) < 0) {
+    close (pipefd[0]);
+    close (pipefd[1]);
+    return FALSE;
+  }
+  close (pipefd[1]);
+  watch_stream (self, pipefd[0], read_log_line_cb);
+  *fds_out = g_steal_pointer (&fds);
+  return TRUE;
+}
+
+void
+vd_image_build_run_async (VdImageBuild *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GUnixFDList) fds = NULL;
+  g_autofree gchar *fifo = NULL;
+  g_autoptr(GError) error = NULL;
+
+  self->gtask = g_task_new (self, NULL, callback, user_data);
+  if (!prepare (self, &fds, &fifo, &error)) {
+    cleanup_staging (self);
+    g_task_return_error (g_steal_pointer (&self->gtask), g_steal_pointer (&error));
+    return;
+  }
+  vd_task_progress (self->task, 1, "Starting the builder");
+  self->cancel_id = g_cancellable_connect (vd_task_get_cancellable (self->task), G_CALLBACK (cancelled_cb), self, NULL);
+  vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, fifo), fds,
+                                    NULL, build_unit_done_cb, g_object_ref (self));
+}
+
+gchar *
+vd_image_build_run_finish (VdImageBuild *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}

@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdImage"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <json-glib/json-glib.h>
+#include <glib/gstdio.h>
+
+#include "vivarium-dbus-generated.h"
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vd-image.h"
+#include "vd-log.h"
+
+/* The files a guest boots from; the digest covers exactly these. */
+static const gchar *boot_files[] = { "cmdline", "disk.qcow2", "initrd.img", "vmlinuz", NULL };
+
+#define MANIFEST      "manifest.json"
+#define METADATA      "image.json"
+#define BUILD_LOG     "build.log"
+#define HASH_CHUNK    (1024 * 1024)
+
+struct _VdImage {
+  GObject             parent_instance;
+  gchar              *name;
+  gchar              *dir;
+  gchar              *object_path;
+  JsonObject         *manifest;   /* NULL until frozen */
+  VivariumDBusImage  *skeleton;
+  GPtrArray          *users;      /* session object paths */
+};
+
+G_DEFINE_TYPE (VdImage, vd_image, G_TYPE_OBJECT)
+
+static void
+vd_image_finalize (GObject *object)
+{
+  VdImage *self = VD_IMAGE (object);
+
+  vd_image_unexport (self);
+  g_clear_object (&self->skeleton);
+  g_clear_pointer (&self->manifest, json_object_unref);
+  g_ptr_array_unref (self->users);
+  g_free (self->name);
+  g_free (self->dir);
+  g_free (self->object_path);
+  G_OBJECT_CLASS (vd_image_parent_class)->finalize (object);
+}
+
+static void
+vd_image_class_init (VdImageClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_image_finalize;
+}
+
+static void
+vd_image_init (VdImage *self)
+{
+  self->users = g_ptr_array_new_with_free_func (g_free);
+  self->skeleton = vivarium_dbus_image_skeleton_new ();
+}
+
+static JsonObject *
+read_json_object (const gchar *path, GError **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonNode *root;
+
+  if (!json_parser_load_from_file (parser, path, error))
+    return NULL;
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "%s is not a JSON object", path);
+    return NULL;
+  }
+  return json_object_ref (json_node_get_object (root));
+}
+
+/* Atomic: a crash leaves the old file or the new one, never half of one. */
+static gboolean
+write_json_object (const gchar *path, JsonObject *object, GError **error)
+{
+  g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), object);
+  g_autofree gchar *text = json_to_string (node, TRUE);
+
+  return g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+                                   0644, error);
+}
+
+gboolean
+vd_image_write_metadata (const gchar *dir, const gchar *recipe, GError **error)
+{
+  g_autoptr(JsonObject) meta = json_object_new ();
+  g_autofree gchar *path = g_build_filename (dir, METADATA, NULL);
+
+  json_object_set_string_member (meta, "recipe", recipe);
+  json_object_set_int_member (meta, "created-at", g_get_real_time ());
+  return write_json_object (path, meta, error);
+}
+
+static JsonObject *
+qemu_img_info (const gchar *disk, GError **error)
+{
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GBytes) out = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonNode *root;
+
+  /* -U: a session may hold the image open; we only read its header. */
+  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, error,
+                           "qemu-img", "info", "-U", "--output=json", disk, NULL);
+  if (proc == NULL || !g_subprocess_communicate (proc, NULL, NULL, &out, NULL, error))
+    return NULL;
+  if (!g_subprocess_get_successful (proc)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "qemu-img does not recognise %s as a disk image", disk);
+    return NULL;
+  }
+  if (!json_parser_load_from_data (parser, g_bytes_get_data (out, NULL), g_bytes_get_size (out), error))
+    return NULL;
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "qemu-img info gave no object");
+    return NULL;
+  }
+  return json_object_ref (json_node_get_object (root));
+}
+
+static guint64
+dir_size (const gchar *dir)
+{
+  guint64 total = 0;
+  for (guint i = 0; boot_files[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (dir, boot_files[i], NULL);
+    GStatBuf st;
+    if (g_stat (path, &st) == 0)
+      total += (guint64) st.st_blocks * 512;
+  }
+  return total;
+}
+
+static void
+update_skeleton (VdImage *self, JsonObject *info, JsonObject *meta)
+{
+  VivariumDBusImage *s = self->skeleton;
+  JsonObject *m = self->manifest;
+
+  vivarium_dbus_image_set_name (s, self->name);
+  vivarium_dbus_image_set_frozen (s, m != NULL);
+  vivarium_dbus_image_set_digest (s, m != NULL ? json_object_get_string_member (m, "digest") : "");
+  vivarium_dbus_image_set_frozen_at (s, m != NULL ? (guint64) json_object_get_int_member (m, "frozen-at") : 0);
+  vivarium_dbus_image_set_size (s, dir_size (self->dir));
+  if (info != NULL) {
+    vivarium_dbus_image_set_format (s, json_object_get_string_member_with_default (info, "format", ""));
+    vivarium_dbus_image_set_virtual_size (s, (guint64) json_object_get_int_member_with_default (info, "virtual-size", 0));
+  }
+  if (meta != NULL) {
+    vivarium_dbus_image_set_recipe (s, json_object_get_string_member_with_default (meta, "recipe", ""));
+    vivarium_dbus_image_set_created_at (s, (guint64) json_object_get_int_member_with_default (meta, "created-at", 0));
+  }
+}
+
+VdImage *
+vd_image_load (const gchar *dir, GError **error)
+{
+  g_autoptr(VdImage) self = g_object_new (VD_TYPE_IMAGE, NULL);
+  g_autofree gchar *disk = g_build_filename (dir, "disk.qcow2", NULL);
+  g_autofree gchar *manifest = g_build_filename (dir, MANIFEST, NULL);
+  g_autofree gchar *metadata = g_build_filename (dir, METADATA, NULL);
+  g_autoptr(JsonObject) info = NULL;
+  g_autoptr(JsonObject) meta = NULL;
+
+  self->dir = g_strdup (dir);
+  self->name = g_path_get_basename (dir);
+  if (!vivarium_name_validate ("image", self->name, error))
+    return NULL;
+  self->object_path = vivarium_object_path_for (VIVARIUM_DBUS_PATH_IMAGES, self->name);
+  if (g_file_test (manifest, G_FILE_TEST_EXISTS)) {
+    self->manifest = read_json_object (manifest, error);
+    if (self->manifest == NULL)
+      return NULL;
+  }
+  info = qemu_img_info (disk, error);
+  if (info == NULL)
+    return NULL;
+  meta = read_json_object (metadata, NULL);
+  update_skeleton (self, info, meta != NULL ? meta : self->manifest);
+  return g_steal_pointer (&self);
+}
+
+gboolean
+vd_image_export (VdImage *self, GDBusConnection *connection, GError **error)
+{
+  return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self->skeleton), connection,
+                                           self->object_path, error);
+}
+
+void
+vd_image_unexport (VdImage *self)
+{
+  if (self->skeleton != NULL &&
+      g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->skeleton)) != NULL)
+    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
+}
+
+GDBusInterfaceSkeleton *vd_image_get_skeleton (VdImage *self) { return G_DBUS_INTERFACE_SKELETON (self->skeleton); }
+const gchar *vd_image_get_name (VdImage *self) { return self->name; }
+const gchar *vd_image_get_dir (VdImage *self) { return self->dir; }
+const gchar *vd_image_get_object_path (VdImage *self) { return self->object_path; }
+gboolean vd_image_is_frozen (VdImage *self) { return self->manifest != NULL; }
+gboolean vd_image_is_in_use (VdImage *self) { return self->users->len > 0; }
+
+const gchar *
+vd_image_get_digest (VdImage *self)
+{
+  return self->manifest != NULL ? json_object_get_string_member (self->manifest, "digest") : NULL;
+}
+
+gchar *
+vd_image_get_file (VdImage *self, const gchar *name)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, name, NULL);
+  return g_file_test (path, G_FILE_TEST_EXISTS) ? g_steal_pointer (&path) : NULL;
+}
+
+gchar *
+vd_image_get_cmdline (VdImage *self)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, "cmdline", NULL);
+  gchar *text = NULL;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return NULL;
+  return g_strstrip (text);
+}
+
+static void
+publish_users (VdImage *self)
+{
+  g_ptr_array_add (self->users, NULL);
+  vivarium_dbus_image_set_in_use_by (self->skeleton, (const gchar * const *) self->users->pdata);
+  g_ptr_array_remove_index (self->users, self->users->len - 1);
+}
+
+void
+vd_image_add_user (VdImage *self, const gchar *session_path)
+{
+  g_ptr_array_add (self->users, g_strdup (session_path));
+  publish_users (self);
+}
+
+void
+vd_image_remove_user (VdImage *self, const gchar *session_path)
+{
+  for (guint i = 0; i < self->users->len; i++) {
+    if (g_strcmp0 (g_ptr_array_index (self->users, i), session_path) == 0) {
+      g_ptr_array_remove_index (self->users, i);
+      break;
+    }
+  }
+  publish_users (self);
+}
+
+/* --- hashing --------------------------------------------------------- */
+
+static gchar *
+hash_file (const gchar *path, GCancellable *cancellable, GError **error)
+{
+  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  g_autoptr(GFileInputStream) in = g_file_read (file, cancellable, error);
+  g_autofree guchar *buf = g_malloc (HASH_CHUNK);
+  gssize n;
+
+  if (in == NULL)
+    return NULL;
+  while ((n = g_input_stream_read (G_INPUT_STREAM (in), buf, HASH_CHUNK, cancellable, error)) > 0)
+    g_checksum_update (sum, buf, (gsize) n);
+  if (n < 0)
+    return NULL;
+  return g_strdup (g_checksum_get_string (sum));
+}
+
+static JsonObject *
+describe_file (const gchar *dir, const gchar *name, gboolean with_hash, GCancellable *c, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, name, NULL);
+  g_autoptr(JsonObject) entry = json_object_new ();
+  GStatBuf st;
+
+  if (g_lstat (path, &st) != 0 || !S_ISREG (st.st_mode)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH,
+                 "%s is missing or not a regular file", path);
+    return NULL;
+  }
+  json_object_set_string_member (entry, "name", name);
+  json_object_set_int_member (entry, "size", st.st_size);
+  json_object_set_int_member (entry, "inode", (gint64) st.st_ino);
+  json_object_set_int_member (entry, "mtime-ns", (gint64) st.st_mtim.tv_sec * G_GINT64_CONSTANT (1000000000) + st.st_mtim.tv_nsec);
+  json_object_set_int_member (entry, "ctime-ns", (gint64) st.st_ctim.tv_sec * G_GINT64_CONSTANT (1000000000) + st.st_ctim.tv_nsec);
+  if (with_hash) {
+    g_autofree gchar *sha = hash_file (path, c, error);
+    if (sha == NULL)
+      return NULL;
+    json_object_set_string_member (entry, "sha256", sha);
+  }
+  return g_steal_pointer (&entry);
+}
+
+/* digest = sha256 over "<name> <sha256> <size>\n" for each boot file, in
+ * name order: one value that changes when any file the guest boots from
+ * changes, renames included. */
+static JsonArray *
+describe_boot_files (const gchar *dir, gboolean with_hash, gchar **digest, GCancellable *c, GError **error)
+{
+  g_autoptr(JsonArray) files = json_array_new ();
+  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+
+  for (guint i = 0; boot_files[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (dir, boot_files[i], NULL);
+    g_autoptr(JsonObject) entry = NULL;
+    g_autofree gchar *line = NULL;
+
+    if (!g_file_test (path, G_FILE_TEST_EXISTS) && g_strcmp0 (boot_files[i], "disk.qcow2") != 0)
+      continue;
+    entry = describe_file (dir, boot_files[i], with_hash, c, error);
+    if (entry == NULL)
+      return NULL;
+    if (with_hash) {
+      line = g_strdup_printf ("%s %s %" G_GINT64_FORMAT "\n", boot_files[i],
+                              json_object_get_string_member (entry, "sha256"),
+                              json_object_get_int_member (entry, "size"));
+      g_checksum_update (sum, (const guchar *) line, -1);
+    }
+    json_array_add_object_element (files, g_steal_pointer (&entry));
+  }
+  if (digest != NULL)
+    *digest = g_strdup_printf ("sha256:%s", g_checksum_get_string (sum));
+  return g_steal_pointer (&files);
+}
+
+/* --- freezing -------------------------------------------------------- */
+
+static gboolean
+set_immutable (const gchar *path, gboolean on, GError **error)
+{
+  int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int flags = 0;
+  int saved = 0;
+
+  if (fd < 0) {
+    saved = errno;
+  } else if (ioctl (fd, FS_IOC_GETFLAGS, &flags) < 0) {
+    saved = errno;
+  } else {
+    flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+    if (ioctl (fd, FS_IOC_SETFLAGS, &flags) < 0)
+      saved = errno;
+  }
+  if (fd >= 0)
+    close (fd);
+  if (saved != 0) {
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved),
+                 "cannot change the immutable flag of %s: %s", path, g_strerror (saved));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+lock_down_file (const gchar *path, gboolean *immutable, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+
+  if (chown (path, 0, 0) != 0 || chmod (path, 0444) != 0) {
+    int saved = errno;
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                 "Cannot make %s read-only: %s", path, g_strerror (saved));
+    return FALSE;
+  }
+  /* Where the filesystem has no immutable flag (some overlays, NFS) the
+   * image is still read-only and root-owned, and the digest catches the rest. */
+  if (!set_immutable (path, TRUE, &local_error)) {
+    g_debug ("%s", local_error->message);
+    *immutable = FALSE;
+  }
+  return TRUE;
+}
+
+static gchar *
+hash_build_log (const gchar *dir, GCancellable *c)
+{
+  g_autofree gchar *path = g_build_filename (dir, BUILD_LOG, NULL);
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    return g_strdup ("");
+  return hash_file (path, c, NULL);
+}
+
+static JsonObject *
+build_manifest (VdImage *self, JsonObject *info, GCancellable *c, GError **error)
+{
+  g_autoptr(JsonObject) m = json_object_new ();
+  g_autoptr(JsonObject) meta = NULL;
+  g_autofree gchar *metadata = g_build_filename (self->dir, METADATA, NULL);
+  g_autofree gchar *digest = NULL;
+  g_autofree gchar *log_sha = NULL;
+  JsonArray *files;
+
+  files = describe_boot_files (self->dir, TRUE, &digest, c, error);
+  if (files == NULL)
+    return NULL;
+  meta = read_json_object (metadata, NULL);
+  log_sha = hash_build_log (self->dir, c);
+  json_object_set_int_member (m, "schema", 1);
+  json_object_set_string_member (m, "name", self->name);
+  json_object_set_string_member (m, "digest", digest);
+  json_object_set_string_member (m, "format", json_object_get_string_member_with_default (info, "format", ""));
+  json_object_set_int_member (m, "virtual-size", json_object_get_int_member_with_default (info, "virtual-size", 0));
+  json_object_set_int_member (m, "size", (gint64) dir_size (self->dir));
+  json_object_set_string_member (m, "recipe", meta != NULL ? json_object_get_string_member_with_default (meta, "recipe", "") : "");
+  json_object_set_int_member (m, "created-at", meta != NULL ? json_object_get_int_member_with_default (meta, "created-at", 0) : 0);
+  json_object_set_string_member (m, "build-log-sha256", log_sha != NULL ? log_sha : "");
+  json_object_set_int_member (m, "frozen-at", g_get_real_time ());
+  json_object_set_array_member (m, "files", files);
+  return g_steal_pointer (&m);
+}
+
+/* The stat data recorded after lock-down lets the start path skip the
+ * full re-hash while nothing about the files changed. */
+static gboolean
+record_stat (JsonObject *manifest, const gchar *dir, GError **error)
+{
+  JsonArray *files = json_object_get_array_member (manifest, "files");
+
+  for (guint i = 0; i < json_array_get_length (files); i++) {
+    JsonObject *entry = json_array_get_object_element (files, i);
+    g_autoptr(JsonObject) now = describe_file (dir, json_object_get_string_member (entry, "name"), FALSE, NULL, error);
+    if (now == NULL)
+      return FALSE;
+    json_object_set_int_member (entry, "inode", json_object_get_int_member (now, "inode"));
+    json_object_set_int_member (entry, "mtime-ns", json_object_get_int_member (now, "mtime-ns"));
+    json_object_set_int_member (entry, "ctime-ns", json_object_get_int_member (now, "ctime-ns"));
+  }
+  return TRUE;
+}
+
+static gboolean
+freeze_files (VdImage *self, JsonObject *manifest, GError **error)
+{
+  g_autofree gchar *manifest_path = g_build_filename (self->dir, MANIFEST, NULL);
+  gboolean immutable = TRUE;
+  const gchar *extra[] = { METADATA, BUILD_LOG, NULL };
+
+  for (guint i = 0; boot_files[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (self->dir, boot_files[i], NULL);
+    if (g_file_test (path, G_FILE_TEST_EXISTS) && !lock_down_file (path, &immutable, error))
+      return FALSE;
+  }
+  for (guint i = 0; extra[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (self->dir, extra[i], NULL);
+    if (g_file_test (path, G_FILE_TEST_EXISTS) && !lock_down_file (path, &immutable, error))
+      return FALSE;
+  }
+  if (!record_stat (manifest, self->dir, error))
+    return FALSE;
+  json_object_set_boolean_member (manifest, "immutable", immutable);
+  if (!write_json_object (manifest_path, manifest, error))
+    return FALSE;
+  if (!lock_down_file (manifest_path, &immutable, error))
+    return FALSE;
+  if (chown (self->dir, 0, 0) != 0 || chmod (self->dir, 0555) != 0) {
+    int saved = errno;
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                 "Cannot make %s read-only: %s", self->dir, g_strerror (saved));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void
+freeze_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c)
+{
+  VdImage *self = VD_IMAGE (source);
+  g_autofree gchar *disk = g_build_filename (self->dir, "disk.qcow2", NULL);
+  g_autoptr(JsonObject) info = NULL;
+  g_autoptr(JsonObject) manifest = NULL;
+  GError *error = NULL;
+
+  info = qemu_img_info (disk, &error);
+  if (info == NULL) {
+    g_task_return_error (task, error);
+    return;
+  }
+  if (json_object_has_member (info, "backing-filename")) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                             "The disk has a backing file; only self-contained disks can be frozen");
+    return;
+  }
+  manifest = build_manifest (self, info, c, &error);
+  if (manifest == NULL || !freeze_files (self, manifest, &error)) {
+    g_task_return_error (task, error);
+    return;
+  }
+  g_task_return_pointer (task, g_steal_pointer (&manifest), (GDestroyNotify) json_object_unref);
+}
+
+void
+vd_image_freeze_async (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, gpointer data)
+{
+  g_autoptr(GTask) task = g_task_new (self, c, cb, data);
+
+  if (self->manifest != NULL) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                             "The image “%s” is already frozen", self->name);
+    return;
+  }
+  g_task_run_in_thread (task, freeze_thread);
+}
+
+gboolean
+vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
+{
+  JsonObject *manifest = g_task_propagate_pointer (G_TASK (res), error);
+
+  if (manifest == NULL)
+    return FALSE;
+  self->manifest = manifest;
+  update_skeleton (self, NULL, manifest);
+  vd_log_image (G_LOG_LEVEL_INFO, self->name, "froze image %s: %s", self->name,
+                json_object_get_string_member (manifest, "digest"));
+  return TRUE;
+}
+
+/* --- verification ---------------------------------------------------- */
+
+static gboolean
+stat_unchanged (JsonObject *manifest, const gchar *dir)
+{
+  JsonArray *files = json_object_get_array_member (manifest, "files");
+  const gchar *keys[] = { "size", "inode", "mtime-ns", "ctime-ns", NULL };
+
+  for (guint i = 0; i < json_array_get_length (files); i++) {
+    JsonObject *entry = json_array_get_object_element (files, i);
+    g_autoptr(JsonObject) now = describe_file (dir, json_object_get_string_member (entry, "name"), FALSE, NULL, NULL);
+    if (now == NULL)
+      return FALSE;
+    for (guint k = 0; keys[k] != NULL; k++) {
+      if (json_object_get_int_member (now, keys[k]) != json_object_get_int_member_with_default (entry, keys[k], -1))
+        return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static void
+verify_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c)
+{
+  VdImage *self = VD_IMAGE (source);
+  gboolean full = GPOINTER_TO_INT (task_data);
+  const gchar *want = json_object_get_string_member (self->manifest, "digest");
+  g_autofree gchar *digest = NULL;
+  g_autoptr(JsonArray) files = NULL;
+  GError *error = NULL;
+
+  if (!full && stat_unchanged (self->manifest, self->dir)) {
+    g_task_return_boolean (task, TRUE);
+    return;
+  }
+  files = describe_boot_files (self->dir, TRUE, &digest, c, &error);
+  if (files == NULL) {
+    g_task_return_error (task, error);
+    return;
+  }
+  if (g_strcmp0 (digest, want) != 0) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH,
+                             "The image “%s” no longer matches its frozen digest (%s, now %s)",
+                             self->name, want, digest);
+    return;
+  }
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+vd_image_verify_async (VdImage *self, gboolean full, GCancellable *c, GAsyncReadyCallback cb, gpointer data)
+{
+  g_autoptr(GTask) task = g_task_new (self, c, cb, data);
+
+  if (self->manifest == NULL) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FROZEN,
+                             "The image “%s” is not frozen", self->name);
+    return;
+  }
+  g_task_set_task_data (task, GINT_TO_POINTER (full), NULL);
+  g_task_run_in_thread (task, verify_thread);
+}
+
+gboolean
+vd_image_verify_finish (VdImage *self, GAsyncResult *res, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+
+  if (g_task_propagate_boolean (G_TASK (res), &local_error))
+    return TRUE;
+  if (g_error_matches (local_error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH))
+    vd_log_image (G_LOG_LEVEL_WARNING, self->name, "%s", local_error->message);
+  g_propagate_error (error, g_steal_pointer (&local_error));
+  return FALSE;
+}
+
+/* --- deletion -------------------------------------------------------- */
+
+gboolean
+vd_image_delete (VdImage *self, GError **error)
+{
+  g_autoptr(GDir) dir = NULL;
+  const gchar *name;
+
+  if (vd_image_is_in_use (self)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                 "The image “%s” is used by %u session(s)", self->name, self->users->len);
+    return FALSE;
+  }
+  dir = g_dir_open (self->dir, 0, error);
+  if (dir == NULL)
+    return FALSE;
+  if (chmod (self->dir, 0755) != 0)
+    g_debug ("chmod %s: %s", self->dir, g_strerror (errno));
+  while ((name = g_dir_read_name (dir)) != NULL) {
+    g_autofree gchar *path = g_build_filename (self->dir, name, NULL);
+    set_immutable (path, FALSE, NULL);
+    if (g_unlink (path) != 0) {
+      int saved = errno;
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot remove %s: %s", path, g_strerror (saved));
+      return FALSE;
+    }
+  }
+  if (g_rmdir (self->dir) != 0) {
+    int saved = errno;
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot remove %s: %s", self->dir, g_strerror (saved));
+    return FALSE;
+  }
+  vd_log_image (G_LOG_LEVEL_INFO, self->name, "deleted image %s", self->name);
+  return TRUE;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+#define VD_TYPE_IMAGE (vd_image_get_type ())
+G_DECLARE_FINAL_TYPE (VdImage, vd_image, VD, IMAGE, GObject)
+
+VdImage     *vd_image_load              (const gchar   *dir,
+                                         GError       **error);
+gboolean     vd_image_export            (VdImage          *self,
+                                         GDBusConnection  *connection,
+                                         GError          **error);
+void         vd_image_unexport          (VdImage *self);
+GDBusInterfaceSkeleton *vd_image_get_skeleton (VdImage *self);
+const gchar *vd_image_get_name          (VdImage *self);
+const gchar *vd_image_get_dir           (VdImage *self);
+const gchar *vd_image_get_object_path   (VdImage *self);
+const gchar *vd_image_get_digest        (VdImage *self);
+gboolean     vd_image_is_frozen         (VdImage *self);
+gchar       *vd_image_get_file          (VdImage *self, const gchar *name);
+gchar       *vd_image_get_cmdline       (VdImage *self);
+void         vd_image_add_user          (VdImage *self, const gchar *session_path);
+void         vd_image_remove_user       (VdImage *self, const gchar *session_path);
+gboolean     vd_image_is_in_use         (VdImage *self);
+
+void         vd_image_freeze_async      (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, gpointer data);
+gboolean     vd_image_freeze_finish     (VdImage *self, GAsyncResult *res, GError **error);
+void         vd_image_verify_async      (VdImage *self, gboolean full, GCancellable *c, GAsyncReadyCallback cb, gpointer data);
+gboolean     vd_image_verify_finish     (VdImage *self, GAsyncResult *res, GError **error);
+gboolean     vd_image_delete            (VdImage *self, GError **error);
+
+gboolean     vd_image_write_metadata    (const gchar *dir, const gchar *recipe, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* Everything that decides QEMU's command line, so that the line itself is
+ * a pure function a unit test can read. */
+typedef struct {
+  const gchar *session_id;
+  const gchar *overlay;        /* qcow2 overlay over the frozen disk */
+  const gchar *kernel;         /* NULL: boot the disk's own firmware path */
+  const gchar *initrd;
+  const gchar *cmdline;
+  const gchar *runtime_dir;    /* holds qmp.sock and qga.sock */
+  const gchar *project_dir;    /* NULL: no share */
+  guint        memory_mib;
+  guint        cpus;
+  gboolean     kvm;
+} VdQemuCommand;
+
+GStrv  vd_qemu_command_build        (const VdQemuCommand *cmd);
+gchar *vd_qemu_command_qmp_socket   (const gchar *runtime_dir);
+gchar *vd_qemu_command_agent_socket (const gchar *runtime_dir);
+const gchar *vd_qemu_command_binary (void);
+
+G_END_DECLS

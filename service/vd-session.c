@@ -1,0 +1,1003 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdSession"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include "vivarium-dbus-generated.h"
+#include "vivarium-denylist.h"
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vd-agent-client.h"
+#include "vd-fs.h"
+#include "vd-log.h"
+#include "vd-qemu-command.h"
+#include "vd-qmp-client.h"
+#include "vd-session.h"
+
+#define QMP_TIMEOUT_MS        10000
+#define SOCKET_WAIT_MS        15000
+#define SCREENSHOT_MAX        (32 * 1024 * 1024)
+#define FILE_TIMEOUT_MS       60000
+#define STOP_TIMEOUT_MS       30000
+#define MEMORY_OVERHEAD_MIB   256
+
+struct _VdSession {
+  GObject               parent_instance;
+  VdConfig             *config;
+  VdSystemd            *systemd;
+  GDBusConnection      *connection;
+  VdImage              *image;
+  VivariumDBusSession  *skeleton;
+  VdSessionOptions      options;
+  GPtrArray            *deny_list;
+  gchar                *id;
+  gchar                *object_path;
+  gchar                *unit;
+  gchar                *state_dir;
+  gchar                *runtime_dir;
+  gchar                *overlay;
+  gchar                *project_dir;
+  guint32               uid;
+  VdQmpClient          *qmp;
+  VdAgentClient        *agent;
+  GPtrArray            *command_log;   /* GVariant a{sv} */
+  GVariantDict         *timings;
+  gint64                step_started;
+  gboolean              stop_requested;
+  gboolean              torn_down;
+  guint                 screenshot_seq;
+};
+
+G_DEFINE_TYPE (VdSession, vd_session, G_TYPE_OBJECT)
+
+enum { SIGNAL_ENDED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+static void
+vd_session_finalize (GObject *object)
+{
+  VdSession *self = VD_SESSION (object);
+
+  if (g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->skeleton)) != NULL)
+    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
+  g_clear_object (&self->skeleton);
+  g_clear_object (&self->qmp);
+  g_clear_object (&self->agent);
+  g_clear_object (&self->image);
+  g_clear_object (&self->config);
+  g_clear_object (&self->systemd);
+  g_clear_object (&self->connection);
+  g_clear_pointer (&self->deny_list, g_ptr_array_unref);
+  g_ptr_array_unref (self->command_log);
+  g_variant_dict_unref (self->timings);
+  g_free (self->id);
+  g_free (self->object_path);
+  g_free (self->unit);
+  g_free (self->state_dir);
+  g_free (self->runtime_dir);
+  g_free (self->overlay);
+  g_free (self->project_dir);
+  G_OBJECT_CLASS (vd_session_parent_class)->finalize (object);
+}
+
+static void
+vd_session_class_init (VdSessionClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_session_finalize;
+  signals[SIGNAL_ENDED] = g_signal_new ("ended", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                        0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+}
+
+static void
+vd_session_init (VdSession *self)
+{
+  g_autofree gchar *uuid = g_uuid_string_random ();
+
+  /* 12 hex digits: short enough for unit names, far from colliding. */
+  self->id = g_strdup_printf ("%.8s%.4s", uuid, uuid + 9);
+  self->object_path = vivarium_object_path_for (VIVARIUM_DBUS_PATH_SESSIONS, self->id);
+  self->unit = g_strdup_printf (VIVARIUM_SESSION_UNIT_PREFIX "%s.service", self->id);
+  self->skeleton = vivarium_dbus_session_skeleton_new ();
+  self->command_log = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+  self->timings = g_variant_dict_new (NULL);
+}
+
+const gchar *vd_session_get_id (VdSession *self) { return self->id; }
+const gchar *vd_session_get_object_path (VdSession *self) { return self->object_path; }
+const gchar *vd_session_get_unit (VdSession *self) { return self->unit; }
+guint32 vd_session_get_uid (VdSession *self) { return self->uid; }
+VdImage *vd_session_get_image (VdSession *self) { return self->image; }
+GDBusInterfaceSkeleton *vd_session_get_skeleton (VdSession *self) { return G_DBUS_INTERFACE_SKELETON (self->skeleton); }
+
+const gchar *
+vd_session_get_state (VdSession *self)
+{
+  return vivarium_dbus_session_get_state (self->skeleton);
+}
+
+gboolean
+vd_session_is_active (VdSession *self)
+{
+  const gchar *state = vd_session_get_state (self);
+  return g_strcmp0 (state, "starting") == 0 || g_strcmp0 (state, "running") == 0 ||
+         g_strcmp0 (state, "stopping") == 0;
+}
+
+static void
+set_state (VdSession *self, const gchar *state)
+{
+  if (g_strcmp0 (vd_session_get_state (self), state) == 0)
+    return;
+  vivarium_dbus_session_set_state (self->skeleton, state);
+  vivarium_dbus_session_emit_state_changed (self->skeleton, state);
+  vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s is %s", self->id, state);
+}
+
+static void
+step_begin (VdSession *self)
+{
+  self->step_started = g_get_monotonic_time ();
+}
+
+static void
+step_end (VdSession *self, const gchar *step)
+{
+  g_variant_dict_insert (self->timings, step, "t", (guint64) (g_get_monotonic_time () - self->step_started));
+  vivarium_dbus_session_set_startup_timings (self->skeleton, g_variant_dict_end (g_variant_dict_ref (self->timings)));
+}
+
+/* --- construction ---------------------------------------------------- */
+
+static gboolean handle_exec (VivariumDBusSession *, GDBusMethodInvocation *, const gchar * const *,
+                             const gchar * const *, const gchar *, guint, gpointer);
+static gboolean handle_read_file (VivariumDBusSession *, GDBusMethodInvocation *, const gchar *, gpointer);
+static gboolean handle_write_file (VivariumDBusSession *, GDBusMethodInvocation *, const gchar *, GVariant *, gpointer);
+static gboolean handle_screenshot (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_get_command_log (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_stop (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
+
+VdSession *
+vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connection, VdImage *image,
+                const gchar *project_dir, guint32 uid, const VdSessionOptions *options, GPtrArray *deny_list)
+{
+  VdSession *self = g_object_new (VD_TYPE_SESSION, NULL);
+  VivariumDBusSession *s = self->skeleton;
+  const gchar *none[] = { NULL };
+
+  self->config = g_object_ref (config);
+  self->systemd = g_object_ref (systemd);
+  self->connection = g_object_ref (connection);
+  self->image = g_object_ref (image);
+  self->project_dir = g_strdup (project_dir);
+  self->uid = uid;
+  self->options = *options;
+  self->deny_list = g_ptr_array_ref (deny_list);
+  self->state_dir = vd_config_build_state_path (config, "sessions", self->id, NULL);
+  self->runtime_dir = g_build_filename (vd_config_get_runtime_dir (config), "sessions", self->id, NULL);
+  self->overlay = g_build_filename (self->state_dir, "overlay.qcow2", NULL);
+
+  vivarium_dbus_session_set_id (s, self->id);
+  vivarium_dbus_session_set_state (s, "starting");
+  vivarium_dbus_session_set_image (s, vd_image_get_name (image));
+  vivarium_dbus_session_set_image_digest (s, vd_image_get_digest (image));
+  vivarium_dbus_session_set_project (s, project_dir != NULL ? project_dir : "");
+  vivarium_dbus_session_set_started_at (s, (guint64) g_get_real_time ());
+  vivarium_dbus_session_set_uid (s, uid);
+  vivarium_dbus_session_set_unit (s, self->unit);
+  vivarium_dbus_session_set_accelerator (s, "");
+  vivarium_dbus_session_set_leftovers (s, none);
+  g_signal_connect (s, "handle-exec", G_CALLBACK (handle_exec), self);
+  g_signal_connect (s, "handle-read-file", G_CALLBACK (handle_read_file), self);
+  g_signal_connect (s, "handle-write-file", G_CALLBACK (handle_write_file), self);
+  g_signal_connect (s, "handle-screenshot", G_CALLBACK (handle_screenshot), self);
+  g_signal_connect (s, "handle-get-command-log", G_CALLBACK (handle_get_command_log), self);
+  g_signal_connect (s, "handle-stop", G_CALLBACK (handle_stop), self);
+  return self;
+}
+
+void
+vd_session_record_timing (VdSession *self, const gchar *step, guint64 usec)
+{
+  g_variant_dict_insert (self->timings, step, "t", usec);
+  vivarium_dbus_session_set_startup_timings (self->skeleton, g_variant_dict_end (g_variant_dict_ref (self->timings)));
+}
+
+/* --- the unit -------------------------------------------------------- */
+
+static GVariant *
+ip_address_deny (VdSession *self)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(iayu)"));
+  for (guint i = 0; i < self->deny_list->len; i++) {
+    g_autoptr(GInetAddress) addr = NULL;
+    guint prefix;
+    if (!vivarium_cidr_parse (g_ptr_array_index (self->deny_list, i), &addr, &prefix, NULL))
+      continue;
+    g_variant_builder_add (&b, "(i@ayu)",
+                           g_inet_address_get_family (addr) == G_SOCKET_FAMILY_IPV4 ? AF_INET : AF_INET6,
+                           g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_inet_address_to_bytes (addr),
+                                                      g_inet_address_get_native_size (addr), 1),
+                           prefix);
+  }
+  return g_variant_builder_end (&b);
+}
+
+static GVariant *
+unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
+{
+  g_autofree gchar *description = g_strdup_printf ("Vivarium session %s (%s)", self->id, vd_image_get_name (self->image));
+  g_autofree gchar *user = g_strdup_printf ("%u", self->uid);
+  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+  g_autoptr(GPtrArray) rw = g_ptr_array_new ();
+  GVariantBuilder b;
+
+  g_ptr_array_add (rw, self->state_dir);
+  g_ptr_array_add (rw, self->runtime_dir);
+  if (self->project_dir != NULL)
+    g_ptr_array_add (rw, self->project_dir);
+  g_ptr_array_add (rw, NULL);
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
+  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string (description));
+  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("exec"));
+  g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
+  g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
+  g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
+  g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", argv[0], argv));
+  /* /dev/kvm is the only device QEMU may open, and only when present. */
+  g_variant_builder_add (&b, "(sv)", "DevicePolicy", g_variant_new_string ("closed"));
+  if (kvm)
+    g_variant_builder_add (&b, "(sv)", "DeviceAllow", g_variant_new_parsed ("[('/dev/kvm', 'rw')]"));
+  if (self->options.guard_layer1)
+    g_variant_builder_add (&b, "(sv)", "IPAddressDeny", ip_address_deny (self));
+  g_variant_builder_add (&b, "(sv)", "MemoryMax",
+                         g_variant_new_uint64 ((guint64) (self->options.memory_mib + MEMORY_OVERHEAD_MIB) * 1024 * 1024));
+  g_variant_builder_add (&b, "(sv)", "CPUQuotaPerSecUSec", g_variant_new_uint64 ((guint64) self->options.cpus * G_USEC_PER_SEC));
+  g_variant_builder_add (&b, "(sv)", "TasksMax", g_variant_new_uint64 (512));
+  if (self->options.timeout_sec > 0)
+    g_variant_builder_add (&b, "(sv)", "RuntimeMaxUSec", g_variant_new_uint64 ((guint64) self->options.timeout_sec * G_USEC_PER_SEC));
+  g_variant_builder_add (&b, "(sv)", "TimeoutStopUSec", g_variant_new_uint64 (15 * G_USEC_PER_SEC));
+  g_variant_builder_add (&b, "(sv)", "NoNewPrivileges", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "PrivateTmp", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "ProtectSystem", g_variant_new_string ("strict"));
+  g_variant_builder_add (&b, "(sv)", "ProtectHome", g_variant_new_string ("yes"));
+  g_variant_builder_add (&b, "(sv)", "ReadWritePaths", g_variant_new_strv ((const gchar * const *) rw->pdata, -1));
+  g_variant_builder_add (&b, "(sv)", "ProtectKernelTunables", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "ProtectKernelModules", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "ProtectControlGroups", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "RestrictRealtime", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "LockPersonality", g_variant_new_boolean (TRUE));
+  return g_variant_builder_end (&b);
+}
+
+static GStrv
+qemu_argv (VdSession *self, gboolean kvm)
+{
+  g_autofree gchar *kernel = vd_image_get_file (self->image, "vmlinuz");
+  g_autofree gchar *initrd = vd_image_get_file (self->image, "initrd.img");
+  g_autofree gchar *cmdline = vd_image_get_cmdline (self->image);
+  VdQemuCommand cmd = {
+    .session_id = self->id,
+    .overlay = self->overlay,
+    .kernel = kernel,
+    .initrd = initrd,
+    .cmdline = cmdline,
+    .runtime_dir = self->runtime_dir,
+    .project_dir = self->project_dir,
+    .memory_mib = self->options.memory_mib,
+    .cpus = self->options.cpus,
+    .kvm = kvm,
+  };
+  return vd_qemu_command_build (&cmd);
+}
+
+/* --- teardown -------------------------------------------------------- */
+
+static GStrv
+find_leftovers (VdSession *self)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+
+  if (vd_systemd_unit_is_loaded (self->systemd, self->unit))
+    g_strv_builder_add (b, self->unit);
+  if (g_file_test (self->state_dir, G_FILE_TEST_EXISTS))
+    g_strv_builder_add (b, self->state_dir);
+  if (g_file_test (self->runtime_dir, G_FILE_TEST_EXISTS))
+    g_strv_builder_add (b, self->runtime_dir);
+  return g_strv_builder_end (b);
+}
+
+static void
+remove_files_and_check (VdSession *self, gboolean failed)
+{
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) leftovers = NULL;
+
+  if (!vd_fs_rm_rf (self->runtime_dir, &error) || !vd_fs_rm_rf (self->state_dir, &error))
+    vd_log_session (G_LOG_LEVEL_WARNING, self->id, "teardown of %s: %s", self->id, error->message);
+  leftovers = find_leftovers (self);
+  vivarium_dbus_session_set_leftovers (self->skeleton, (const gchar * const *) leftovers);
+  for (guint i = 0; leftovers[i] != NULL; i++)
+    vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s left behind %s", self->id, leftovers[i]);
+  self->torn_down = TRUE;
+  set_state (self, failed ? "failed" : "stopped");
+  g_signal_emit (self, signals[SIGNAL_ENDED], 0);
+}
+
+static void
+close_channels (VdSession *self)
+{
+  if (self->agent != NULL)
+    vd_agent_client_close (self->agent);
+  if (self->qmp != NULL) {
+    g_signal_handlers_disconnect_by_data (self->qmp, self);
+    vd_qmp_client_close (self->qmp);
+  }
+}
+
+typedef struct {
+  gboolean failed;
+} TeardownData;
+
+static void
+unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  TeardownData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  /* A unit that is already gone (the guest powered off, the runtime limit
+   * expired) makes StopUnit fail; what counts is the leftover check. */
+  if (!vd_systemd_stop_unit_finish (self->systemd, res, &error))
+    g_debug ("stopping %s: %s", self->unit, error->message);
+  remove_files_and_check (self, data->failed);
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+teardown_async (VdSession *self, gboolean failed, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+  TeardownData *data = g_new0 (TeardownData, 1);
+
+  data->failed = failed;
+  g_task_set_task_data (task, data, g_free);
+  if (self->torn_down) {
+    g_task_return_boolean (task, TRUE);
+    g_object_unref (task);
+    return;
+  }
+  set_state (self, "stopping");
+  close_channels (self);
+  vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, unit_stopped_cb, task);
+}
+
+void
+vd_session_stop_sync (VdSession *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->torn_down)
+    return;
+  self->stop_requested = TRUE;
+  close_channels (self);
+  if (!vd_systemd_stop_unit_sync (self->systemd, self->unit, STOP_TIMEOUT_MS, &error))
+    g_debug ("stopping %s: %s", self->unit, error->message);
+  remove_files_and_check (self, FALSE);
+}
+
+static void
+stop_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  g_task_return_boolean (task, g_task_propagate_boolean (G_TASK (res), NULL));
+}
+
+void
+vd_session_stop_async (VdSession *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+
+  if (self->torn_down || self->stop_requested) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                             "The session %s is already %s", self->id,
+                             self->torn_down ? vd_session_get_state (self) : "stopping");
+    g_object_unref (task);
+    return;
+  }
+  self->stop_requested = TRUE;
+  teardown_async (self, FALSE, stop_done_cb, task);
+}
+
+gboolean
+vd_session_stop_finish (VdSession *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static void
+qmp_closed_cb (VdQmpClient *qmp, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  if (self->stop_requested || self->torn_down)
+    return;
+  /* QEMU went away by itself: guest power-off, crash, or the runtime limit. */
+  vd_log_session (G_LOG_LEVEL_INFO, self->id, "QEMU of session %s exited on its own", self->id);
+  self->stop_requested = TRUE;
+  teardown_async (self, TRUE, NULL, NULL);
+}
+
+/* --- start ----------------------------------------------------------- */
+
+typedef struct {
+  gint64   deadline;
+  gboolean unit_started;
+  gboolean kvm;
+} StartData;
+
+static void
+start_failed (GTask *task, GError *error);
+
+static void
+start_teardown_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  GError *error = g_object_steal_data (G_OBJECT (task), "error");
+  g_task_return_error (task, error);
+}
+
+/* Whatever step failed, the session is taken down completely before the
+ * caller hears about it, so a refusal never leaves anything behind. */
+static void
+start_failed (GTask *task, GError *error)
+{
+  VdSession *self = g_task_get_source_object (task);
+
+  vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s failed to start: %s", self->id, error->message);
+  g_object_set_data (G_OBJECT (task), "error", error);
+  self->stop_requested = TRUE;
+  teardown_async (self, TRUE, start_teardown_done_cb, task);
+}
+
+static void
+agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  self->agent = vd_agent_client_wait_ready_finish (res, &error);
+  if (self->agent == NULL) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "agent-ready");
+  set_state (self, "running");
+  g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+static void
+query_kvm_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  g_autoptr(JsonNode) reply = NULL;
+  g_autofree gchar *socket = vd_qemu_command_agent_socket (self->runtime_dir);
+  GError *error = NULL;
+  gboolean kvm = FALSE;
+
+  reply = vd_qmp_client_execute_finish (self->qmp, res, &error);
+  if (reply == NULL) {
+    start_failed (task, error);
+    return;
+  }
+  if (JSON_NODE_HOLDS_OBJECT (reply))
+    kvm = json_object_get_boolean_member_with_default (json_node_get_object (reply), "enabled", FALSE);
+  vivarium_dbus_session_set_accelerator (self->skeleton, kvm ? "kvm" : "tcg");
+  vd_agent_client_wait_ready_async (socket, vd_config_get_agent_timeout_sec (self->config) * 1000,
+                                    g_task_get_cancellable (task), agent_ready_cb, task);
+}
+
+static void try_connect_qmp (GTask *task);
+
+static gboolean
+retry_qmp_cb (gpointer user_data)
+{
+  try_connect_qmp (G_TASK (user_data));
+  return G_SOURCE_REMOVE;
+}
+
+static void
+qmp_connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
+  GError *error = NULL;
+
+  self->qmp = vd_qmp_client_connect_finish (res, &error);
+  if (self->qmp == NULL) {
+    /* QEMU creates its sockets a moment after exec(); keep trying until
+     * the deadline, then give up with the last error. */
+    if (g_get_monotonic_time () < data->deadline) {
+      g_error_free (error);
+      g_timeout_add (100, retry_qmp_cb, task);
+      return;
+    }
+    start_failed (task, error);
+    return;
+  }
+  g_signal_connect (self->qmp, "closed", G_CALLBACK (qmp_closed_cb), self);
+  vd_qmp_client_execute_async (self->qmp, "query-kvm", NULL, QMP_TIMEOUT_MS, g_task_get_cancellable (task),
+                               query_kvm_cb, task);
+}
+
+static void
+try_connect_qmp (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  g_autofree gchar *socket = vd_qemu_command_qmp_socket (self->runtime_dir);
+
+  vd_qmp_client_connect_async (socket, QMP_TIMEOUT_MS, g_task_get_cancellable (task), qmp_connected_cb, task);
+}
+
+static void
+unit_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
+  GError *error = NULL;
+
+  if (!vd_systemd_start_transient_finish (self->systemd, res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "unit-start");
+  step_begin (self);
+  data->unit_started = TRUE;
+  data->deadline = g_get_monotonic_time () + SOCKET_WAIT_MS * 1000;
+  try_connect_qmp (task);
+}
+
+static gboolean
+prepare_dirs (VdSession *self, GError **error)
+{
+  g_autofree gchar *state_parent = g_path_get_dirname (self->state_dir);
+  g_autofree gchar *runtime_parent = g_path_get_dirname (self->runtime_dir);
+  struct group *grp = getgrnam (VIVARIUM_QEMU_GROUP);
+
+  if (grp == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                 "The group %s does not exist (is systemd-sysusers configured?)", VIVARIUM_QEMU_GROUP);
+    return FALSE;
+  }
+  /* 0711 parents: the session uid may pass through to its own directory,
+   * not list its neighbours'. */
+  return vd_fs_mkdir (state_parent, 0711, 0, 0, error) &&
+         vd_fs_mkdir (runtime_parent, 0711, 0, 0, error) &&
+         vd_fs_mkdir (self->state_dir, 0700, self->uid, grp->gr_gid, error) &&
+         vd_fs_mkdir (self->runtime_dir, 0700, self->uid, grp->gr_gid, error);
+}
+
+static void
+overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
+  g_autoptr(GBytes) err = NULL;
+  g_auto(GStrv) argv = NULL;
+  GError *error = NULL;
+
+  if (!g_subprocess_communicate_finish (G_SUBPROCESS (source), res, NULL, &err, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  if (!g_subprocess_get_successful (G_SUBPROCESS (source)) || chown (self->overlay, self->uid, (gid_t) -1) != 0) {
+    g_autofree gchar *msg = err != NULL ? g_strndup (g_bytes_get_data (err, NULL), MIN (g_bytes_get_size (err), 512)) : NULL;
+    start_failed (task, g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot create the overlay: %s",
+                                     msg != NULL ? g_strstrip (msg) : g_strerror (errno)));
+    return;
+  }
+  step_end (self, "overlay");
+  step_begin (self);
+  argv = qemu_argv (self, data->kvm);
+  vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, (const gchar * const *) argv, data->kvm),
+                                    NULL, g_task_get_cancellable (task), unit_started_cb, task);
+}
+
+static void
+image_verified_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  g_autofree gchar *base = NULL;
+  g_autoptr(GSubprocess) proc = NULL;
+  GError *error = NULL;
+
+  if (!vd_image_verify_finish (self->image, res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "image-check");
+  step_begin (self);
+  if (!prepare_dirs (self, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  base = g_build_filename (vd_image_get_dir (self->image), "disk.qcow2", NULL);
+  /* The overlay names its backing file and format explicitly, so QEMU
+   * never probes a format from data the guest could have written. */
+  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE, &error,
+                           "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, self->overlay, NULL);
+  if (proc == NULL) {
+    start_failed (task, error);
+    return;
+  }
+  g_subprocess_communicate_async (proc, NULL, g_task_get_cancellable (task), overlay_created_cb, task);
+}
+
+void
+vd_session_start_async (VdSession *self, GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  StartData *data = g_new0 (StartData, 1);
+
+  data->kvm = g_file_test ("/dev/kvm", G_FILE_TEST_EXISTS);
+  g_task_set_task_data (task, data, g_free);
+  vd_image_add_user (self->image, self->object_path);
+  step_begin (self);
+  vd_image_verify_async (self->image, FALSE, cancellable, image_verified_cb, task);
+}
+
+gboolean
+vd_session_start_finish (VdSession *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+/* --- the command log ------------------------------------------------- */
+
+static GVariant *
+record_command (VdSession *self, const gchar *kind, const gchar * const *argv, gint64 started_at,
+                gint64 started_mono, gint exit_status, gsize out_size, gsize err_size, const GError *error)
+{
+  GVariantDict d;
+  GVariant *entry;
+
+  g_variant_dict_init (&d, NULL);
+  g_variant_dict_insert (&d, "kind", "s", kind);
+  g_variant_dict_insert_value (&d, "argv", g_variant_new_strv (argv, -1));
+  g_variant_dict_insert (&d, "started-at", "t", (guint64) started_at);
+  g_variant_dict_insert (&d, "duration", "t", (guint64) (g_get_monotonic_time () - started_mono));
+  g_variant_dict_insert (&d, "exit-status", "i", exit_status);
+  g_variant_dict_insert (&d, "stdout-size", "t", (guint64) out_size);
+  g_variant_dict_insert (&d, "stderr-size", "t", (guint64) err_size);
+  g_variant_dict_insert (&d, "error", "s", error != NULL ? error->message : "");
+  entry = g_variant_ref_sink (g_variant_dict_end (&d));
+  g_ptr_array_add (self->command_log, g_variant_ref (entry));
+  vivarium_dbus_session_emit_command_finished (self->skeleton, entry);
+  return entry;
+}
+
+typedef struct {
+  VdSession             *self;
+  GDBusMethodInvocation *invocation;
+  gchar                 *kind;
+  GStrv                  argv;      /* what is recorded */
+  gint64                 started_at;
+  gint64                 started_mono;
+  gchar                 *path;
+} CallData;
+
+static CallData *
+call_data_new (VdSession *self, GDBusMethodInvocation *invocation, const gchar *kind, const gchar * const *argv)
+{
+  CallData *call = g_new0 (CallData, 1);
+
+  call->self = g_object_ref (self);
+  call->invocation = g_object_ref (invocation);
+  call->kind = g_strdup (kind);
+  call->argv = g_strdupv ((gchar **) argv);
+  call->started_at = g_get_real_time ();
+  call->started_mono = g_get_monotonic_time ();
+  return call;
+}
+
+static void
+call_data_free (CallData *call)
+{
+  g_object_unref (call->self);
+  g_object_unref (call->invocation);
+  g_free (call->kind);
+  g_strfreev (call->argv);
+  g_free (call->path);
+  g_free (call);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CallData, call_data_free)
+
+static void
+call_fail (CallData *call, GError *error, gsize out_size)
+{
+  g_autoptr(GVariant) entry = record_command (call->self, call->kind, (const gchar * const *) call->argv,
+                                              call->started_at, call->started_mono, -1, out_size, 0, error);
+  g_dbus_method_invocation_take_error (call->invocation, error);
+}
+
+static gboolean
+require_running (VdSession *self, GDBusMethodInvocation *invocation)
+{
+  if (g_strcmp0 (vd_session_get_state (self), "running") == 0 && self->agent != NULL)
+    return TRUE;
+  g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                                         "The session %s is %s, not running", self->id, vd_session_get_state (self));
+  return FALSE;
+}
+
+/* guest-exec has no working-directory argument in every agent version, so
+ * the daemon asks the guest's shell to change directory first. The command
+ * log records the caller's argv and the cwd, not this wrapper. */
+static GStrv
+wrap_cwd (const gchar * const *argv, const gchar *cwd)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+
+  if (cwd == NULL || cwd[0] == '\0')
+    return g_strdupv ((gchar **) argv);
+  g_strv_builder_add_many (b, "/bin/sh", "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", cwd, NULL);
+  g_strv_builder_addv (b, (const gchar **) argv);
+  return g_strv_builder_end (b);
+}
+
+static void
+exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(CallData) call = user_data;
+  g_autoptr(VdAgentExecResult) result = NULL;
+  g_autoptr(GVariant) entry = NULL;
+  GError *error = NULL;
+  gsize out_size, err_size;
+
+  result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &error);
+  if (result == NULL) {
+    call_fail (call, error, 0);
+    return;
+  }
+  out_size = g_bytes_get_size (result->out);
+  err_size = g_bytes_get_size (result->err);
+  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
+                          call->started_mono, result->exit_status, out_size, err_size, NULL);
+  vivarium_dbus_session_complete_exec (call->self->skeleton, call->invocation, result->exit_status,
+                                       g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_bytes_get_data (result->out, NULL), out_size, 1),
+                                       g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_bytes_get_data (result->err, NULL), err_size, 1),
+                                       result->out_truncated, result->err_truncated);
+}
+
+static gboolean
+validate_exec (const gchar * const *argv, const gchar * const *env, const gchar *cwd, guint timeout, GError **error)
+{
+  if (!vivarium_argv_validate (argv, error) || !vivarium_env_validate (env, error))
+    return FALSE;
+  if (cwd[0] != '\0' && !vivarium_guest_path_validate (cwd, error))
+    return FALSE;
+  if (timeout == 0 || timeout > VIVARIUM_EXEC_TIMEOUT_MAX_SEC) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The timeout must be between 1 and %d seconds", VIVARIUM_EXEC_TIMEOUT_MAX_SEC);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar * const *argv,
+             const gchar * const *env, const gchar *cwd, guint timeout, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+  g_auto(GStrv) real_argv = NULL;
+  GError *error = NULL;
+
+  if (!validate_exec (argv, env, cwd, timeout, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (!require_running (self, invocation))
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  real_argv = wrap_cwd (argv, cwd);
+  vd_agent_client_exec_async (self->agent, (const gchar * const *) real_argv, env, timeout * 1000,
+                              VIVARIUM_OUTPUT_CAP, NULL, exec_done_cb,
+                              call_data_new (self, invocation, "exec", argv));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+read_file_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(CallData) call = user_data;
+  g_autoptr(GBytes) data = NULL;
+  g_autoptr(GVariant) entry = NULL;
+  GError *error = NULL;
+
+  data = vd_agent_client_read_file_finish (VD_AGENT_CLIENT (source), res, &error);
+  if (data == NULL) {
+    call_fail (call, error, 0);
+    return;
+  }
+  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
+                          call->started_mono, 0, g_bytes_get_size (data), 0, NULL);
+  vivarium_dbus_session_complete_read_file (call->self->skeleton, call->invocation,
+                                            g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, data, TRUE));
+}
+
+static gboolean
+handle_read_file (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar *path, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+  const gchar *argv[] = { path, NULL };
+  GError *error = NULL;
+
+  if (!vivarium_guest_path_validate (path, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (!require_running (self, invocation))
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  vd_agent_client_read_file_async (self->agent, path, VIVARIUM_FILE_MAX, FILE_TIMEOUT_MS, NULL,
+                                   read_file_done_cb, call_data_new (self, invocation, "read-file", argv));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+write_file_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(CallData) call = user_data;
+  g_autoptr(GVariant) entry = NULL;
+  GError *error = NULL;
+
+  if (!vd_agent_client_write_file_finish (VD_AGENT_CLIENT (source), res, &error)) {
+    call_fail (call, error, 0);
+    return;
+  }
+  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
+                          call->started_mono, 0, 0, 0, NULL);
+  vivarium_dbus_session_complete_write_file (call->self->skeleton, call->invocation);
+}
+
+static gboolean
+handle_write_file (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar *path,
+                   GVariant *data, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+  const gchar *argv[] = { path, NULL };
+  g_autoptr(GBytes) bytes = NULL;
+  GError *error = NULL;
+
+  if (!vivarium_guest_path_validate (path, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (g_variant_get_size (data) > VIVARIUM_FILE_MAX) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE,
+                                           "The file is %" G_GSIZE_FORMAT " bytes; the limit is %d",
+                                           g_variant_get_size (data), VIVARIUM_FILE_MAX);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (!require_running (self, invocation))
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  bytes = g_variant_get_data_as_bytes (data);
+  vd_agent_client_write_file_async (self->agent, path, bytes, FILE_TIMEOUT_MS, NULL,
+                                    write_file_done_cb, call_data_new (self, invocation, "write-file", argv));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* QEMU writes the picture into the session's runtime directory, which its
+ * uid owns: open it without following links and with a size cap. */
+static GBytes *
+read_screenshot (const gchar *path, GError **error)
+{
+  g_autoptr(GMappedFile) mapped = NULL;
+  int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+
+  if (fd < 0 || fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size > SCREENSHOT_MAX) {
+    if (fd >= 0)
+      close (fd);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "QEMU did not produce a usable screenshot");
+    return NULL;
+  }
+  mapped = g_mapped_file_new_from_fd (fd, FALSE, error);
+  close (fd);
+  return mapped != NULL ? g_mapped_file_get_bytes (mapped) : NULL;
+}
+
+static void
+screenshot_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(CallData) call = user_data;
+  g_autoptr(JsonNode) reply = NULL;
+  g_autoptr(GBytes) png = NULL;
+  g_autoptr(GVariant) entry = NULL;
+  GError *error = NULL;
+
+  reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &error);
+  if (reply != NULL)
+    png = read_screenshot (call->path, &error);
+  g_unlink (call->path);
+  if (png == NULL) {
+    call_fail (call, error, 0);
+    return;
+  }
+  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
+                          call->started_mono, 0, g_bytes_get_size (png), 0, NULL);
+  vivarium_dbus_session_complete_screenshot (call->self->skeleton, call->invocation,
+                                             g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, png, TRUE));
+}
+
+static gboolean
+handle_screenshot (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+  const gchar *argv[] = { NULL };
+  g_autoptr(JsonObject) args = json_object_new ();
+  CallData *call;
+
+  if (!require_running (self, invocation) || self->qmp == NULL)
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  call = call_data_new (self, invocation, "screenshot", argv);
+  call->path = g_strdup_printf ("%s/screen-%u.png", self->runtime_dir, ++self->screenshot_seq);
+  json_object_set_string_member (args, "filename", call->path);
+  json_object_set_string_member (args, "format", "png");
+  vd_qmp_client_execute_async (self->qmp, "screendump", args, QMP_TIMEOUT_MS, NULL, screenshot_done_cb, call);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_get_command_log (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < self->command_log->len; i++)
+    g_variant_builder_add_value (&b, g_ptr_array_index (self->command_log, i));
+  vivarium_dbus_session_complete_get_command_log (iface, invocation, g_variant_builder_end (&b));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+stop_call_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  VdSession *self = VD_SESSION (source);
+  GError *error = NULL;
+
+  if (!vd_session_stop_finish (self, res, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  vivarium_dbus_session_complete_stop (self->skeleton, invocation);
+}
+
+static gboolean
+handle_stop (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  vd_session_stop_async (VD_SESSION (user_data), stop_call_done_cb, g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "vd-config.h"
+#include "vd-image.h"
+#include "vd-systemd.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  guint     memory_mib;
+  guint     cpus;
+  guint     timeout_sec;       /* 0: none */
+  gboolean  guard_layer1;      /* IPAddressDeny= on the unit (self-test may drop it) */
+  gboolean  guard_layer2;      /* uid covered by the nftables table */
+} VdSessionOptions;
+
+#define VD_TYPE_SESSION (vd_session_get_type ())
+G_DECLARE_FINAL_TYPE (VdSession, vd_session, VD, SESSION, GObject)
+
+VdSession   *vd_session_new             (VdConfig               *config,
+                                         VdSystemd              *systemd,
+                                         GDBusConnection        *connection,
+                                         VdImage                *image,
+                                         const gchar            *project_dir,
+                                         guint32                 uid,
+                                         const VdSessionOptions *options,
+                                         GPtrArray              *deny_list);
+const gchar *vd_session_get_id          (VdSession *self);
+const gchar *vd_session_get_object_path (VdSession *self);
+const gchar *vd_session_get_unit        (VdSession *self);
+const gchar *vd_session_get_state       (VdSession *self);
+guint32      vd_session_get_uid         (VdSession *self);
+VdImage     *vd_session_get_image       (VdSession *self);
+gboolean     vd_session_is_active       (VdSession *self);
+GDBusInterfaceSkeleton *vd_session_get_skeleton (VdSession *self);
+
+void         vd_session_start_async     (VdSession          *self,
+                                         GCancellable       *cancellable,
+                                         GAsyncReadyCallback callback,
+                                         gpointer            user_data);
+gboolean     vd_session_start_finish    (VdSession     *self,
+                                         GAsyncResult  *result,
+                                         GError       **error);
+void         vd_session_stop_async      (VdSession          *self,
+                                         GAsyncReadyCallback callback,
+                                         gpointer            user_data);
+gboolean     vd_session_stop_finish     (VdSession     *self,
+                                         GAsyncResult  *result,
+                                         GError       **error);
+void         vd_session_stop_sync       (VdSession *self);
+void         vd_session_record_timing   (VdSession *self, const gchar *step, guint64 usec);
+
+/* signal "ended": the session reached "stopped" or "failed" */
+
+G_END_DECLS

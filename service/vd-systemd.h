@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+#include <gio/gunixfdlist.h>
+
+G_BEGIN_DECLS
+
+#define VD_TYPE_SYSTEMD (vd_systemd_get_type ())
+G_DECLARE_FINAL_TYPE (VdSystemd, vd_systemd, VD, SYSTEMD, GObject)
+
+VdSystemd *vd_systemd_new                    (GDBusConnection *connection);
+gboolean   vd_systemd_subscribe              (VdSystemd       *self,
+                                              GError         **error);
+void       vd_systemd_start_transient_async  (VdSystemd          *self,
+                                              const gchar        *unit,
+                                              GVariant           *properties,
+                                              GUnixFDList        *fds,
+                                              GCancellable       *cancellable,
+                                              GAsyncReadyCallback callback,
+                                              gpointer            user_data);
+gboolean   vd_systemd_start_transient_finish (VdSystemd     *self,
+                                              GAsyncResult  *result,
+                                              GError       **error);
+void       vd_systemd_stop_unit_async        (VdSystemd          *self,
+                                              const gchar        *unit,
+                                              GCancellable       *cancellable,
+                                              GAsyncReadyCallback callback,
+                                              gpointer            user_data);
+gboolean   vd_systemd_stop_unit_finish       (VdSystemd     *self,
+                                              GAsyncResult  *result,
+                                              GError       **error);
+gboolean   vd_systemd_stop_unit_sync         (VdSystemd     *self,
+                                              const gchar   *unit,
+                                              guint          timeout_ms,
+                                              GError       **error);
+GVariant  *vd_systemd_get_unit_property      (VdSystemd     *self,
+                                              const gchar   *unit,
+                                              const gchar   *interface_name,
+                                              const gchar   *property,
+                                              GError       **error);
+gboolean   vd_systemd_unit_is_loaded         (VdSystemd     *self,
+                                              const gchar   *unit);
+GStrv      vd_systemd_list_units             (VdSystemd     *self,
+                                              const gchar   *pattern,
+                                              GError       **error);
+
+G_END_DECLS
