@@ -1335,23 +1335,25 @@ guard_table_expected_rules (VdGuardTable *self)
   return rules;
 }
 
-/* Learns each session rule's handle from its comment, for later deletion. */
+/* Learns each session rule's handle from its comment, for later deletion;
+ * a hash keeps this linear with a thousand sessions. */
 static void
 guard_table_learn_handles (VdGuardTable *self, GPtrArray *live)
 {
+  g_autoptr(GHashTable) by_comment = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+
+  for (guint j = 0; j < self->sessions->len; j++) {
+    GuardSession *s = &g_array_index (self->sessions, GuardSession, j);
+    g_hash_table_insert (by_comment, guard_rule_comment_for_uid (s->uid, TRUE), &s->handle4);
+    g_hash_table_insert (by_comment, guard_rule_comment_for_uid (s->uid, FALSE), &s->handle6);
+  }
   for (guint i = 0; i < live->len; i++) {
     struct nftnl_rule *r = g_ptr_array_index (live, i);
     g_autofree gchar *comment = guard_rule_get_comment (r);
+    guint64 *handle = comment != NULL ? g_hash_table_lookup (by_comment, comment) : NULL;
 
-    for (guint j = 0; comment != NULL && j < self->sessions->len; j++) {
-      GuardSession *s = &g_array_index (self->sessions, GuardSession, j);
-      g_autofree gchar *c4 = guard_rule_comment_for_uid (s->uid, TRUE);
-      g_autofree gchar *c6 = guard_rule_comment_for_uid (s->uid, FALSE);
-      if (g_strcmp0 (comment, c4) == 0)
-        s->handle4 = nftnl_rule_get_u64 (r, NFTNL_RULE_HANDLE);
-      else if (g_strcmp0 (comment, c6) == 0)
-        s->handle6 = nftnl_rule_get_u64 (r, NFTNL_RULE_HANDLE);
-    }
+    if (handle != NULL)
+      *handle = nftnl_rule_get_u64 (r, NFTNL_RULE_HANDLE);
   }
 }
 

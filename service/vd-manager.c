@@ -3,11 +3,34 @@
 
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <gio/gunixfdlist.h>
+#include <gio/gunixinputstream.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+#include <glib/gstdio.h>
+
 #include "vivarium-dbus-generated.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-daemon.h"
+#include "vd-fs.h"
+#include "vd-guard.h"
+#include "vd-image.h"
+#include "vd-image-build.h"
+#include "vd-log.h"
 #include "vd-manager.h"
+#include "vd-session.h"
+#include "vd-systemd.h"
+#include "vd-task.h"
+
+/* Stopped sessions and finished tasks stay visible this long, so that a
+ * caller can still read how they ended. */
+#define FORGET_AFTER_SEC   300
+#define IMPORT_MAX_BYTES   (G_GUINT64_CONSTANT (64) * 1024 * 1024 * 1024)
 
 struct _VdManager {
   GObject               parent_instance;
@@ -15,7 +38,14 @@ struct _VdManager {
   VdConfig             *config;
   VdAuthority          *authority;
   GDBusConnection      *connection;
+  VdSystemd            *systemd;
+  VdGuard              *guard;
   VivariumDBusManager  *skeleton;
+  GHashTable           *images;       /* name → VdImage */
+  GHashTable           *builds;       /* image name → VdImageBuild */
+  GHashTable           *sessions;     /* id → VdSession */
+  GHashTable           *tasks;        /* id → VdTask */
+  GHashTable           *uids;         /* uid → session id */
 };
 
 G_DEFINE_TYPE (VdManager, vd_manager, G_TYPE_OBJECT)
@@ -27,7 +57,16 @@ vd_manager_finalize (GObject *object)
 
   if (self->skeleton != NULL)
     g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
+  if (self->guard != NULL)
+    g_dbus_interface_skeleton_unexport (vd_guard_get_skeleton (self->guard));
+  g_hash_table_unref (self->images);
+  g_hash_table_unref (self->builds);
+  g_hash_table_unref (self->sessions);
+  g_hash_table_unref (self->tasks);
+  g_hash_table_unref (self->uids);
   g_clear_object (&self->skeleton);
+  g_clear_object (&self->guard);
+  g_clear_object (&self->systemd);
   g_clear_object (&self->config);
   g_clear_object (&self->authority);
   g_clear_object (&self->connection);
@@ -43,6 +82,11 @@ vd_manager_class_init (VdManagerClass *klass)
 static void
 vd_manager_init (VdManager *self)
 {
+  self->images = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->builds = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->sessions = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->tasks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->uids = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
 }
 
 static const gchar *
@@ -53,19 +97,50 @@ detect_accelerator (void)
   return g_file_test ("/dev/kvm", G_FILE_TEST_EXISTS) ? "kvm" : "tcg";
 }
 
+static const gchar **
+object_paths (GHashTable *table, const gchar *(*path_of) (gpointer))
+{
+  GPtrArray *paths = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, table);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_ptr_array_add (paths, (gpointer) path_of (value));
+  g_ptr_array_sort (paths, (GCompareFunc) g_strcmp0);
+  g_ptr_array_add (paths, NULL);
+  return (const gchar **) g_ptr_array_free (paths, FALSE);
+}
+
+/* Every object goes on the bus behind the same bouncer. */
+static gboolean
+export_protected (VdManager *self, GDBusInterfaceSkeleton *skeleton, const gchar *path, GError **error)
+{
+  vd_authority_protect (self->authority, skeleton);
+  if (g_dbus_interface_skeleton_get_connection (skeleton) != NULL)
+    return TRUE;
+  return g_dbus_interface_skeleton_export (skeleton, self->connection, path, error);
+}
+
+/* --- listing --------------------------------------------------------- */
+
 static gboolean
 handle_list_sessions (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
 {
-  const gchar *none[] = { NULL };
-  vivarium_dbus_manager_complete_list_sessions (iface, invocation, none);
+  VdManager *self = VD_MANAGER (user_data);
+  g_autofree const gchar **paths = object_paths (self->sessions, (const gchar *(*) (gpointer)) vd_session_get_object_path);
+
+  vivarium_dbus_manager_complete_list_sessions (iface, invocation, paths);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
 static gboolean
 handle_list_images (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
 {
-  const gchar *none[] = { NULL };
-  vivarium_dbus_manager_complete_list_images (iface, invocation, none);
+  VdManager *self = VD_MANAGER (user_data);
+  g_autofree const gchar **paths = object_paths (self->images, (const gchar *(*) (gpointer)) vd_image_get_object_path);
+
+  vivarium_dbus_manager_complete_list_images (iface, invocation, paths);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -73,9 +148,732 @@ static gboolean
 handle_list_projects (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
 {
   const gchar *none[] = { NULL };
+
   vivarium_dbus_manager_complete_list_projects (iface, invocation, none);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
+
+static gboolean
+handle_list_recipes (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_auto(GStrv) recipes = vd_image_build_list_recipes (self->config);
+
+  vivarium_dbus_manager_complete_list_recipes (iface, invocation, (const gchar * const *) recipes);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* --- images ---------------------------------------------------------- */
+
+static gboolean handle_image_freeze (VivariumDBusImage *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_image_verify (VivariumDBusImage *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_image_delete (VivariumDBusImage *, GDBusMethodInvocation *, gpointer);
+
+static gboolean
+add_image (VdManager *self, VdImage *image, gboolean announce, GError **error)
+{
+  GDBusInterfaceSkeleton *skeleton = vd_image_get_skeleton (image);
+
+  g_signal_connect (skeleton, "handle-freeze", G_CALLBACK (handle_image_freeze), self);
+  g_signal_connect (skeleton, "handle-verify", G_CALLBACK (handle_image_verify), self);
+  g_signal_connect (skeleton, "handle-delete", G_CALLBACK (handle_image_delete), self);
+  if (!export_protected (self, skeleton, vd_image_get_object_path (image), error))
+    return FALSE;
+  g_hash_table_insert (self->images, g_strdup (vd_image_get_name (image)), g_object_ref (image));
+  if (announce)
+    vivarium_dbus_manager_emit_image_added (self->skeleton, vd_image_get_object_path (image));
+  return TRUE;
+}
+
+static void
+load_images (VdManager *self)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "images", NULL);
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (dir, names[i], NULL);
+    g_autoptr(VdImage) image = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (names[i][0] == '.')
+      continue;
+    image = vd_image_load (path, &error);
+    if (image == NULL || !add_image (self, image, FALSE, &error))
+      g_warning ("skipping image %s: %s", path, error->message);
+  }
+}
+
+static VdImage *
+image_for_skeleton (VdManager *self, VivariumDBusImage *iface)
+{
+  return g_hash_table_lookup (self->images, vivarium_dbus_image_get_name (iface));
+}
+
+static void
+freeze_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  VdImage *image = VD_IMAGE (source);
+  GError *error = NULL;
+
+  if (!vd_image_freeze_finish (image, res, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  g_dbus_method_invocation_return_value (invocation, NULL);
+}
+
+static gboolean
+handle_image_freeze (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdImage *image = image_for_skeleton (VD_MANAGER (user_data), iface);
+
+  vd_image_freeze_async (image, NULL, freeze_done_cb, g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+verify_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = vd_image_verify_finish (VD_IMAGE (source), res, &error);
+
+  if (!ok && !g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH)) {
+    g_dbus_method_invocation_return_gerror (invocation, error);
+    return;
+  }
+  g_dbus_method_invocation_return_value (invocation, g_variant_new ("(b)", ok));
+}
+
+static gboolean
+handle_image_verify (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdImage *image = image_for_skeleton (VD_MANAGER (user_data), iface);
+
+  vd_image_verify_async (image, TRUE, NULL, verify_done_cb, g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_image_delete (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_autoptr(VdImage) image = g_object_ref (image_for_skeleton (self, iface));
+  g_autofree gchar *path = g_strdup (vd_image_get_object_path (image));
+  GError *error = NULL;
+
+  if (!vd_image_delete (image, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vivarium_dbus_image_complete_delete (iface, invocation);
+  vd_image_unexport (image);
+  g_hash_table_remove (self->images, vd_image_get_name (image));
+  vivarium_dbus_manager_emit_image_removed (self->skeleton, path);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+check_new_image_name (VdManager *self, const gchar *name, GError **error)
+{
+  g_autofree gchar *dir = NULL;
+
+  if (!vivarium_name_validate ("image", name, error))
+    return FALSE;
+  dir = vd_config_build_state_path (self->config, "images", name, NULL);
+  if (g_hash_table_contains (self->images, name) || g_hash_table_contains (self->builds, name) ||
+      g_file_test (dir, G_FILE_TEST_EXISTS)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "An image named “%s” already exists", name);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* --- tasks ----------------------------------------------------------- */
+
+static gboolean
+forget_task_cb (gpointer user_data)
+{
+  g_autoptr(VdTask) task = user_data;
+  VdManager *self = g_object_get_data (G_OBJECT (task), "manager");
+
+  g_hash_table_remove (self->tasks, vd_task_get_id (task));
+  return G_SOURCE_REMOVE;
+}
+
+static void
+task_finished (VdManager *self, VdTask *task)
+{
+  g_object_set_data (G_OBJECT (task), "manager", self);
+  g_timeout_add_seconds (FORGET_AFTER_SEC, forget_task_cb, g_object_ref (task));
+  vd_daemon_release (self->daemon);
+}
+
+static VdTask *
+new_task (VdManager *self, const gchar *kind, GError **error)
+{
+  g_autoptr(VdTask) task = vd_task_new (kind, self->connection, error);
+
+  if (task == NULL)
+    return NULL;
+  vd_authority_protect (self->authority, vd_task_get_skeleton (task));
+  g_hash_table_insert (self->tasks, g_strdup (vd_task_get_id (task)), g_object_ref (task));
+  vd_daemon_hold (self->daemon);
+  return g_steal_pointer (&task);
+}
+
+/* --- building -------------------------------------------------------- */
+
+static void
+build_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  VdImageBuild *build = VD_IMAGE_BUILD (source);
+  g_autoptr(VdTask) task = g_object_ref (g_object_get_data (source, "task"));
+  g_autofree gchar *name = g_strdup (vd_image_build_get_name (build));
+  g_autofree gchar *dir = NULL;
+  g_autoptr(VdImage) image = NULL;
+  g_autoptr(GError) error = NULL;
+
+  dir = vd_image_build_run_finish (build, res, &error);
+  if (dir != NULL)
+    image = vd_image_load (dir, &error);
+  if (image != NULL && add_image (self, image, TRUE, &error))
+    vd_task_succeed (task, vd_image_get_object_path (image));
+  else
+    vd_task_fail (task, error);
+  g_hash_table_remove (self->builds, name);
+  task_finished (self, task);
+}
+
+static gboolean
+check_recipe (VdManager *self, const gchar *recipe, GError **error)
+{
+  g_autofree gchar *path = NULL;
+
+  if (!vivarium_name_validate ("recipe", recipe, error))
+    return FALSE;
+  path = vd_image_build_recipe_path (self->config, recipe);
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND, "There is no recipe named “%s”", recipe);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+handle_build_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *recipe,
+                    const gchar *name, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_autoptr(VdTask) task = NULL;
+  g_autoptr(VdImageBuild) build = NULL;
+  GError *error = NULL;
+
+  if (!check_recipe (self, recipe, &error) || !check_new_image_name (self, name, &error) ||
+      (task = new_task (self, "build-image", &error)) == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  build = vd_image_build_new (self->config, self->systemd, task, recipe, name);
+  g_object_set_data_full (G_OBJECT (build), "task", g_object_ref (task), g_object_unref);
+  g_hash_table_insert (self->builds, g_strdup (name), g_object_ref (build));
+  vd_log_image (G_LOG_LEVEL_INFO, name, "building image %s from recipe %s (task %s)", name, recipe, vd_task_get_id (task));
+  vd_image_build_run_async (build, build_done_cb, self);
+  vivarium_dbus_manager_complete_build_image (iface, invocation, vd_task_get_object_path (task));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* --- importing ------------------------------------------------------- */
+
+typedef struct {
+  gint   fd;
+  gchar *name;
+  gchar *staging;
+  gchar *target;
+} ImportData;
+
+static void
+import_data_free (ImportData *data)
+{
+  if (data->fd >= 0)
+    close (data->fd);
+  g_free (data->name);
+  g_free (data->staging);
+  g_free (data->target);
+  g_free (data);
+}
+
+static gboolean
+copy_fd_to (gint fd, const gchar *path, GError **error)
+{
+  g_autoptr(GInputStream) in = g_unix_input_stream_new (fd, FALSE);
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  g_autoptr(GFileOutputStream) out = g_file_create (file, G_FILE_CREATE_PRIVATE, NULL, error);
+
+  if (out == NULL)
+    return FALSE;
+  return g_output_stream_splice (G_OUTPUT_STREAM (out), in,
+                                 G_OUTPUT_STREAM_SPLICE_CLOSE_TARGET, NULL, error) >= 0;
+}
+
+static gboolean
+run_tool (GError **error, const gchar *what, const gchar *first, ...)
+{
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr(GSubprocess) proc = NULL;
+  va_list args;
+
+  va_start (args, first);
+  for (const gchar *a = first; a != NULL; a = va_arg (args, const gchar *))
+    g_ptr_array_add (argv, (gpointer) a);
+  va_end (args);
+  g_ptr_array_add (argv, NULL);
+  proc = g_subprocess_newv ((const gchar * const *) argv->pdata, G_SUBPROCESS_FLAGS_STDOUT_SILENCE |
+                            G_SUBPROCESS_FLAGS_STDERR_SILENCE, error);
+  if (proc == NULL || !g_subprocess_wait_check (proc, NULL, error)) {
+    g_clear_error (error);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "%s failed", what);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Only self-contained qcow2 or raw disks: other formats (and qcow2 with a
+ * backing or external data file) can make QEMU open host files by name. */
+static gboolean
+check_import_format (const gchar *disk, gchar **format, GError **error)
+{
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GBytes) out = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonObject *info;
+  g_autofree gchar *text = NULL;
+
+  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, error,
+                           "qemu-img", "info", "--output=json", disk, NULL);
+  if (proc == NULL || !g_subprocess_communicate (proc, NULL, NULL, &out, NULL, error))
+    return FALSE;
+  if (!g_subprocess_get_successful (proc) ||
+      !json_parser_load_from_data (parser, g_bytes_get_data (out, NULL), g_bytes_get_size (out), NULL) ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "qemu-img does not recognise the file as a disk image");
+    return FALSE;
+  }
+  info = json_node_get_object (json_parser_get_root (parser));
+  text = json_to_string (json_parser_get_root (parser), FALSE);
+  if (json_object_has_member (info, "backing-filename") || strstr (text, "\"data-file\"") != NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The disk refers to other files (a backing or data file); import a self-contained disk");
+    return FALSE;
+  }
+  *format = g_strdup (json_object_get_string_member_with_default (info, "format", ""));
+  if (g_strcmp0 (*format, "qcow2") != 0 && g_strcmp0 (*format, "raw") != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The disk is in %s format; only qcow2 and raw disks are accepted", *format);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+import_into_staging (ImportData *data, GError **error)
+{
+  g_autofree gchar *incoming = g_build_filename (data->staging, "incoming", NULL);
+  g_autofree gchar *disk = g_build_filename (data->staging, "disk.qcow2", NULL);
+  g_autofree gchar *format = NULL;
+
+  if (!copy_fd_to (data->fd, incoming, error) || !check_import_format (incoming, &format, error))
+    return FALSE;
+  if (g_strcmp0 (format, "raw") == 0) {
+    if (!run_tool (error, "Converting the raw disk to qcow2", "qemu-img", "convert", "-f", "raw", "-O", "qcow2",
+                   incoming, disk, NULL))
+      return FALSE;
+    g_unlink (incoming);
+  } else if (g_rename (incoming, disk) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot move the imported disk: %s", g_strerror (errno));
+    return FALSE;
+  }
+  return vd_image_write_metadata (data->staging, "import", error);
+}
+
+static void
+import_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c)
+{
+  ImportData *data = task_data;
+  GError *error = NULL;
+
+  g_autofree gchar *parent = g_path_get_dirname (data->staging);
+
+  if (!vd_fs_mkdir (parent, 0700, 0, 0, &error) || !vd_fs_mkdir (data->staging, 0755, 0, 0, &error) ||
+      !import_into_staging (data, &error) ||
+      g_file_test (data->target, G_FILE_TEST_EXISTS) || g_rename (data->staging, data->target) != 0) {
+    if (error == NULL)
+      error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "An image named “%s” appeared meanwhile", data->name);
+    vd_fs_rm_rf (data->staging, NULL);
+    g_task_return_error (task, error);
+    return;
+  }
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+import_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  VdManager *self = VD_MANAGER (source);
+  ImportData *data = g_task_get_task_data (G_TASK (res));
+  g_autoptr(VdImage) image = NULL;
+  GError *error = NULL;
+
+  g_hash_table_remove (self->builds, data->name);
+  vd_daemon_release (self->daemon);
+  if (!g_task_propagate_boolean (G_TASK (res), &error) ||
+      (image = vd_image_load (data->target, &error)) == NULL || !add_image (self, image, TRUE, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  vd_log_image (G_LOG_LEVEL_INFO, data->name, "imported image %s", data->name);
+  vivarium_dbus_manager_complete_import_image (self->skeleton, invocation, vd_image_get_object_path (image));
+}
+
+static gint
+take_import_fd (GDBusMethodInvocation *invocation, GVariant *handle, GError **error)
+{
+  GUnixFDList *fds = g_dbus_message_get_unix_fd_list (g_dbus_method_invocation_get_message (invocation));
+  gint fd;
+  struct stat st;
+
+  if (fds == NULL || g_variant_get_handle (handle) >= g_unix_fd_list_get_length (fds)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "No file descriptor was passed");
+    return -1;
+  }
+  fd = g_unix_fd_list_get (fds, g_variant_get_handle (handle), error);
+  if (fd < 0)
+    return -1;
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
+    close (fd);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The descriptor is not a readable regular file");
+    return -1;
+  }
+  if ((guint64) st.st_size > IMPORT_MAX_BYTES) {
+    close (fd);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "The disk is larger than 64 GiB");
+    return -1;
+  }
+  return fd;
+}
+
+static gboolean
+handle_import_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocation,
+                     const gchar *name, GVariant *handle, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_autoptr(GTask) task = NULL;
+  g_autofree gchar *id = g_uuid_string_random ();
+  ImportData *data;
+  GError *error = NULL;
+  gint fd;
+
+  if (!check_new_image_name (self, name, &error) || (fd = take_import_fd (invocation, handle, &error)) < 0) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  data = g_new0 (ImportData, 1);
+  data->fd = fd;
+  data->name = g_strdup (name);
+  data->staging = vd_config_build_state_path (self->config, "images", ".staging", id, NULL);
+  data->target = vd_config_build_state_path (self->config, "images", name, NULL);
+  g_hash_table_insert (self->builds, g_strdup (name), g_object_new (G_TYPE_OBJECT, NULL));
+  vd_daemon_hold (self->daemon);
+  task = g_task_new (self, NULL, import_done_cb, g_object_ref (invocation));
+  g_task_set_task_data (task, data, (GDestroyNotify) import_data_free);
+  g_task_run_in_thread (task, import_thread);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* --- sessions -------------------------------------------------------- */
+
+static gboolean
+parse_uint_option (GVariantDict *dict, const gchar *key, guint min, guint max, guint *value, GError **error)
+{
+  g_autoptr(GVariant) v = g_variant_dict_lookup_value (dict, key, NULL);
+
+  if (v == NULL)
+    return TRUE;
+  if (!g_variant_is_of_type (v, G_VARIANT_TYPE_UINT32)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The option “%s” must be an unsigned 32-bit number (type u)", key);
+    return FALSE;
+  }
+  *value = g_variant_get_uint32 (v);
+  if (*value < min || *value > max) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The option “%s” is %u; it must be between %u and %u", key, *value, min, max);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+parse_session_options (VdManager *self, GVariant *options, VdSessionOptions *out, GError **error)
+{
+  g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
+  const gchar *known[] = { "memory", "cpus", "timeout", "egress", NULL };
+  GVariantIter iter;
+  const gchar *key;
+  const gchar *egress = "open";
+
+  g_variant_iter_init (&iter, options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, NULL)) {
+    if (!g_strv_contains (known, key)) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                   "Unknown session option “%s” (known: memory, cpus, timeout, egress)", key);
+      return FALSE;
+    }
+  }
+  out->memory_mib = vd_config_get_default_memory_mib (self->config);
+  out->cpus = vd_config_get_default_cpus (self->config);
+  out->timeout_sec = 0;
+  out->guard_layer1 = TRUE;
+  out->guard_layer2 = TRUE;
+  if (!parse_uint_option (dict, "memory", VIVARIUM_MEMORY_MIN_MIB, VIVARIUM_MEMORY_MAX_MIB, &out->memory_mib, error) ||
+      !parse_uint_option (dict, "cpus", 1, VIVARIUM_CPUS_MAX, &out->cpus, error) ||
+      !parse_uint_option (dict, "timeout", 0, VIVARIUM_TIMEOUT_MAX_SEC, &out->timeout_sec, error))
+    return FALSE;
+  if (g_variant_dict_contains (dict, "egress") && !g_variant_dict_lookup (dict, "egress", "&s", &egress)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The option “egress” must be a string");
+    return FALSE;
+  }
+  if (g_strcmp0 (egress, "open") != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "Unknown egress mode “%s”; only “open” is available", egress);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static VdImage *
+lookup_bootable_image (VdManager *self, const gchar *name, GError **error)
+{
+  VdImage *image;
+
+  if (!vivarium_name_validate ("image", name, error))
+    return NULL;
+  image = g_hash_table_lookup (self->images, name);
+  if (image == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND, "There is no image named “%s”", name);
+    return NULL;
+  }
+  if (!vd_image_is_frozen (image)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FROZEN,
+                 "The image “%s” is not frozen; freeze it before starting sessions from it", name);
+    return NULL;
+  }
+  return image;
+}
+
+static gboolean
+check_project (VdManager *self, const gchar *project, GError **error)
+{
+  if (project[0] == '\0')
+    return TRUE;
+  if (!vivarium_name_validate ("project", project, error))
+    return FALSE;
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND, "There is no project named “%s”", project);
+  return FALSE;
+}
+
+static guint32
+allocate_uid (VdManager *self, GError **error)
+{
+  guint32 base = vd_config_get_uid_base (self->config);
+  guint32 last_covered = vd_guard_get_uncovered_uid (self->guard) - 1;
+
+  /* The base uid itself is never handed out: a range starting at a round
+   * number is easy to misread in ps and logs. */
+  for (guint32 uid = base + 1; uid <= last_covered; uid++) {
+    if (!g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
+      return uid;
+  }
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "No session uid is free");
+  return 0;
+}
+
+static gboolean
+forget_session_cb (gpointer user_data)
+{
+  g_autoptr(VdSession) session = user_data;
+  VdManager *self = g_object_get_data (G_OBJECT (session), "manager");
+  g_autofree gchar *path = g_strdup (vd_session_get_object_path (session));
+
+  if (g_hash_table_remove (self->sessions, vd_session_get_id (session)))
+    vivarium_dbus_manager_emit_session_removed (self->skeleton, path);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+session_ended_cb (VdSession *session, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  guint32 uid = vd_session_get_uid (session);
+  guint64 packets = 0, bytes = 0;
+
+  if (vd_guard_get_counters (self->guard, uid, &packets, &bytes))
+    vd_log_session (G_LOG_LEVEL_INFO, vd_session_get_id (session),
+                    "session %s: the guard dropped %" G_GUINT64_FORMAT " packets", vd_session_get_id (session), packets);
+  vd_guard_remove_session (self->guard, uid);
+  g_hash_table_remove (self->uids, GUINT_TO_POINTER (uid));
+  vd_image_remove_user (vd_session_get_image (session), vd_session_get_object_path (session));
+  vd_daemon_release (self->daemon);
+  g_object_set_data (G_OBJECT (session), "manager", self);
+  g_timeout_add_seconds (FORGET_AFTER_SEC, forget_session_cb, g_object_ref (session));
+}
+
+static void
+session_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  VdSession *session = VD_SESSION (source);
+  VdManager *self = g_object_get_data (source, "manager");
+  GError *error = NULL;
+
+  if (!vd_session_start_finish (session, res, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  /* Layer 1 is checked on the unit as systemd holds it, not as we asked. */
+  if (!vd_guard_check_unit (self->guard, vd_session_get_unit (session), &error)) {
+    vd_session_stop_async (session, NULL, NULL);
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  vivarium_dbus_manager_complete_start_session (self->skeleton, invocation, vd_session_get_object_path (session));
+}
+
+static VdSession *
+create_session (VdManager *self, VdImage *image, const VdSessionOptions *options, GError **error)
+{
+  g_autoptr(VdSession) session = NULL;
+  guint32 uid = allocate_uid (self, error);
+  gint64 guard_started = g_get_monotonic_time ();
+
+  if (uid == 0 || !vd_guard_add_session (self->guard, uid, error))
+    return NULL;
+  session = vd_session_new (self->config, self->systemd, self->connection, image, NULL, uid, options,
+                            vd_guard_get_deny_list (self->guard));
+  vd_session_record_timing (session, "guard", (guint64) (g_get_monotonic_time () - guard_started));
+  if (!export_protected (self, vd_session_get_skeleton (session), vd_session_get_object_path (session), error)) {
+    vd_guard_remove_session (self->guard, uid);
+    return NULL;
+  }
+  g_hash_table_insert (self->uids, GUINT_TO_POINTER (uid), g_strdup (vd_session_get_id (session)));
+  g_hash_table_insert (self->sessions, g_strdup (vd_session_get_id (session)), g_object_ref (session));
+  g_signal_connect (session, "ended", G_CALLBACK (session_ended_cb), self);
+  g_object_set_data (G_OBJECT (session), "manager", self);
+  vd_daemon_hold (self->daemon);
+  vivarium_dbus_manager_emit_session_added (self->skeleton, vd_session_get_object_path (session));
+  return g_steal_pointer (&session);
+}
+
+static guint
+count_active_sessions (VdManager *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+  guint n = 0;
+
+  g_hash_table_iter_init (&iter, self->sessions);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    n += vd_session_is_active (value) ? 1 : 0;
+  return n;
+}
+
+static gboolean
+handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *project,
+                      const gchar *image_name, GVariant *options, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  VdSessionOptions opts = { 0 };
+  VdImage *image;
+  g_autoptr(VdSession) session = NULL;
+  GError *error = NULL;
+
+  if (!parse_session_options (self, options, &opts, &error) || !check_project (self, project, &error) ||
+      (image = lookup_bootable_image (self, image_name, &error)) == NULL ||
+      !vd_guard_check_can_start (self->guard, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (count_active_sessions (self) >= vd_config_get_max_sessions (self->config)) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                                           "%u sessions are running, the configured maximum",
+                                           vd_config_get_max_sessions (self->config));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  session = create_session (self, image, &opts, &error);
+  if (session == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vd_session_start_async (session, NULL, session_started_cb, g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* --- start-up sweep -------------------------------------------------- */
+
+static void
+sweep_units (VdManager *self, const gchar *pattern)
+{
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) units = vd_systemd_list_units (self->systemd, pattern, &error);
+
+  if (units == NULL) {
+    g_info ("cannot list %s units (no systemd?): %s", pattern, error->message);
+    return;
+  }
+  for (guint i = 0; units[i] != NULL; i++) {
+    g_autoptr(GError) stop_error = NULL;
+    g_warning ("sweep: stopping leftover unit %s", units[i]);
+    if (!vd_systemd_stop_unit_sync (self->systemd, units[i], 30000, &stop_error))
+      g_warning ("sweep: cannot stop %s: %s", units[i], stop_error->message);
+  }
+}
+
+static void
+sweep_dir (const gchar *dir)
+{
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (dir, names[i], NULL);
+    g_autoptr(GError) error = NULL;
+    g_warning ("sweep: removing leftover %s", path);
+    if (!vd_fs_rm_rf (path, &error))
+      g_warning ("sweep: %s", error->message);
+  }
+}
+
+/* A daemon that crashed, or was killed, leaves units (already stopped by
+ * BindsTo= in the normal case), overlays and sockets behind. Nothing of a
+ * previous instance can still be in use, so everything of it goes. */
+static void
+sweep_leftovers (VdManager *self)
+{
+  g_autofree gchar *state_sessions = vd_config_build_state_path (self->config, "sessions", NULL);
+  g_autofree gchar *staging = vd_config_build_state_path (self->config, "images", ".staging", NULL);
+  g_autofree gchar *runtime_sessions = g_build_filename (vd_config_get_runtime_dir (self->config), "sessions", NULL);
+
+  sweep_units (self, VIVARIUM_SESSION_UNIT_PREFIX "*.service");
+  sweep_units (self, "vivarium-build-*.service");
+  sweep_dir (state_sessions);
+  sweep_dir (runtime_sessions);
+  sweep_dir (staging);
+}
+
+/* --- life cycle ------------------------------------------------------ */
 
 VdManager *
 vd_manager_new (VdDaemon *daemon, VdConfig *config, VdAuthority *authority, GDBusConnection *connection)
@@ -86,26 +884,56 @@ vd_manager_new (VdDaemon *daemon, VdConfig *config, VdAuthority *authority, GDBu
   self->config = g_object_ref (config);
   self->authority = g_object_ref (authority);
   self->connection = g_object_ref (connection);
+  self->systemd = vd_systemd_new (connection);
+  self->guard = vd_guard_new (config, self->systemd);
   return self;
+}
+
+static void
+connect_handlers (VdManager *self)
+{
+  VivariumDBusManager *s = self->skeleton;
+
+  g_signal_connect (s, "handle-list-sessions", G_CALLBACK (handle_list_sessions), self);
+  g_signal_connect (s, "handle-list-images", G_CALLBACK (handle_list_images), self);
+  g_signal_connect (s, "handle-list-projects", G_CALLBACK (handle_list_projects), self);
+  g_signal_connect (s, "handle-list-recipes", G_CALLBACK (handle_list_recipes), self);
+  g_signal_connect (s, "handle-build-image", G_CALLBACK (handle_build_image), self);
+  g_signal_connect (s, "handle-import-image", G_CALLBACK (handle_import_image), self);
+  g_signal_connect (s, "handle-start-session", G_CALLBACK (handle_start_session), self);
 }
 
 gboolean
 vd_manager_start (VdManager *self, GError **error)
 {
+  g_autoptr(GError) local_error = NULL;
+
+  if (!vd_systemd_subscribe (self->systemd, &local_error))
+    g_info ("systemd is not reachable; sessions and builds will fail: %s", local_error->message);
+  sweep_leftovers (self);
+  vd_guard_start (self->guard);
   self->skeleton = vivarium_dbus_manager_skeleton_new ();
   vivarium_dbus_manager_set_version (self->skeleton, PACKAGE_VERSION);
   vivarium_dbus_manager_set_state (self->skeleton, "running");
   vivarium_dbus_manager_set_accelerator (self->skeleton, detect_accelerator ());
-  g_signal_connect (self->skeleton, "handle-list-sessions", G_CALLBACK (handle_list_sessions), self);
-  g_signal_connect (self->skeleton, "handle-list-images", G_CALLBACK (handle_list_images), self);
-  g_signal_connect (self->skeleton, "handle-list-projects", G_CALLBACK (handle_list_projects), self);
-  vd_authority_protect (self->authority, G_DBUS_INTERFACE_SKELETON (self->skeleton));
-  return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self->skeleton),
-                                           self->connection, VIVARIUM_DBUS_PATH, error);
+  connect_handlers (self);
+  if (!export_protected (self, G_DBUS_INTERFACE_SKELETON (self->skeleton), VIVARIUM_DBUS_PATH, error) ||
+      !export_protected (self, vd_guard_get_skeleton (self->guard), VIVARIUM_DBUS_PATH, error))
+    return FALSE;
+  load_images (self);
+  return TRUE;
 }
 
+/* SIGTERM or idle exit: sessions are torn down here, synchronously, so
+ * that the next instance finds nothing to sweep. */
 void
 vd_manager_shutdown (VdManager *self)
 {
+  GHashTableIter iter;
+  gpointer value;
+
   vivarium_dbus_manager_set_state (self->skeleton, "stopping");
+  g_hash_table_iter_init (&iter, self->sessions);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    vd_session_stop_sync (VD_SESSION (value));
 }

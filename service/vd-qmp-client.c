@@ -196,7 +196,7 @@ vd_qmp_client_protocol_error (VdQmpClient *self, const gchar *what)
 {
   g_autoptr(GError) error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
                                          "QMP protocol error: %s", what);
-  g_warning ("%s", error->message);
+  g_debug ("%s", error->message);
   vd_qmp_client_close_with_error (self, error);
 }
 
