@@ -226,8 +226,10 @@ vd_json_line_is_blank (const gchar *line, gsize len)
 static gboolean
 vd_json_stream_skip_buffer (VdJsonStream *self)
 {
-  const guint8 *hit = memchr (self->buffer->data, VD_JSON_DELIMITER, self->buffer->len);
+  const guint8 *hit = NULL;
 
+  if (self->buffer->len > 0)
+    hit = memchr (self->buffer->data, VD_JSON_DELIMITER, self->buffer->len);
   if (hit == NULL) {
     g_byte_array_set_size (self->buffer, 0);
     return FALSE;
@@ -259,13 +261,14 @@ vd_json_stream_process (VdJsonStream *self)
   g_autoptr(VdJsonStream) keep = g_object_ref (self);
 
   while (!self->closed) {
-    const guint8 *nl;
+    const guint8 *nl = NULL;
     g_autofree gchar *line = NULL;
     gsize len;
 
     if (self->skipping && !vd_json_stream_skip_buffer (self))
       return;
-    nl = memchr (self->buffer->data, '\n', self->buffer->len);
+    if (self->buffer->len > 0)
+      nl = memchr (self->buffer->data, '\n', self->buffer->len);
     if (nl == NULL) {
       if (self->buffer->len > self->max_message_size) {
         g_autoptr(GError) error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdio.h>
+#include <gio/gio.h>
+#include <gio/gunixfdlist.h>
+#include <json-glib/json-glib.h>
+
+#include "vivarium-dbus-generated.h"
+
+G_BEGIN_DECLS
+
+/* Usage errors are the caller's mistake, not the daemon's: they exit with 2
+ * and are found before anything is sent on the bus. */
+#define VCTL_USAGE_ERROR (vctl_usage_error_quark ())
+GQuark vctl_usage_error_quark (void);
+
+#define VCTL_EXIT_ERROR 1
+#define VCTL_EXIT_USAGE 2
+
+/* How long a call may take when the daemon bounds the work itself (a boot,
+ * a copy, a self-test): the daemon answers with TimedOut, so the client
+ * must not give up first. */
+#define VCTL_TIMEOUT_LONG G_MAXINT
+#define VCTL_TIMEOUT_FILE (120 * 1000)
+
+typedef struct {
+  gboolean             json;
+  gboolean             no_interaction;
+  GDBusConnection     *bus;
+  VivariumDBusManager *manager;
+  /* Set by commands whose success still ends in a non-zero status (exec). */
+  gint                 exit_status;
+} VctlContext;
+
+typedef struct _VctlCommand VctlCommand;
+typedef gboolean (*VctlCommandFunc) (VctlContext        *ctx,
+                                     const VctlCommand  *cmd,
+                                     gchar            ***argv,
+                                     GError            **error);
+
+struct _VctlCommand {
+  const gchar     *group;      /* NULL for a top-level verb */
+  const gchar     *verb;
+  const gchar     *arguments;  /* e.g. "RECIPE NAME" */
+  const gchar     *summary;
+  VctlCommandFunc  func;
+};
+
+gchar       *vctl_command_synopsis   (const VctlCommand    *cmd);
+gboolean     vctl_parse_args         (VctlContext          *ctx,
+                                      const VctlCommand    *cmd,
+                                      const GOptionEntry   *entries,
+                                      gboolean              listing,
+                                      gchar              ***argv,
+                                      guint                 min_args,
+                                      guint                 max_args,
+                                      GError              **error);
+gboolean     vctl_parse_uint         (const gchar          *option,
+                                      const gchar          *text,
+                                      guint64               min,
+                                      guint64               max,
+                                      guint                *out,
+                                      GError              **error);
+gboolean     vctl_connect            (VctlContext          *ctx,
+                                      GError              **error);
+void         vctl_context_clear      (VctlContext          *ctx);
+GDBusCallFlags vctl_call_flags     (VctlContext          *ctx);
+GVariant    *vctl_call               (VctlContext          *ctx,
+                                      gpointer              proxy,
+                                      const gchar          *method,
+                                      GVariant             *parameters,
+                                      gint                  timeout_msec,
+                                      GUnixFDList          *fd_list,
+                                      GError              **error);
+gchar       *vctl_find_object        (VctlContext          *ctx,
+                                      const gchar          *list_method,
+                                      const gchar          *collection,
+                                      const gchar          *what,
+                                      const gchar          *name,
+                                      GError              **error);
+gchar      **vctl_list_objects       (VctlContext          *ctx,
+                                      const gchar          *list_method,
+                                      GError              **error);
+typedef void (*VctlRowFunc) (gpointer proxy);
+gboolean     vctl_print_objects      (VctlContext          *ctx,
+                                      const gchar          *list_method,
+                                      GType                 proxy_type,
+                                      const gchar          *interface_name,
+                                      const gchar          *header,
+                                      VctlRowFunc           print_row,
+                                      const gchar          *none,
+                                      GError              **error);
+gboolean     vctl_ensure_properties  (VctlContext          *ctx,
+                                      gpointer              proxy,
+                                      GError              **error);
+GVariant    *vctl_get_property       (VctlContext          *ctx,
+                                      gpointer              proxy,
+                                      const gchar          *property,
+                                      GError              **error);
+gint         vctl_report_error       (const GError         *error);
+
+/* Formatting: every string that came over the bus is shown escaped. */
+gchar       *vctl_escape             (const gchar          *text);
+gchar       *vctl_escape_line        (const gchar          *text);
+gchar       *vctl_sanitize_line      (const gchar          *text);
+gchar       *vctl_format_time        (guint64               usec);
+gchar       *vctl_format_duration    (guint64               usec);
+JsonNode    *vctl_proxy_to_json      (gpointer              proxy);
+void         vctl_print_json         (JsonNode             *root);
+
+/* Progress of long work: a bar on a terminal, one line per step otherwise. */
+typedef struct _VctlProgress VctlProgress;
+VctlProgress *vctl_progress_new      (FILE                 *out);
+void          vctl_progress_update   (VctlProgress         *self,
+                                      guint                 percent,
+                                      const gchar          *step);
+void          vctl_progress_end      (VctlProgress         *self);
+void          vctl_progress_free     (VctlProgress         *self);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VctlProgress, vctl_progress_free)
+
+G_END_DECLS

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "vivariumctl"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gi18n.h>
+#include <glib-unix.h>
+
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vivariumctl-commands.h"
+
+/* The common start of every verb that names one image. */
+static VivariumDBusImage *
+image_from_args (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *path = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+    return NULL;
+  if (!vctl_connect (ctx, error))
+    return NULL;
+  path = vctl_find_object (ctx, "ListImages", VIVARIUM_DBUS_PATH_IMAGES, _("image"),
+                           (*argv)[1], error);
+  if (path == NULL)
+    return NULL;
+  return vivarium_dbus_image_proxy_new_sync (ctx->bus,
+                                             G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
+                                             G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS,
+                                             VIVARIUM_DBUS_NAME, path, NULL, error);
+}
+
+static gchar *
+short_digest (const gchar *digest)
+{
+  /* "sha256:" and 12 hex digits tell images apart; --json has it whole. */
+  if (digest == NULL || digest[0] == '\0')
+    return g_strdup ("-");
+  return vctl_escape_line (digest);
+}
+
+static void
+print_image_row (gpointer proxy)
+{
+  VivariumDBusImage *image = proxy;
+  g_autofree gchar *name = vctl_escape_line (vivarium_dbus_image_get_name (image));
+  g_autofree gchar *recipe = vctl_escape_line (vivarium_dbus_image_get_recipe (image));
+  g_autofree gchar *format = vctl_escape_line (vivarium_dbus_image_get_format (image));
+  g_autofree gchar *size = g_format_size (vivarium_dbus_image_get_size (image));
+  g_autofree gchar *created = vctl_format_time (vivarium_dbus_image_get_created_at (image));
+  g_autofree gchar *digest = short_digest (vivarium_dbus_image_get_digest (image));
+
+  g_print ("%-24s %-6s %10s %-6s %-10s %-19s %.19s\n", name,
+           vivarium_dbus_image_get_frozen (image) ? _("yes") : _("no"),
+           size, format, recipe, created, digest);
+}
+
+gboolean
+vctl_cmd_image_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *header = g_strdup_printf ("%-24s %-6s %10s %-6s %-10s %-19s %s",
+                                             _("NAME"), _("FROZEN"), _("SIZE"), _("FORMAT"),
+                                             _("RECIPE"), _("CREATED"), _("DIGEST"));
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  return vctl_print_objects (ctx, "ListImages", VIVARIUM_DBUS_TYPE_IMAGE_PROXY,
+                             VIVARIUM_DBUS_IFACE_PREFIX ".Image", header, print_image_row,
+                             _("No images."), error);
+}
+
+gboolean
+vctl_cmd_image_recipes (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) recipes = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  ret = vctl_call (ctx, ctx->manager, "ListRecipes", NULL, -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  recipes = g_variant_get_child_value (ret, 0);
+  if (ctx->json) {
+    g_autoptr(JsonNode) root = json_gvariant_serialize (recipes);
+    vctl_print_json (root);
+    return TRUE;
+  }
+  for (gsize i = 0; i < g_variant_n_children (recipes); i++) {
+    g_autoptr(GVariant) item = g_variant_get_child_value (recipes, i);
+    g_autofree gchar *shown = vctl_escape_line (g_variant_get_string (item, NULL));
+    g_print ("%s\n", shown);
+  }
+  return TRUE;
+}
+
+typedef struct {
+  GMainLoop        *loop;
+  VctlProgress     *progress;
+  VivariumDBusTask *task;
+  VctlContext      *ctx;
+  gchar            *state;
+  gchar            *message;
+  gboolean          vanished;
+  gboolean          cancelling;
+} TaskWait;
+
+static void
+on_task_progress (VivariumDBusTask *task, guint percent, const gchar *step, gpointer user_data)
+{
+  TaskWait *w = user_data;
+  vctl_progress_update (w->progress, percent, step);
+}
+
+static void
+on_task_finished (VivariumDBusTask *task, const gchar *state, const gchar *message,
+                  gpointer user_data)
+{
+  TaskWait *w = user_data;
+
+  g_free (w->state);
+  w->state = g_strdup (state);
+  g_free (w->message);
+  w->message = g_strdup (message);
+  g_main_loop_quit (w->loop);
+}
+
+/* Without an owner nobody will ever send Finished; waiting on would hang. */
+static void
+on_task_name_owner (GObject *object, GParamSpec *pspec, gpointer user_data)
+{
+  TaskWait *w = user_data;
+  g_autofree gchar *owner = g_dbus_proxy_get_name_owner (G_DBUS_PROXY (object));
+
+  if (owner == NULL) {
+    w->vanished = TRUE;
+    g_main_loop_quit (w->loop);
+  }
+}
+
+static void
+on_cancel_done (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GError) error = NULL;
+
+  /* The outcome still arrives as Finished; a refusal here (already
+   * finished) changes nothing the user has to act on. */
+  ret = g_dbus_proxy_call_finish (G_DBUS_PROXY (source), res, &error);
+  if (ret == NULL)
+    g_debug ("Cancel: %s", error->message);
+}
+
+/* Ctrl-C asks the daemon to cancel, which removes what was built so far;
+ * the client keeps waiting so that it can say how the task ended. */
+static gboolean
+on_sigint (gpointer user_data)
+{
+  TaskWait *w = user_data;
+
+  if (!w->cancelling) {
+    w->cancelling = TRUE;
+    vctl_progress_end (w->progress);
+    g_printerr ("%s\n", _("Cancelling…"));
+    g_dbus_proxy_call (G_DBUS_PROXY (w->task), "Cancel", NULL,
+                       vctl_call_flags (w->ctx), -1, NULL, on_cancel_done, NULL);
+  }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+task_wait_run (TaskWait *w)
+{
+  guint sigint_id;
+
+  g_signal_connect (w->task, "progress", G_CALLBACK (on_task_progress), w);
+  g_signal_connect (w->task, "finished", G_CALLBACK (on_task_finished), w);
+  g_signal_connect (w->task, "notify::g-name-owner", G_CALLBACK (on_task_name_owner), w);
+  sigint_id = g_unix_signal_add (SIGINT, on_sigint, w);
+  g_main_loop_run (w->loop);
+  g_source_remove (sigint_id);
+  g_signal_handlers_disconnect_by_data (w->task, w);
+}
+
+static void
+task_wait_clear (TaskWait *w)
+{
+  g_clear_pointer (&w->loop, g_main_loop_unref);
+  g_clear_pointer (&w->progress, vctl_progress_free);
+  g_clear_object (&w->task);
+  g_clear_pointer (&w->state, g_free);
+  g_clear_pointer (&w->message, g_free);
+}
+
+static gboolean
+task_outcome (TaskWait *w, GError **error)
+{
+  if (w->vanished) {
+    g_set_error_literal (error, G_DBUS_ERROR, G_DBUS_ERROR_NO_REPLY,
+                         _("The daemon went away before the task finished"));
+    return FALSE;
+  }
+  if (g_strcmp0 (w->state, "succeeded") == 0)
+    return TRUE;
+  if (g_strcmp0 (w->state, "cancelled") == 0) {
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
+                         _("The task was cancelled"));
+    return FALSE;
+  }
+  if (w->message != NULL && w->message[0] != '\0')
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("The task failed: %s"),
+                 w->message);
+  else
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("The task ended as “%s”"),
+                 w->state != NULL ? w->state : "?");
+  return FALSE;
+}
+
+static gboolean
+wait_for_task (VctlContext *ctx, const gchar *task_path, GError **error)
+{
+  TaskWait w = { 0 };
+  gboolean ok;
+
+  w.ctx = ctx;
+  w.task = vivarium_dbus_task_proxy_new_sync (ctx->bus, G_DBUS_PROXY_FLAGS_NONE,
+                                              VIVARIUM_DBUS_NAME, task_path, NULL, error);
+  if (w.task == NULL || !vctl_ensure_properties (ctx, w.task, error)) {
+    task_wait_clear (&w);
+    return FALSE;
+  }
+  w.loop = g_main_loop_new (NULL, FALSE);
+  w.progress = vctl_progress_new (stdout);
+  /* The proxy subscribed to signals before it read the properties, so a
+   * task that ended in between shows its final State here instead. */
+  w.state = vivarium_dbus_task_dup_state (w.task);
+  if (g_strcmp0 (w.state, "running") == 0) {
+    vctl_progress_update (w.progress, vivarium_dbus_task_get_percent (w.task),
+                          vivarium_dbus_task_get_step (w.task));
+    task_wait_run (&w);
+  } else {
+    w.message = vivarium_dbus_task_dup_error_message (w.task);
+  }
+  if (g_strcmp0 (w.state, "succeeded") == 0)
+    vctl_progress_update (w.progress, 100, _("Done"));
+  vctl_progress_end (w.progress);
+  ok = task_outcome (&w, error);
+  task_wait_clear (&w);
+  return ok;
+}
+
+gboolean
+vctl_cmd_image_build (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *shown = NULL;
+  const gchar *task_path = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  ret = vctl_call (ctx, ctx->manager, "BuildImage",
+                   g_variant_new ("(ss)", (*argv)[1], (*argv)[2]), -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(&o)", &task_path);
+  if (!wait_for_task (ctx, task_path, error))
+    return FALSE;
+  shown = vctl_escape_line ((*argv)[2]);
+  g_print (_("Built image “%s”.\n"), shown);
+  return TRUE;
+}
+
+/* The daemon never opens a path for the caller: the client opens the file
+ * with its own rights and hands over the descriptor. */
+static GUnixFDList *
+open_disk (const gchar *file, GError **error)
+{
+  struct stat st;
+  gint fd = open (file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+  if (fd < 0) {
+    gint saved = errno;
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved),
+                 _("Cannot open “%s”: %s"), file, g_strerror (saved));
+    return NULL;
+  }
+  if (fstat (fd, &st) != 0 || S_ISDIR (st.st_mode)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_IS_DIRECTORY,
+                 _("“%s” is not a disk image file"), file);
+    close (fd);
+    return NULL;
+  }
+  return g_unix_fd_list_new_from_array (&fd, 1);
+}
+
+gboolean
+vctl_cmd_image_import (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(GUnixFDList) fds = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *name = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
+    return FALSE;
+  fds = open_disk ((*argv)[2], error);
+  if (fds == NULL)
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  ret = vctl_call (ctx, ctx->manager, "ImportImage",
+                   g_variant_new ("(sh)", (*argv)[1], 0), VCTL_TIMEOUT_LONG, fds, error);
+  if (ret == NULL)
+    return FALSE;
+  name = vctl_escape_line ((*argv)[1]);
+  g_print (_("Imported image “%s”.\n"), name);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_image_freeze (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) digest = NULL;
+  g_autofree gchar *name = NULL;
+  g_autofree gchar *shown = NULL;
+
+  if (image == NULL)
+    return FALSE;
+  /* Hashing a large disk takes longer than the default call timeout. */
+  ret = vctl_call (ctx, image, "Freeze", NULL, VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  digest = vctl_get_property (ctx, image, "Digest", error);
+  if (digest == NULL)
+    return FALSE;
+  name = vctl_escape_line ((*argv)[1]);
+  shown = vctl_escape_line (g_variant_get_string (digest, NULL));
+  g_print (_("Froze image “%s”: %s\n"), name, shown);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_image_verify (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *name = NULL;
+  gboolean ok = FALSE;
+
+  if (image == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, image, "Verify", NULL, VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(b)", &ok);
+  name = vctl_escape_line ((*argv)[1]);
+  /* A mismatch is an answer, not a failure to check; it still has to end
+   * in a non-zero status and a name a script can match. */
+  if (!ok) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH,
+                 _("Image “%s” does not match its recorded digest"), name);
+    return FALSE;
+  }
+  g_print (_("Image “%s” matches its recorded digest.\n"), name);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_image_delete (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *name = NULL;
+
+  if (image == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, image, "Delete", NULL, VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  name = vctl_escape_line ((*argv)[1]);
+  g_print (_("Deleted image “%s”.\n"), name);
+  return TRUE;
+}

@@ -1,0 +1,581 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "vivariumctl"
+
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <glib/gi18n.h>
+#include <glib/gstdio.h>
+
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vivariumctl-commands.h"
+
+/* Seconds a command may run when --timeout is not given. */
+#define VCTL_EXEC_TIMEOUT_DEFAULT 600
+
+static VivariumDBusSession *
+session_for_call (VctlContext *ctx, const gchar *id, GError **error)
+{
+  g_autofree gchar *path = NULL;
+
+  if (!vctl_connect (ctx, error))
+    return NULL;
+  path = vctl_find_object (ctx, "ListSessions", VIVARIUM_DBUS_PATH_SESSIONS, _("session"),
+                           id, error);
+  if (path == NULL)
+    return NULL;
+  return vivarium_dbus_session_proxy_new_sync (ctx->bus,
+                                               G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
+                                               G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS,
+                                               VIVARIUM_DBUS_NAME, path, NULL, error);
+}
+
+/* Checks done on the client are the same ones the daemon does (they live
+ * in common/); they are usage errors here because nothing was sent yet. */
+static gboolean
+to_usage_error (GError **error)
+{
+  if (error != NULL && *error != NULL) {
+    (*error)->domain = VCTL_USAGE_ERROR;
+    (*error)->code = 0;
+  }
+  return FALSE;
+}
+
+static gboolean
+check_guest_path (const gchar *path, GError **error)
+{
+  return vivarium_guest_path_validate (path, error) || to_usage_error (error);
+}
+
+static void
+print_session_row (gpointer proxy)
+{
+  VivariumDBusSession *session = proxy;
+  g_autofree gchar *id = vctl_escape_line (vivarium_dbus_session_get_id (session));
+  g_autofree gchar *state = vctl_escape_line (vivarium_dbus_session_get_state (session));
+  g_autofree gchar *image = vctl_escape_line (vivarium_dbus_session_get_image (session));
+  g_autofree gchar *project = vctl_escape_line (vivarium_dbus_session_get_project (session));
+  g_autofree gchar *accel = vctl_escape_line (vivarium_dbus_session_get_accelerator (session));
+  g_autofree gchar *started = vctl_format_time (vivarium_dbus_session_get_started_at (session));
+
+  g_print ("%-20s %-9s %-20s %-16s %-5s %s\n", id, state, image,
+           project[0] != '\0' ? project : "-", accel, started);
+}
+
+gboolean
+vctl_cmd_session_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *header = g_strdup_printf ("%-20s %-9s %-20s %-16s %-5s %s",
+                                             _("ID"), _("STATE"), _("IMAGE"), _("PROJECT"),
+                                             _("ACCEL"), _("STARTED"));
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  return vctl_print_objects (ctx, "ListSessions", VIVARIUM_DBUS_TYPE_SESSION_PROXY,
+                             VIVARIUM_DBUS_IFACE_PREFIX ".Session", header, print_session_row,
+                             _("No sessions."), error);
+}
+
+typedef struct {
+  gchar *project;
+  gchar *memory;
+  gchar *cpus;
+  gchar *timeout;
+} StartOptions;
+
+static GVariant *
+start_options_to_variant (const StartOptions *o, GError **error)
+{
+  g_auto(GVariantBuilder) b = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+  guint value = 0;
+
+  /* Only what the user gave is sent; the daemon owns the defaults. */
+  if (o->memory != NULL) {
+    if (!vctl_parse_uint ("--memory", o->memory, VIVARIUM_MEMORY_MIN_MIB,
+                          VIVARIUM_MEMORY_MAX_MIB, &value, error))
+      return NULL;
+    g_variant_builder_add (&b, "{sv}", "memory", g_variant_new_uint32 (value));
+  }
+  if (o->cpus != NULL) {
+    if (!vctl_parse_uint ("--cpus", o->cpus, 1, VIVARIUM_CPUS_MAX, &value, error))
+      return NULL;
+    g_variant_builder_add (&b, "{sv}", "cpus", g_variant_new_uint32 (value));
+  }
+  if (o->timeout != NULL) {
+    if (!vctl_parse_uint ("--timeout", o->timeout, 0, VIVARIUM_TIMEOUT_MAX_SEC, &value, error))
+      return NULL;
+    g_variant_builder_add (&b, "{sv}", "timeout", g_variant_new_uint32 (value));
+  }
+  return g_variant_ref_sink (g_variant_builder_end (&b));
+}
+
+static void
+start_options_clear (StartOptions *o)
+{
+  g_free (o->project);
+  g_free (o->memory);
+  g_free (o->cpus);
+  g_free (o->timeout);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (StartOptions, start_options_clear)
+
+gboolean
+vctl_cmd_session_start (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_auto(StartOptions) o = { 0 };
+  g_autoptr(GVariant) options = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) id = NULL;
+  const gchar *path = NULL;
+  const GOptionEntry entries[] = {
+    { "project", 0, 0, G_OPTION_ARG_STRING, &o.project, N_("Project to share into the guest"),
+      "P" },
+    { "memory", 0, 0, G_OPTION_ARG_STRING, &o.memory, N_("Guest memory in MiB"), "MIB" },
+    { "cpus", 0, 0, G_OPTION_ARG_STRING, &o.cpus, N_("Number of virtual CPUs"), "N" },
+    { "timeout", 0, 0, G_OPTION_ARG_STRING, &o.timeout,
+      N_("Stop the session after SEC seconds (0: never)"), "SEC" },
+    { NULL }
+  };
+
+  if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 1, 1, error))
+    return FALSE;
+  options = start_options_to_variant (&o, error);
+  if (options == NULL)
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  ret = vctl_call (ctx, ctx->manager, "StartSession",
+                   g_variant_new ("(ss@a{sv})", o.project != NULL ? o.project : "",
+                                  (*argv)[1], options),
+                   VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(&o)", &path);
+  session = vivarium_dbus_session_proxy_new_sync (ctx->bus,
+                                                  G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
+                                                  G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS,
+                                                  VIVARIUM_DBUS_NAME, path, NULL, error);
+  if (session == NULL)
+    return FALSE;
+  id = vctl_get_property (ctx, session, "Id", error);
+  if (id == NULL)
+    return FALSE;
+  /* Only the id on stdout, so that id=$(vivariumctl session start …) works. */
+  {
+    g_autofree gchar *shown = vctl_escape_line (g_variant_get_string (id, NULL));
+    g_print ("%s\n", shown);
+  }
+  return TRUE;
+}
+
+/* Everything after the first "--" is the guest's argv, untouched by our
+ * option parser; it is cut off @argv and returned. */
+static gchar **
+split_guest_argv (gchar **argv)
+{
+  g_autoptr(GStrvBuilder) tail = g_strv_builder_new ();
+
+  for (guint i = 0; argv[i] != NULL; i++) {
+    if (g_strcmp0 (argv[i], "--") != 0)
+      continue;
+    for (guint j = i + 1; argv[j] != NULL; j++) {
+      g_strv_builder_add (tail, argv[j]);
+      g_clear_pointer (&argv[j], g_free);
+    }
+    g_clear_pointer (&argv[i], g_free);
+    return g_strv_builder_end (tail);
+  }
+  return NULL;
+}
+
+typedef struct {
+  gchar **env;
+  gchar  *cwd;
+  gchar  *timeout;
+} ExecOptions;
+
+static void
+exec_options_clear (ExecOptions *o)
+{
+  g_strfreev (o->env);
+  g_free (o->cwd);
+  g_free (o->timeout);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ExecOptions, exec_options_clear)
+
+static gboolean
+check_exec (gchar **guest_argv, ExecOptions *o, guint *timeout, GError **error)
+{
+  if (guest_argv == NULL) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("Put “--” before the command to run in the guest"));
+    return FALSE;
+  }
+  if (!vivarium_argv_validate ((const gchar * const *) guest_argv, error))
+    return to_usage_error (error);
+  if (!vivarium_env_validate ((const gchar * const *) o->env, error))
+    return to_usage_error (error);
+  if (o->cwd != NULL && !check_guest_path (o->cwd, error))
+    return FALSE;
+  *timeout = VCTL_EXEC_TIMEOUT_DEFAULT;
+  return o->timeout == NULL ||
+         vctl_parse_uint ("--timeout", o->timeout, 1, VIVARIUM_EXEC_TIMEOUT_MAX_SEC, timeout, error);
+}
+
+static gboolean
+write_all (FILE *out, const gchar *data, gsize len, GError **error)
+{
+  if ((len > 0 && fwrite (data, 1, len, out) != len) || fflush (out) != 0) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                         _("Cannot write the command's output"));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Guest bytes are data. They reach a terminal only escaped; a pipe gets
+ * them raw, for stdout only, so that `exec … -- cat f > f` copies exactly. */
+static gboolean
+print_guest_output (FILE *out, GVariant *bytes, gboolean raw_if_pipe, GError **error)
+{
+  gsize len = 0;
+  const gchar *data = g_variant_get_fixed_array (bytes, &len, 1);
+  g_autofree gchar *escaped = NULL;
+
+  if (raw_if_pipe && !isatty (fileno (out)))
+    return write_all (out, data, len, error);
+  escaped = vivarium_escape_untrusted (data, len, G_MAXSIZE, NULL);
+  return write_all (out, escaped, strlen (escaped), error);
+}
+
+static gboolean
+print_exec_reply (VctlContext *ctx, GVariant *ret, GError **error)
+{
+  g_autoptr(GVariant) out = NULL;
+  g_autoptr(GVariant) err = NULL;
+  gint status = 0;
+  gboolean out_truncated = FALSE;
+  gboolean err_truncated = FALSE;
+
+  g_variant_get (ret, "(i@ay@aybb)", &status, &out, &err, &out_truncated, &err_truncated);
+  if (!print_guest_output (stdout, out, TRUE, error))
+    return FALSE;
+  if (!print_guest_output (stderr, err, FALSE, error))
+    return FALSE;
+  if (out_truncated)
+    g_printerr (_("vivariumctl: the command's standard output was cut at %d bytes\n"),
+                VIVARIUM_OUTPUT_CAP);
+  if (err_truncated)
+    g_printerr (_("vivariumctl: the command's standard error was cut at %d bytes\n"),
+                VIVARIUM_OUTPUT_CAP);
+  /* A status a shell cannot carry (a signal, a negative number) must still
+   * not look like success. */
+  ctx->exit_status = (status >= 0 && status <= 255) ? status : 255;
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_session_exec (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_auto(ExecOptions) o = { 0 };
+  g_auto(GStrv) guest_argv = split_guest_argv (*argv);
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  const gchar * const no_env[] = { NULL };
+  guint timeout = 0;
+  const GOptionEntry entries[] = {
+    { "env", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.env, N_("Add NAME=VALUE to the environment"),
+      "K=V" },
+    { "cwd", 0, 0, G_OPTION_ARG_STRING, &o.cwd, N_("Working directory in the guest"), "DIR" },
+    { "timeout", 0, 0, G_OPTION_ARG_STRING, &o.timeout,
+      N_("Give up after SEC seconds (default: 600)"), "SEC" },
+    { NULL }
+  };
+
+  if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 1, 1, error))
+    return FALSE;
+  if (!check_exec (guest_argv, &o, &timeout, error))
+    return FALSE;
+  session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL)
+    return FALSE;
+  /* The daemon gives up after @timeout and says so; the bus call must
+   * outlive that, or the client would report a vaguer error first. */
+  ret = vctl_call (ctx, session, "Exec",
+                   g_variant_new ("(^as^assu)", guest_argv,
+                                  o.env != NULL ? (const gchar * const *) o.env : no_env,
+                                  o.cwd != NULL ? o.cwd : "", timeout),
+                   (gint) ((timeout + 60) * 1000), NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  return print_exec_reply (ctx, ret, error);
+}
+
+/* "ID:/path" names a file in a guest; anything else is a local path (write
+ * ./a:/b for a local file whose name looks like that). */
+static gboolean
+parse_guest_spec (const gchar *spec, gchar **id, gchar **path)
+{
+  const gchar *colon = strchr (spec, ':');
+
+  if (colon == NULL || colon == spec || colon[1] != '/')
+    return FALSE;
+  if (memchr (spec, '/', (gsize) (colon - spec)) != NULL)
+    return FALSE;
+  *id = g_strndup (spec, (gsize) (colon - spec));
+  *path = g_strdup (colon + 1);
+  return TRUE;
+}
+
+static gchar *
+join_if_dir_guest (const gchar *guest_path, const gchar *local)
+{
+  g_autofree gchar *base = g_path_get_basename (local);
+
+  if (g_str_has_suffix (guest_path, "/"))
+    return g_strconcat (guest_path, base, NULL);
+  return g_strdup (guest_path);
+}
+
+static gchar *
+join_if_dir_local (const gchar *local, const gchar *guest_path)
+{
+  g_autofree gchar *base = g_path_get_basename (guest_path);
+
+  if (g_file_test (local, G_FILE_TEST_IS_DIR))
+    return g_build_filename (local, base, NULL);
+  return g_strdup (local);
+}
+
+static gboolean
+copy_from_guest (VctlContext *ctx, VivariumDBusSession *session, const gchar *guest_path,
+                 const gchar *local, GError **error)
+{
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) data = NULL;
+  g_autofree gchar *target = join_if_dir_local (local, guest_path);
+  const gchar *bytes;
+  gsize len = 0;
+
+  ret = vctl_call (ctx, session, "ReadFile", g_variant_new ("(s)", guest_path),
+                   VCTL_TIMEOUT_FILE, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  data = g_variant_get_child_value (ret, 0);
+  bytes = g_variant_get_fixed_array (data, &len, 1);
+  return g_file_set_contents (target, bytes, (gssize) len, error);
+}
+
+static gboolean
+read_local_file (const gchar *local, GBytes **out, GError **error)
+{
+  g_autofree gchar *contents = NULL;
+  GStatBuf st;
+  gsize len = 0;
+
+  /* Refuse before reading 4 GiB into memory only to be told no. */
+  if (g_stat (local, &st) == 0 && S_ISREG (st.st_mode) && st.st_size > VIVARIUM_FILE_MAX) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE,
+                 _("“%s” is larger than %d MiB, the most a guest file may hold"),
+                 local, VIVARIUM_FILE_MAX / (1024 * 1024));
+    return FALSE;
+  }
+  if (!g_file_get_contents (local, &contents, &len, error))
+    return FALSE;
+  *out = g_bytes_new_take (g_steal_pointer (&contents), len);
+  return TRUE;
+}
+
+static gboolean
+copy_to_guest (VctlContext *ctx, VivariumDBusSession *session, const gchar *local,
+               const gchar *guest_path, GError **error)
+{
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *target = join_if_dir_guest (guest_path, local);
+  GVariant *data;
+
+  if (!read_local_file (local, &bytes, error))
+    return FALSE;
+  data = g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, bytes, TRUE);
+  ret = vctl_call (ctx, session, "WriteFile", g_variant_new ("(s@ay)", target, data),
+                   VCTL_TIMEOUT_FILE, NULL, error);
+  return ret != NULL;
+}
+
+gboolean
+vctl_cmd_session_cp (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *src_id = NULL;
+  g_autofree gchar *src_path = NULL;
+  g_autofree gchar *dst_id = NULL;
+  g_autofree gchar *dst_path = NULL;
+  g_autoptr(VivariumDBusSession) session = NULL;
+  gboolean from_guest;
+  gboolean to_guest;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
+    return FALSE;
+  from_guest = parse_guest_spec ((*argv)[1], &src_id, &src_path);
+  to_guest = parse_guest_spec ((*argv)[2], &dst_id, &dst_path);
+  if (from_guest == to_guest) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("Exactly one of SRC and DST must be ID:/guest/path"));
+    return FALSE;
+  }
+  if (!check_guest_path (from_guest ? src_path : dst_path, error))
+    return FALSE;
+  session = session_for_call (ctx, from_guest ? src_id : dst_id, error);
+  if (session == NULL)
+    return FALSE;
+  if (from_guest)
+    return copy_from_guest (ctx, session, src_path, (*argv)[2], error);
+  return copy_to_guest (ctx, session, (*argv)[1], dst_path, error);
+}
+
+gboolean
+vctl_cmd_session_screenshot (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
+                             GError **error)
+{
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) png = NULL;
+  const gchar *bytes;
+  gsize len = 0;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
+    return FALSE;
+  session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, session, "Screenshot", NULL, VCTL_TIMEOUT_FILE, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  png = g_variant_get_child_value (ret, 0);
+  bytes = g_variant_get_fixed_array (png, &len, 1);
+  return g_file_set_contents ((*argv)[2], bytes, (gssize) len, error);
+}
+
+static gchar *
+format_argv (GVariant *argv)
+{
+  g_autoptr(GString) out = g_string_new (NULL);
+  g_autofree const gchar **items = NULL;
+
+  if (argv == NULL || !g_variant_is_of_type (argv, G_VARIANT_TYPE_STRING_ARRAY))
+    return g_strdup ("?");
+  items = g_variant_get_strv (argv, NULL);
+  for (guint i = 0; items[i] != NULL; i++) {
+    g_autofree gchar *quoted = g_shell_quote (items[i]);
+    if (i > 0)
+      g_string_append_c (out, ' ');
+    g_string_append (out, quoted);
+  }
+  return vctl_escape_line (out->str);
+}
+
+static void
+print_log_entry (GVariant *entry)
+{
+  GVariantDict dict;
+  g_autoptr(GVariant) argv = NULL;
+  guint64 started_at = 0;
+  guint64 duration = 0;
+  gint32 status = 0;
+  const gchar *kind = "?";
+  const gchar *err = "";
+  g_autofree gchar *when = NULL;
+  g_autofree gchar *took = NULL;
+  g_autofree gchar *line = NULL;
+  g_autofree gchar *shown_kind = NULL;
+
+  g_variant_dict_init (&dict, entry);
+  g_variant_dict_lookup (&dict, "started-at", "t", &started_at);
+  g_variant_dict_lookup (&dict, "duration", "t", &duration);
+  g_variant_dict_lookup (&dict, "exit-status", "i", &status);
+  g_variant_dict_lookup (&dict, "kind", "&s", &kind);
+  g_variant_dict_lookup (&dict, "error", "&s", &err);
+  argv = g_variant_dict_lookup_value (&dict, "argv", G_VARIANT_TYPE_STRING_ARRAY);
+
+  when = vctl_format_time (started_at);
+  took = vctl_format_duration (duration);
+  line = format_argv (argv);
+  shown_kind = vctl_escape_line (kind);
+  if (err[0] != '\0') {
+    g_autofree gchar *shown_err = vctl_escape_line (err);
+    g_print ("%s %9s %-10s %-9s %s (%s)\n", when, took, shown_kind, _("error"), line, shown_err);
+  } else {
+    g_print ("%s %9s %-10s exit %-4d %s\n", when, took, shown_kind, status, line);
+  }
+  g_variant_dict_clear (&dict);
+}
+
+gboolean
+vctl_cmd_session_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) entries = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error))
+    return FALSE;
+  session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, session, "GetCommandLog", NULL, -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  entries = g_variant_get_child_value (ret, 0);
+  if (ctx->json) {
+    g_autoptr(JsonNode) root = json_gvariant_serialize (entries);
+    vctl_print_json (root);
+    return TRUE;
+  }
+  for (gsize i = 0; i < g_variant_n_children (entries); i++) {
+    g_autoptr(GVariant) entry = g_variant_get_child_value (entries, i);
+    print_log_entry (entry);
+  }
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_session_stop (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) leftovers = NULL;
+  g_autofree gchar *id = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+    return FALSE;
+  session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, session, "Stop", NULL, VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  id = vctl_escape_line ((*argv)[1]);
+  /* A session the daemon already forgot cannot report leftovers; one that
+   * still exists must, and anything left behind is a failure. */
+  leftovers = vctl_get_property (ctx, session, "Leftovers", NULL);
+  if (leftovers != NULL && g_variant_is_of_type (leftovers, G_VARIANT_TYPE_STRING_ARRAY) &&
+      g_variant_n_children (leftovers) > 0) {
+    g_autofree const gchar **items = g_variant_get_strv (leftovers, NULL);
+    g_autofree gchar *joined = g_strjoinv (", ", (gchar **) items);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                 _("Session “%s” stopped, but teardown left: %s"), id, joined);
+    return FALSE;
+  }
+  g_print (_("Stopped session “%s”.\n"), id);
+  return TRUE;
+}

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "vivariumctl"
+
+#include "config.h"
+
+#include <locale.h>
+#include <string.h>
+#include <glib/gi18n.h>
+
+#include "vivariumctl-commands.h"
+
+static const VctlCommand commands[] = {
+  { NULL, "status", "",
+    N_("Show the daemon's version, state, accelerator and counts"), vctl_cmd_status },
+  { "image", "list", "", N_("List images"), vctl_cmd_image_list },
+  { "image", "build", "RECIPE NAME", N_("Build an image from a recipe"), vctl_cmd_image_build },
+  { "image", "import", "NAME FILE", N_("Import a qcow2 or raw disk as a new image"),
+    vctl_cmd_image_import },
+  { "image", "freeze", "NAME", N_("Freeze an image (this cannot be undone)"),
+    vctl_cmd_image_freeze },
+  { "image", "verify", "NAME", N_("Check a frozen image against its recorded digest"),
+    vctl_cmd_image_verify },
+  { "image", "delete", "NAME", N_("Delete an image"), vctl_cmd_image_delete },
+  { "image", "recipes", "", N_("List the recipes the daemon can build"),
+    vctl_cmd_image_recipes },
+  { "session", "list", "", N_("List sessions"), vctl_cmd_session_list },
+  { "session", "start", "IMAGE [--project P] [--memory MIB] [--cpus N] [--timeout SEC]",
+    N_("Boot a throwaway machine from a frozen image and print its id"),
+    vctl_cmd_session_start },
+  { "session", "exec", "ID [--env K=V]... [--cwd DIR] [--timeout SEC] -- ARGV...",
+    N_("Run a command in the guest; exit with its exit status"), vctl_cmd_session_exec },
+  { "session", "cp", "SRC DST",
+    N_("Copy a file into or out of a guest; one side is ID:/guest/path"),
+    vctl_cmd_session_cp },
+  { "session", "screenshot", "ID FILE.png", N_("Save the guest display as PNG"),
+    vctl_cmd_session_screenshot },
+  { "session", "log", "ID", N_("Show the commands run in a session"), vctl_cmd_session_log },
+  { "session", "stop", "ID", N_("Stop a session and remove everything it left"),
+    vctl_cmd_session_stop },
+  { "guard", "status", "", N_("Show the network guard's layers and last verdict"),
+    vctl_cmd_guard_status },
+  { "guard", "selftest", "[--image NAME] [--json] [--junit FILE]",
+    N_("Run the isolation self-test in real guests"), vctl_cmd_guard_selftest },
+};
+
+#define SYNOPSIS_WIDTH 28
+
+static void
+append_command_line (GString *out, const VctlCommand *cmd)
+{
+  g_autofree gchar *synopsis = vctl_command_synopsis (cmd);
+
+  if (strlen (synopsis) <= SYNOPSIS_WIDTH)
+    g_string_append_printf (out, "  %-*s  %s\n", SYNOPSIS_WIDTH, synopsis, _(cmd->summary));
+  else
+    g_string_append_printf (out, "  %s\n  %-*s  %s\n", synopsis, SYNOPSIS_WIDTH, "",
+                            _(cmd->summary));
+}
+
+static gchar *
+commands_help (const gchar *group)
+{
+  GString *out = g_string_new (_("Commands:"));
+
+  g_string_append_c (out, '\n');
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++) {
+    if (group == NULL || g_strcmp0 (commands[i].group, group) == 0)
+      append_command_line (out, &commands[i]);
+  }
+  return g_string_free (out, FALSE);
+}
+
+static gboolean
+is_group (const gchar *word)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++) {
+    if (g_strcmp0 (commands[i].group, word) == 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+static const VctlCommand *
+lookup (const gchar *group, const gchar *verb)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++) {
+    if (g_strcmp0 (commands[i].group, group) == 0 && g_strcmp0 (commands[i].verb, verb) == 0)
+      return &commands[i];
+  }
+  return NULL;
+}
+
+/* Finds the command named by the first one or two words of @args (after
+ * the program name) and says how many words it used. */
+static const VctlCommand *
+find_command (gchar **args, guint *n_words, GError **error)
+{
+  const VctlCommand *cmd;
+
+  if (args[1] == NULL) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("No command given"));
+    return NULL;
+  }
+  cmd = lookup (NULL, args[1]);
+  if (cmd != NULL) {
+    *n_words = 1;
+    return cmd;
+  }
+  if (!is_group (args[1])) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("Unknown command “%s”"), args[1]);
+    return NULL;
+  }
+  if (args[2] == NULL) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("“%s” needs a command"), args[1]);
+    return NULL;
+  }
+  cmd = lookup (args[1], args[2]);
+  if (cmd == NULL) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("Unknown command “%s %s”"), args[1], args[2]);
+    return NULL;
+  }
+  *n_words = 2;
+  return cmd;
+}
+
+static gboolean
+is_help (const gchar *word)
+{
+  return g_strcmp0 (word, "--help") == 0 || g_strcmp0 (word, "-h") == 0 ||
+         g_strcmp0 (word, "help") == 0;
+}
+
+static gchar **
+command_argv (gchar **args, guint n_words)
+{
+  GPtrArray *out = g_ptr_array_new ();
+
+  g_ptr_array_add (out, g_strdup (g_get_prgname ()));
+  for (guint i = 1 + n_words; args[i] != NULL; i++)
+    g_ptr_array_add (out, g_strdup (args[i]));
+  g_ptr_array_add (out, NULL);
+  return (gchar **) g_ptr_array_free (out, FALSE);
+}
+
+static gint
+run (VctlContext *ctx, gchar ***args, GError **error)
+{
+  gboolean version = FALSE;
+  g_autofree gchar *description = commands_help (NULL);
+  g_autoptr(GOptionContext) octx = g_option_context_new (_("COMMAND [ARGUMENTS…]"));
+  g_auto(GStrv) cmd_argv = NULL;
+  const VctlCommand *cmd;
+  guint n_words = 0;
+  const GOptionEntry entries[] = {
+    { "version", 0, 0, G_OPTION_ARG_NONE, &version, N_("Show the client's version"), NULL },
+    { "no-interaction", 0, 0, G_OPTION_ARG_NONE, &ctx->no_interaction,
+      N_("Never ask for a password; fail instead"), NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, N_("Print JSON where listing"), NULL },
+    { NULL }
+  };
+
+  g_option_context_set_translation_domain (octx, GETTEXT_PACKAGE);
+  g_option_context_add_main_entries (octx, entries, GETTEXT_PACKAGE);
+  g_option_context_set_summary (octx, _("Run and inspect Vivarium's throwaway machines."));
+  g_option_context_set_description (octx, description);
+  /* Stop at the command: what follows belongs to it (and to the guest). */
+  g_option_context_set_strict_posix (octx, TRUE);
+  if (!g_option_context_parse_strv (octx, args, error))
+    return -1;
+  if (version) {
+    g_print ("vivariumctl %s\n", PACKAGE_VERSION);
+    return 0;
+  }
+  if ((*args)[1] != NULL && is_help ((*args)[1])) {
+    g_autofree gchar *help = g_option_context_get_help (octx, TRUE, NULL);
+    g_print ("%s", help);
+    return 0;
+  }
+  if ((*args)[1] != NULL && is_group ((*args)[1]) && is_help ((*args)[2])) {
+    g_autofree gchar *help = commands_help ((*args)[1]);
+    g_print ("%s", help);
+    return 0;
+  }
+
+  cmd = find_command (*args, &n_words, error);
+  if (cmd == NULL)
+    return -1;
+  cmd_argv = command_argv (*args, n_words);
+  if (!cmd->func (ctx, cmd, &cmd_argv, error))
+    return -1;
+  return ctx->exit_status;
+}
+
+int
+main (int argc, char *argv[])
+{
+  VctlContext ctx = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) args = g_strdupv (argv);
+  gint status;
+
+  setlocale (LC_ALL, "");
+  bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
+  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+  textdomain (GETTEXT_PACKAGE);
+  g_set_prgname ("vivariumctl");
+
+  status = run (&ctx, &args, &error);
+  if (status < 0)
+    status = vctl_report_error (error);
+  vctl_context_clear (&ctx);
+  return status;
+}

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <gio/gio.h>
+
+#include "vivarium-denylist.h"
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vd-qemu-command.h"
+
+static void
+test_name_validate (void)
+{
+  const gchar *good[] = { "tiny", "debian-12", "a", "x_y.z", "0abc", NULL };
+  const gchar *bad[] = { "", "-lead", ".hidden", "a/b", "..", "a..b", "tab\there", "nl\n", "sp ace",
+                         "caf\xc3\xa9", "x;rm", NULL };
+  g_autofree gchar *longest = g_strnfill (VIVARIUM_NAME_MAX, 'a');
+  g_autofree gchar *too_long = g_strnfill (VIVARIUM_NAME_MAX + 1, 'a');
+
+  for (guint i = 0; good[i] != NULL; i++) {
+    g_autoptr(GError) error = NULL;
+    g_assert_true (vivarium_name_validate ("image", good[i], &error));
+    g_assert_no_error (error);
+  }
+  for (guint i = 0; bad[i] != NULL; i++) {
+    g_autoptr(GError) error = NULL;
+    g_assert_false (vivarium_name_validate ("image", bad[i], &error));
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "image"));
+  }
+  g_assert_true (vivarium_name_validate ("image", longest, NULL));
+  g_assert_false (vivarium_name_validate ("image", too_long, NULL));
+}
+
+static void
+test_argv_env_validate (void)
+{
+  const gchar *ok_argv[] = { "uname", "-r", NULL };
+  const gchar *empty_prog[] = { "", NULL };
+  const gchar *empty[] = { NULL };
+  const gchar *bad_utf8[] = { "echo", "\xff\xfe", NULL };
+  const gchar *ok_env[] = { "A=1", "B=", NULL };
+  const gchar *bad_env[] = { "NOEQUALS", NULL };
+  const gchar *bad_env2[] = { "=value", NULL };
+  g_autoptr(GPtrArray) many = g_ptr_array_new ();
+  GError *error = NULL;
+
+  g_assert_true (vivarium_argv_validate (ok_argv, NULL));
+  g_assert_false (vivarium_argv_validate (empty_prog, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (vivarium_argv_validate (empty, NULL));
+  g_assert_false (vivarium_argv_validate (bad_utf8, NULL));
+  for (guint i = 0; i <= VIVARIUM_ARGV_MAX; i++)
+    g_ptr_array_add (many, (gpointer) "x");
+  g_ptr_array_add (many, NULL);
+  g_assert_false (vivarium_argv_validate ((const gchar * const *) many->pdata, NULL));
+  g_assert_true (vivarium_env_validate (ok_env, NULL));
+  g_assert_true (vivarium_env_validate (NULL, NULL));
+  g_assert_false (vivarium_env_validate (bad_env, NULL));
+  g_assert_false (vivarium_env_validate (bad_env2, NULL));
+}
+
+static void
+test_guest_path_validate (void)
+{
+  g_assert_true (vivarium_guest_path_validate ("/etc/hostname", NULL));
+  g_assert_false (vivarium_guest_path_validate ("relative", NULL));
+  g_assert_false (vivarium_guest_path_validate ("/bad\x1b[2J", NULL));
+  g_assert_false (vivarium_guest_path_validate ("", NULL));
+}
+
+/* The registered domain is what lets a client see a typed error: a GError
+ * must survive the trip to a D-Bus name and back. */
+static void
+test_error_mapping (void)
+{
+  for (gint code = 0; code < VIVARIUM_N_ERRORS; code++) {
+    g_autoptr(GError) error = g_error_new (VIVARIUM_ERROR, code, "message %d", code);
+    g_autofree gchar *name = g_dbus_error_encode_gerror (error);
+    g_autoptr(GError) back = g_dbus_error_new_for_dbus_error (name, "x");
+
+    g_assert_true (g_str_has_prefix (name, "org.vivarium.Vivarium1.Error."));
+    g_assert_cmpstr (name, ==, vivarium_error_code_to_name (code));
+    g_assert_error (back, VIVARIUM_ERROR, code);
+  }
+  {
+    g_autoptr(GError) error = g_dbus_error_new_for_dbus_error ("org.vivarium.Vivarium1.Error.NotAuthorized", "no");
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED);
+  }
+}
+
+static void
+test_escape_untrusted (void)
+{
+  const gchar raw[] = "ok\n\x1b[31mTRUSTED\r\x07\x00" "end";
+  gboolean truncated = TRUE;
+  g_autofree gchar *escaped = vivarium_escape_untrusted (raw, sizeof raw - 1, 1024, &truncated);
+  g_autofree gchar *capped = vivarium_escape_untrusted ("abcdef", 6, 3, &truncated);
+
+  g_assert_cmpstr (escaped, ==, "ok\n\\x1b[31mTRUSTED\\x0d\\x07\\x00end");
+  g_assert_cmpstr (capped, ==, "abc");
+  g_assert_true (truncated);
+}
+
+static void
+test_denylist (void)
+{
+  gsize n;
+  const VivariumDenyEntry *list = vivarium_denylist_builtin (&n);
+  g_autoptr(GPtrArray) strings = vivarium_denylist_to_strings ();
+  const gchar *must[] = { "127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+                          "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32", "::1/128", "fe80::/10",
+                          "fc00::/7", "ff00::/8", "0.0.0.0/8", "64:ff9b::/96", NULL };
+
+  g_assert_cmpuint (n, ==, strings->len);
+  for (guint i = 0; must[i] != NULL; i++) {
+    gboolean found = FALSE;
+    for (guint j = 0; j < strings->len; j++)
+      found |= g_strcmp0 (g_ptr_array_index (strings, j), must[i]) == 0;
+    g_assert_true (found);
+  }
+  for (gsize i = 0; i < n; i++) {
+    g_autoptr(GInetAddress) addr = NULL;
+    guint prefix;
+    g_assert_true (vivarium_cidr_parse (g_ptr_array_index (strings, i), &addr, &prefix, NULL));
+    g_assert_cmpuint (prefix, ==, list[i].prefix);
+    g_assert_cmpint (g_inet_address_get_family (addr), ==, list[i].family);
+  }
+  g_assert_false (vivarium_cidr_parse ("10.0.0.0/33", &(GInetAddress *){ NULL }, &(guint){ 0 }, NULL));
+  g_assert_false (vivarium_cidr_parse ("not-an-ip", &(GInetAddress *){ NULL }, &(guint){ 0 }, NULL));
+}
+
+static gboolean
+strv_has_pair (GStrv argv, const gchar *option, const gchar *value)
+{
+  for (guint i = 0; argv[i] != NULL && argv[i + 1] != NULL; i++) {
+    if (g_strcmp0 (argv[i], option) == 0 && g_strcmp0 (argv[i + 1], value) == 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+static void
+test_qemu_command (void)
+{
+  VdQemuCommand cmd = {
+    .session_id = "abc123", .overlay = "/var/lib/vivarium/sessions/abc123/overlay.qcow2",
+    .kernel = "/k", .initrd = "/i", .cmdline = "console=ttyS0", .runtime_dir = "/run/vivarium/sessions/abc123",
+    .memory_mib = 512, .cpus = 2, .kvm = FALSE,
+  };
+  g_auto(GStrv) argv = vd_qemu_command_build (&cmd);
+
+  g_assert_true (g_strv_contains ((const gchar * const *) argv, "-nodefaults"));
+  g_assert_true (g_strv_contains ((const gchar * const *) argv, "-no-user-config"));
+  g_assert_true (strv_has_pair (argv, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"));
+  g_assert_true (strv_has_pair (argv, "-accel", "tcg"));
+  g_assert_false (strv_has_pair (argv, "-accel", "kvm"));
+  g_assert_true (strv_has_pair (argv, "-m", "512"));
+  g_assert_true (strv_has_pair (argv, "-smp", "2"));
+  g_assert_true (strv_has_pair (argv, "-netdev", "user,id=net0"));
+  g_assert_true (strv_has_pair (argv, "-qmp", "unix:/run/vivarium/sessions/abc123/qmp.sock,server=on,wait=off"));
+  g_assert_true (strv_has_pair (argv, "-drive", "file=/var/lib/vivarium/sessions/abc123/overlay.qcow2,if=none,id=disk0,format=qcow2,discard=unmap"));
+  g_assert_false (g_strv_contains ((const gchar * const *) argv, "-virtfs"));
+
+  cmd.kvm = TRUE;
+  cmd.project_dir = "/var/lib/vivarium/projects/p/work";
+  {
+    g_auto(GStrv) with_kvm = vd_qemu_command_build (&cmd);
+    g_assert_true (strv_has_pair (with_kvm, "-accel", "kvm"));
+    g_assert_true (strv_has_pair (with_kvm, "-virtfs", "local,path=/var/lib/vivarium/projects/p/work,mount_tag=project,security_model=none,id=project0"));
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/common/name-validate", test_name_validate);
+  g_test_add_func ("/common/argv-env-validate", test_argv_env_validate);
+  g_test_add_func ("/common/guest-path-validate", test_guest_path_validate);
+  g_test_add_func ("/common/error-mapping", test_error_mapping);
+  g_test_add_func ("/common/escape-untrusted", test_escape_untrusted);
+  g_test_add_func ("/common/denylist", test_denylist);
+  g_test_add_func ("/service/qemu-command", test_qemu_command);
+  return g_test_run ();
+}
