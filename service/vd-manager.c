@@ -692,9 +692,7 @@ allocate_uid (VdManager *self, GError **error)
   guint32 base = vd_config_get_uid_base (self->config);
   guint32 last_covered = vd_guard_get_uncovered_uid (self->guard) - 1;
 
-  /* The base uid itself is never handed out: a range starting at a round
-   * number is easy to misread in ps and logs. */
-  for (guint32 uid = base + 1; uid <= last_covered; uid++) {
+  for (guint32 uid = base; uid <= last_covered; uid++) {
     if (!g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
       return uid;
   }

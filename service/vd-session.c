@@ -49,7 +49,7 @@ struct _VdSession {
   VdQmpClient          *qmp;
   VdAgentClient        *agent;
   GPtrArray            *command_log;   /* GVariant a{sv} */
-  GVariantDict         *timings;
+  GHashTable           *timings;       /* step → µs */
   gint64                step_started;
   gboolean              stop_requested;
   gboolean              torn_down;
@@ -77,7 +77,7 @@ vd_session_finalize (GObject *object)
   g_clear_object (&self->connection);
   g_clear_pointer (&self->deny_list, g_ptr_array_unref);
   g_ptr_array_unref (self->command_log);
-  g_variant_dict_unref (self->timings);
+  g_hash_table_unref (self->timings);
   g_free (self->id);
   g_free (self->object_path);
   g_free (self->unit);
@@ -107,7 +107,7 @@ vd_session_init (VdSession *self)
   self->unit = g_strdup_printf (VIVARIUM_SESSION_UNIT_PREFIX "%s.service", self->id);
   self->skeleton = vivarium_dbus_session_skeleton_new ();
   self->command_log = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
-  self->timings = g_variant_dict_new (NULL);
+  self->timings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
 }
 
 const gchar *vd_session_get_id (VdSession *self) { return self->id; }
@@ -147,11 +147,25 @@ step_begin (VdSession *self)
   self->step_started = g_get_monotonic_time ();
 }
 
+void
+vd_session_record_timing (VdSession *self, const gchar *step, guint64 usec)
+{
+  GVariantBuilder b;
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_hash_table_insert (self->timings, g_strdup (step), g_memdup2 (&usec, sizeof usec));
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{st}"));
+  g_hash_table_iter_init (&iter, self->timings);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    g_variant_builder_add (&b, "{st}", key, *(guint64 *) value);
+  vivarium_dbus_session_set_startup_timings (self->skeleton, g_variant_builder_end (&b));
+}
+
 static void
 step_end (VdSession *self, const gchar *step)
 {
-  g_variant_dict_insert (self->timings, step, "t", (guint64) (g_get_monotonic_time () - self->step_started));
-  vivarium_dbus_session_set_startup_timings (self->skeleton, g_variant_dict_end (g_variant_dict_ref (self->timings)));
+  vd_session_record_timing (self, step, (guint64) (g_get_monotonic_time () - self->step_started));
 }
 
 /* --- construction ---------------------------------------------------- */
@@ -201,13 +215,6 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   g_signal_connect (s, "handle-get-command-log", G_CALLBACK (handle_get_command_log), self);
   g_signal_connect (s, "handle-stop", G_CALLBACK (handle_stop), self);
   return self;
-}
-
-void
-vd_session_record_timing (VdSession *self, const gchar *step, guint64 usec)
-{
-  g_variant_dict_insert (self->timings, step, "t", usec);
-  vivarium_dbus_session_set_startup_timings (self->skeleton, g_variant_dict_end (g_variant_dict_ref (self->timings)));
 }
 
 /* --- the unit -------------------------------------------------------- */
