@@ -730,6 +730,20 @@ session_ended_cb (VdSession *session, gpointer user_data)
   g_timeout_add_seconds (FORGET_AFTER_SEC, forget_session_cb, g_object_ref (session));
 }
 
+/* Layer 1 is checked on the unit as systemd holds it, not as we asked. */
+static gboolean
+check_started_session (VdManager *self, VdSession *session, GAsyncResult *res, GError **error)
+{
+  if (!vd_session_start_finish (session, res, error))
+    return FALSE;
+  if (vd_session_get_options (session)->guard_layer1 &&
+      !vd_guard_check_unit (self->guard, vd_session_get_unit (session), error)) {
+    vd_session_stop_async (session, NULL, NULL);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 static void
 session_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -738,27 +752,26 @@ session_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   VdManager *self = g_object_get_data (source, "manager");
   GError *error = NULL;
 
-  if (!vd_session_start_finish (session, res, &error)) {
-    g_dbus_method_invocation_take_error (invocation, error);
-    return;
-  }
-  /* Layer 1 is checked on the unit as systemd holds it, not as we asked. */
-  if (!vd_guard_check_unit (self->guard, vd_session_get_unit (session), &error)) {
-    vd_session_stop_async (session, NULL, NULL);
+  if (!check_started_session (self, session, res, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
   vivarium_dbus_manager_complete_start_session (self->skeleton, invocation, vd_session_get_object_path (session));
 }
 
+/* uid 0 means "pick a free slot"; the self-test passes the one slot the
+ * nftables table does not cover. */
 static VdSession *
-create_session (VdManager *self, VdImage *image, const VdSessionOptions *options, GError **error)
+create_session (VdManager *self, VdImage *image, const VdSessionOptions *options, guint32 uid, GError **error)
 {
   g_autoptr(VdSession) session = NULL;
-  guint32 uid = allocate_uid (self, error);
   gint64 guard_started = g_get_monotonic_time ();
 
-  if (uid == 0 || !vd_guard_add_session (self->guard, uid, error))
+  if (uid == 0)
+    uid = allocate_uid (self, error);
+  else if (g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "The session uid %u is in use", uid);
+  if (uid == 0 || (error != NULL && *error != NULL) || !vd_guard_add_session (self->guard, uid, error))
     return NULL;
   session = vd_session_new (self->config, self->systemd, self->connection, image, NULL, uid, options,
                             vd_guard_get_deny_list (self->guard));
@@ -774,6 +787,62 @@ create_session (VdManager *self, VdImage *image, const VdSessionOptions *options
   vd_daemon_hold (self->daemon);
   vivarium_dbus_manager_emit_session_added (self->skeleton, vd_session_get_object_path (session));
   return g_steal_pointer (&session);
+}
+
+static void
+scratch_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  VdManager *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!check_started_session (self, VD_SESSION (source), res, &error)) {
+    g_task_return_error (task, error);
+    return;
+  }
+  g_task_return_pointer (task, g_object_ref (source), g_object_unref);
+}
+
+/* A session for the daemon's own use (the isolation self-test): the same
+ * path as StartSession, but with a layer of the guard possibly left out. */
+void
+vd_manager_start_scratch_session_async (VdManager *self, const gchar *image_name, gboolean layer1, gboolean layer2,
+                                        GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  VdSessionOptions opts = { 0 };
+  g_autoptr(VdSession) session = NULL;
+  VdImage *image;
+  GError *error = NULL;
+
+  opts.memory_mib = vd_config_get_default_memory_mib (self->config);
+  opts.cpus = 1;
+  opts.guard_layer1 = layer1;
+  opts.guard_layer2 = layer2;
+  if ((image = lookup_bootable_image (self, image_name, &error)) == NULL ||
+      (session = create_session (self, image, &opts, layer2 ? 0 : vd_guard_get_uncovered_uid (self->guard), &error)) == NULL) {
+    g_task_return_error (task, error);
+    return;
+  }
+  vd_session_start_async (session, cancellable, scratch_started_cb, g_steal_pointer (&task));
+}
+
+VdSession *
+vd_manager_start_scratch_session_finish (VdManager *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+VdGuard *
+vd_manager_get_guard (VdManager *self)
+{
+  return self->guard;
+}
+
+VdSystemd *
+vd_manager_get_systemd (VdManager *self)
+{
+  return self->systemd;
 }
 
 static guint
@@ -811,7 +880,7 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
                                            vd_config_get_max_sessions (self->config));
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  session = create_session (self, image, &opts, &error);
+  session = create_session (self, image, &opts, 0, &error);
   if (session == NULL) {
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;

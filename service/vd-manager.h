@@ -21,4 +21,21 @@ gboolean   vd_manager_start      (VdManager        *self,
                                   GError          **error);
 void       vd_manager_shutdown   (VdManager        *self);
 
+typedef struct _VdSession VdSession;
+typedef struct _VdGuard VdGuard;
+typedef struct _VdSystemd VdSystemd;
+
+void       vd_manager_start_scratch_session_async  (VdManager          *self,
+                                                    const gchar        *image,
+                                                    gboolean            layer1,
+                                                    gboolean            layer2,
+                                                    GCancellable       *cancellable,
+                                                    GAsyncReadyCallback callback,
+                                                    gpointer            user_data);
+VdSession *vd_manager_start_scratch_session_finish (VdManager     *self,
+                                                    GAsyncResult  *result,
+                                                    GError       **error);
+VdGuard   *vd_manager_get_guard                    (VdManager *self);
+VdSystemd *vd_manager_get_systemd                  (VdManager *self);
+
 G_END_DECLS

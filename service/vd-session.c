@@ -1008,3 +1008,64 @@ handle_stop (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpoi
   vd_session_stop_async (VD_SESSION (user_data), stop_call_done_cb, g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
+
+/* --- for the daemon's own use ---------------------------------------- */
+
+const VdSessionOptions *
+vd_session_get_options (VdSession *self)
+{
+  return &self->options;
+}
+
+guint32
+vd_session_get_main_pid (VdSession *self)
+{
+  g_autoptr(GVariant) pid = vd_systemd_get_unit_property (self->systemd, self->unit, "org.freedesktop.systemd1.Service",
+                                                          "MainPID", NULL);
+  return pid != NULL ? g_variant_get_uint32 (pid) : 0;
+}
+
+static void
+internal_exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  const gchar * const *argv = g_task_get_task_data (task);
+  GError *error = NULL;
+  VdAgentExecResult *result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &error);
+  g_autoptr(GVariant) entry = NULL;
+
+  entry = record_command (self, "exec", argv, g_get_real_time (), g_get_monotonic_time (),
+                          result != NULL ? result->exit_status : -1,
+                          result != NULL ? g_bytes_get_size (result->out) : 0,
+                          result != NULL ? g_bytes_get_size (result->err) : 0, error);
+  if (result == NULL) {
+    g_task_return_error (task, error);
+    return;
+  }
+  g_task_return_pointer (task, result, (GDestroyNotify) vd_agent_exec_result_free);
+}
+
+/* Commands the daemon itself runs (self-test probes) go through the same
+ * agent and into the same command log as a caller's. */
+void
+vd_session_exec_async (VdSession *self, const gchar * const *argv, guint timeout_sec, GCancellable *cancellable,
+                       GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+
+  g_task_set_task_data (task, g_strdupv ((gchar **) argv), (GDestroyNotify) g_strfreev);
+  if (g_strcmp0 (vd_session_get_state (self), "running") != 0 || self->agent == NULL) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The session %s is not running", self->id);
+    g_object_unref (task);
+    return;
+  }
+  vd_agent_client_exec_async (self->agent, argv, NULL, timeout_sec * 1000, VIVARIUM_OUTPUT_CAP, cancellable,
+                              internal_exec_done_cb, task);
+}
+
+VdAgentExecResult *
+vd_session_exec_finish (VdSession *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}

@@ -5,6 +5,7 @@
 
 #include "vd-config.h"
 #include "vd-image.h"
+#include "vd-agent-client.h"
 #include "vd-systemd.h"
 
 G_BEGIN_DECLS
@@ -52,6 +53,18 @@ gboolean     vd_session_stop_finish     (VdSession     *self,
                                          GError       **error);
 void         vd_session_stop_sync       (VdSession *self);
 void         vd_session_record_timing   (VdSession *self, const gchar *step, guint64 usec);
+
+const VdSessionOptions *vd_session_get_options (VdSession *self);
+guint32      vd_session_get_main_pid    (VdSession *self);
+void         vd_session_exec_async      (VdSession           *self,
+                                         const gchar * const *argv,
+                                         guint                timeout_sec,
+                                         GCancellable        *cancellable,
+                                         GAsyncReadyCallback  callback,
+                                         gpointer             user_data);
+VdAgentExecResult *vd_session_exec_finish (VdSession     *self,
+                                         GAsyncResult  *result,
+                                         GError       **error);
 
 /* signal "ended": the session reached "stopped" or "failed" */
 
