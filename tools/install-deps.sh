@@ -1,0 +1,30 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Installs, from Debian's archive, everything Vivarium needs to build, to run
+# its tests and its demo on a fresh Debian 12 machine. Idempotent.
+set -euo pipefail
+
+packages=(
+  # build
+  meson ninja-build pkg-config gcc gettext libglib2.0-dev libglib2.0-dev-bin libglib2.0-bin
+  libjson-glib-dev libgit2-dev libpolkit-gobject-1-dev libpolkit-agent-1-dev libnftnl-dev libmnl-dev
+  libsystemd-dev libdbus-1-dev libgtk-4-dev libadwaita-1-dev
+  # run: the service and what it drives
+  dbus dbus-daemon polkitd pkexec systemd systemd-container nftables iproute2 git
+  qemu-system-x86 qemu-utils
+  # the tiny guest image, built from host packages
+  linux-image-amd64 busybox-static qemu-guest-agent e2fsprogs cpio gzip kmod xz-utils zstd debootstrap
+  # tests
+  python3 python3-gi bc libxml2-utils desktop-file-utils appstream xvfb util-linux passwd
+  # the sanitizer build
+  libclang-rt-14-dev
+)
+
+if [ "$(id -u)" != 0 ]; then
+  echo "install-deps: run as root (apt-get install)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${packages[@]}"

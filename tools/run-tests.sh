@@ -1,0 +1,38 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# The test command: installs what is needed, builds, and runs every suite:
+# unit, integration (private bus + real polkitd), system (a real systemd host
+# with real QEMU guests), then the unit and integration suites again under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Needs root. Fails loudly.
+set -uo pipefail
+
+src=$(cd -- "$(dirname -- "$(readlink -f -- "$0")")/.." && pwd -P)
+build=${VIVARIUM_BUILD_DIR:-$src/build}
+asan=${VIVARIUM_ASAN_BUILD_DIR:-$src/build-asan}
+failed=0
+
+"$src/tools/install-deps.sh" || { echo "run-tests: installing dependencies failed" >&2; exit 1; }
+
+suite () {  # BUILDDIR SUITE [TIMEOUT-MULTIPLIER]
+  meson test -C "$1" --suite "$2" --print-errorlogs --timeout-multiplier "${3:-1}" || failed=1
+  "$src/tools/summarize-tests.py" "$1/meson-logs/testlog.json" "$2" >>"$src/.test-summary" || failed=1
+}
+
+rm -f "$src/.test-summary"
+[ -d "$build" ] || meson setup "$build" "$src" --prefix=/usr || exit 1
+meson compile -C "$build" || exit 1
+suite "$build" unit
+suite "$build" integration
+suite "$build" system
+
+[ -d "$asan" ] || meson setup "$asan" "$src" --prefix=/usr -Db_sanitize=address,undefined -Db_lundef=false \
+  -Dapp=disabled || exit 1
+meson compile -C "$asan" || exit 1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+suite "$asan" unit 3
+suite "$asan" integration 3
+
+"$src/tools/summarize-tests.py" --total "$src/.test-summary" || failed=1
+rm -f "$src/.test-summary"
+exit $failed
