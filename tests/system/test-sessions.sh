@@ -89,6 +89,22 @@ else
   ok "a session uid cannot write the base image"
 fi
 
+# --- import ---------------------------------------------------------------
+
+tmpd=$(mktemp -d /var/tmp/vivarium-import.XXXXXX)
+at_exit rm -rf "$tmpd"
+qemu-img create -q -f qcow2 "$tmpd/plain.qcow2" 64M
+qemu-img create -q -f qcow2 -F qcow2 -b "$disk" "$tmpd/backed.qcow2"
+assert_success "a self-contained qcow2 is imported through a file descriptor" -- ctl image import imported "$tmpd/plain.qcow2"
+assert_eq "import" "$(prop "$(image_path imported)" Image Recipe)" "the imported image records where it came from"
+assert_eq "67108864" "$(prop "$(image_path imported)" Image VirtualSize)" "qemu-img's virtual size is recorded"
+assert_dbus_error "$ERR.InvalidArgument" -- ctl image import backed "$tmpd/backed.qcow2"
+assert_dbus_error "$ERR.Exists" -- ctl image import imported "$tmpd/plain.qcow2"
+assert_eq "no" "$([ -e "$STATE/images/backed" ] && echo yes || echo no)" "a refused import leaves nothing"
+assert_eq "0" "$(ls -A "$STATE/images/.staging" 2>/dev/null | wc -l)" "no staging leftovers"
+assert_success "an unfrozen image can be deleted" -- ctl image delete imported
+assert_eq "no" "$([ -e "$STATE/images/imported" ] && echo yes || echo no)" "the deleted image's files are gone"
+
 # --- bad session input ----------------------------------------------------
 
 before=$(count_sessions)
