@@ -228,3 +228,11 @@ vd_config_get_allow_unenforced_layer1 (VdConfig *self)
 {
   return g_key_file_get_boolean (self->merged, "Guard", "AllowUnenforcedLayer1", NULL);
 }
+
+/* Lets RunSelfTest's "negative-control" option boot a guest with neither
+ * layer of the guard, to prove the self-test can fail. Off by default. */
+gboolean
+vd_config_get_allow_negative_control (VdConfig *self)
+{
+  return g_key_file_get_boolean (self->merged, "Guard", "AllowNegativeControl", NULL);
+}

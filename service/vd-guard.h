@@ -32,4 +32,11 @@ gboolean     vd_guard_get_counters        (VdGuard   *self,
                                            guint64   *packets,
                                            guint64   *bytes);
 
+gboolean     vd_guard_verify_table        (VdGuard   *self,
+                                           GError   **error);
+
+typedef struct _VdManager VdManager;
+void         vd_guard_enable_self_test    (VdGuard   *self,
+                                           VdManager *manager);
+
 G_END_DECLS

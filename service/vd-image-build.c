@@ -37,6 +37,11 @@ struct _VdImageBuild {
   GTask        *gtask;
   gint          fifo_keepalive;
   gulong        cancel_id;
+  gchar        *last_line;     /* the builder's last words, for the error */
+  GError       *job_error;     /* set when the unit finished badly */
+  gboolean      job_done;
+  gboolean      log_done;
+  guint         log_wait_id;
 };
 
 G_DEFINE_TYPE (VdImageBuild, vd_image_build, G_TYPE_OBJECT)
@@ -58,6 +63,9 @@ vd_image_build_finalize (GObject *object)
   g_free (self->unit);
   g_free (self->staging);
   g_free (self->outdir);
+  g_free (self->last_line);
+  g_clear_error (&self->job_error);
+  g_clear_handle_id (&self->log_wait_id, g_source_remove);
   G_OBJECT_CLASS (vd_image_build_parent_class)->finalize (object);
 }
 
@@ -118,6 +126,8 @@ vd_image_build_get_name (VdImageBuild *self)
   return self->name;
 }
 
+static void maybe_finish (VdImageBuild *self);
+
 static void
 read_log_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -125,8 +135,15 @@ read_log_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GDataInputStream *in = G_DATA_INPUT_STREAM (source);
   g_autofree gchar *line = g_data_input_stream_read_line_finish_utf8 (in, res, NULL, NULL);
 
-  if (line == NULL)
+  if (line == NULL) {
+    self->log_done = TRUE;
+    maybe_finish (self);
     return;
+  }
+  if (line[0] != '\0') {
+    g_free (self->last_line);
+    self->last_line = vivarium_escape_untrusted (line, strlen (line), 300, NULL);
+  }
   vd_task_append_log (self->task, line);
   if (self->log_file != NULL)
     fprintf (self->log_file, "%s\n", line);
@@ -252,28 +269,71 @@ publish_image (VdImageBuild *self, gchar **final_dir, GError **error)
 }
 
 static void
+finish (VdImageBuild *self)
+{
+  g_autoptr(GTask) gtask = g_steal_pointer (&self->gtask);
+  g_autoptr(GError) error = g_steal_pointer (&self->job_error);
+  g_autofree gchar *final_dir = NULL;
+
+  g_clear_handle_id (&self->log_wait_id, g_source_remove);
+  /* Dropping our writer lets the progress reader see its end and let go. */
+  if (self->fifo_keepalive >= 0) {
+    close (self->fifo_keepalive);
+    self->fifo_keepalive = -1;
+  }
+  if (error == NULL && g_cancellable_set_error_if_cancelled (vd_task_get_cancellable (self->task), &error) == FALSE)
+    publish_image (self, &final_dir, &error);
+  cleanup_staging (self);
+  if (error != NULL) {
+    gboolean cancelled = g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    vd_log_image (G_LOG_LEVEL_WARNING, self->name, "build of %s from %s failed: %s", self->name, self->recipe, error->message);
+    /* The builder's last line is what a person needs; the unit's result
+     * ("failed") says little. */
+    g_task_return_new_error (gtask, VIVARIUM_ERROR, cancelled ? VIVARIUM_ERROR_CANCELLED : VIVARIUM_ERROR_FAILED,
+                             "Building “%s” from the recipe “%s” failed: %s", self->name, self->recipe,
+                             cancelled ? "cancelled" : self->last_line != NULL ? self->last_line : error->message);
+    return;
+  }
+  vd_log_image (G_LOG_LEVEL_INFO, self->name, "built image %s from %s", self->name, self->recipe);
+  g_task_return_pointer (gtask, g_steal_pointer (&final_dir), g_free);
+}
+
+static gboolean
+log_wait_expired_cb (gpointer user_data)
+{
+  VdImageBuild *self = VD_IMAGE_BUILD (user_data);
+
+  self->log_wait_id = 0;
+  self->log_done = TRUE;
+  maybe_finish (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* The unit's end and the end of its output arrive in either order; the
+ * outcome is decided once both are in (or the output is late by 5 s). */
+static void
+maybe_finish (VdImageBuild *self)
+{
+  if (!self->job_done || self->gtask == NULL)
+    return;
+  if (!self->log_done) {
+    if (self->log_wait_id == 0)
+      self->log_wait_id = g_timeout_add_seconds (5, log_wait_expired_cb, self);
+    return;
+  }
+  finish (self);
+}
+
+static void
 build_unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(VdImageBuild) self = VD_IMAGE_BUILD (user_data);
-  g_autoptr(GTask) gtask = g_steal_pointer (&self->gtask);
-  g_autoptr(GError) error = NULL;
-  g_autofree gchar *final_dir = NULL;
 
   g_cancellable_disconnect (vd_task_get_cancellable (self->task), self->cancel_id);
-  if (!vd_systemd_start_transient_finish (self->systemd, res, &error) ||
-      g_cancellable_set_error_if_cancelled (vd_task_get_cancellable (self->task), &error) ||
-      !publish_image (self, &final_dir, &error)) {
-    vd_log_image (G_LOG_LEVEL_WARNING, self->name, "build of %s from %s failed: %s", self->name, self->recipe, error->message);
-    cleanup_staging (self);
-    g_task_return_new_error (gtask, VIVARIUM_ERROR,
-                             g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) ? VIVARIUM_ERROR_CANCELLED : VIVARIUM_ERROR_FAILED,
-                             "Building “%s” from the recipe “%s” failed: %s (see the task log)",
-                             self->name, self->recipe, error->message);
-    return;
-  }
-  cleanup_staging (self);
-  vd_log_image (G_LOG_LEVEL_INFO, self->name, "built image %s from %s", self->name, self->recipe);
-  g_task_return_pointer (gtask, g_steal_pointer (&final_dir), g_free);
+  self->cancel_id = 0;
+  vd_systemd_start_transient_finish (self->systemd, res, &self->job_error);
+  self->job_done = TRUE;
+  maybe_finish (self);
 }
 
 static void

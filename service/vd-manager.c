@@ -16,6 +16,7 @@
 #include "vivarium-dbus-generated.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vd-canary.h"
 #include "vd-daemon.h"
 #include "vd-fs.h"
 #include "vd-guard.h"
@@ -938,6 +939,7 @@ sweep_leftovers (VdManager *self)
   sweep_dir (state_sessions);
   sweep_dir (runtime_sessions);
   sweep_dir (staging);
+  vd_canary_sweep (vd_config_get_runtime_dir (self->config));
 }
 
 /* --- life cycle ------------------------------------------------------ */
@@ -979,6 +981,7 @@ vd_manager_start (VdManager *self, GError **error)
     g_info ("systemd is not reachable; sessions and builds will fail: %s", local_error->message);
   sweep_leftovers (self);
   vd_guard_start (self->guard);
+  vd_guard_enable_self_test (self->guard, self);
   self->skeleton = vivarium_dbus_manager_skeleton_new ();
   vivarium_dbus_manager_set_version (self->skeleton, PACKAGE_VERSION);
   vivarium_dbus_manager_set_state (self->skeleton, "running");

@@ -64,7 +64,17 @@ assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.BuildImage "$IMA
 assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.BuildImage "$IMAGE" "$(printf 'x%.0s' {1..65})"
 assert_eq "0" "$(ls "$STATE/images" | wc -l)" "refused builds left nothing under images/"
 
-assert_success "build the tiny image through the daemon" -- ctl image build "$IMAGE" "$IMAGE"
+out=$(ctl image build ubuntu ubuntu-here 2>&1)
+assert_ne "0" "$?" "a build that cannot work here fails"
+assert_contains "$out" "archive.ubuntu.com" "the failed build says why (from the builder's log)"
+assert_eq "no" "$([ -e "$STATE/images/ubuntu-here" ] && echo yes || echo no)" "a failed build leaves no image"
+assert_eq "0" "$(ls -A "$STATE/images/.staging" 2>/dev/null | wc -l)" "a failed build leaves no staging directory"
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-build-*' | head -1)" "a failed build leaves no unit"
+
+build_out=$(ctl image build "$IMAGE" "$IMAGE" 2>&1)
+assert_eq "0" "$?" "build the tiny image through the daemon"
+assert_contains "$build_out" "Converting the disk to qcow2" "the build reports its steps as progress"
+assert_success "the build log is kept with the image" -- test -s "$STATE/images/$IMAGE/build.log"
 assert_eq "false" "$(prop "$(image_path $IMAGE)" Image Frozen)" "a new image is not frozen"
 assert_dbus_error "$ERR.Exists" -- call "$OBJ" Manager.BuildImage "$IMAGE" "$IMAGE"
 assert_dbus_error "$ERR.NotFrozen" -- call "$OBJ" Manager.StartSession "''" "$IMAGE" "{}"

@@ -1,0 +1,892 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdSelfTest"
+
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <json-glib/json-glib.h>
+#include <glib/gstdio.h>
+
+#include "vivarium-names.h"
+
+#include "vivarium-denylist.h"
+#include "vivarium-error.h"
+#include "vd-canary.h"
+#include "vd-guard.h"
+#include "vd-image.h"
+#include "vd-selftest.h"
+#include "vd-session.h"
+#include "vd-systemd.h"
+
+#define PROBE_EXEC_TIMEOUT_SEC 90
+/* After the guest's probes return, late datagrams may still be on their
+ * way through QEMU; the canary is read once more after this. Not an
+ * assertion on time: a late arrival only makes a "blocked" look worse. */
+#define SETTLE_SEC 1
+
+typedef struct {
+  const gchar *name;
+  gboolean     layer1;
+  gboolean     layer2;
+} Configuration;
+
+static const Configuration configurations[] = {
+  { "both",        TRUE,  TRUE  },
+  { "layer1-only", TRUE,  FALSE },
+  { "layer2-only", FALSE, TRUE  },
+  { "neither",     FALSE, FALSE },   /* the negative control, on request only */
+};
+
+typedef struct {
+  const gchar *name;
+  const gchar *guest_address;    /* what the guest dials */
+  const gchar *canary_address;   /* the listener that sees it */
+  gboolean     expect_reached;
+  gboolean     ipv6;
+} Probe;
+
+/* QEMU's user-mode stack maps the gateway (10.0.2.2, fec0::2) to the
+ * host's loopback: that is how the guest could reach the host's own
+ * services, so it is probed through the gateway. */
+static const Probe probes[] = {
+  { "host-loopback",       "10.0.2.2",           "127.0.0.1",          FALSE, FALSE },
+  { "host-loopback-v6",    "fec0::2",            "::1",                FALSE, TRUE  },
+  { "private-10",          "10.255.255.254",     "10.255.255.254",     FALSE, FALSE },
+  { "private-172",         "172.31.255.254",     "172.31.255.254",     FALSE, FALSE },
+  { "private-192",         "192.168.255.254",    "192.168.255.254",    FALSE, FALSE },
+  { "shared-100",          "100.127.255.254",    "100.127.255.254",    FALSE, FALSE },
+  { "link-local",          "169.254.255.254",    "169.254.255.254",    FALSE, FALSE },
+  { "ula-v6",              "fd00::ffff:254",     "fd00::ffff:254",     FALSE, TRUE  },
+  { "positive-control",    "198.51.100.1",       "198.51.100.1",       TRUE,  FALSE },
+  { "positive-control-v6", "2001:db8:ffff::254", "2001:db8:ffff::254", TRUE,  TRUE  },
+};
+
+static const gchar *transports[] = { "tcp", "udp" };
+
+/* Device nodes QEMU may hold open: /dev/kvm is the accelerator; /dev/null
+ * is where systemd points stdin; /dev/urandom is opened by glib/gnutls for
+ * random numbers. None of them reaches host hardware or another guest. */
+static const gchar *allowed_devices[] = { "/dev/kvm", "/dev/null", "/dev/urandom", "/dev/random", NULL };
+
+struct _VdSelfTest {
+  GObject      parent_instance;
+  VdManager   *manager;        /* unowned: the manager outlives every run */
+  VdConfig    *config;
+  gchar       *image;
+  gboolean     negative_control;
+  VdCanary    *canary;
+  GTask       *task;
+  guint        phase;
+  guint        n_phases;
+  VdSession   *session;
+  gint64       started_at;
+  gint64       finished_at;
+  gint64       phase_started_at;
+  gchar       *image_digest;
+  gchar       *verdict;
+  GHashTable  *guest_status;   /* "probe/transport" → exit status (GINT) */
+  guint64      packets_before;
+  guint64      bytes_before;
+  gboolean     counters_before;
+  gchar       *phase_error;
+  JsonArray   *rows;
+  JsonArray   *host_checks;
+  JsonArray   *phases;
+};
+
+G_DEFINE_TYPE (VdSelfTest, vd_self_test, G_TYPE_OBJECT)
+
+enum { SIGNAL_PROGRESS, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+static void
+vd_self_test_finalize (GObject *object)
+{
+  VdSelfTest *self = VD_SELF_TEST (object);
+
+  g_clear_object (&self->canary);
+  g_clear_object (&self->session);
+  g_clear_object (&self->config);
+  g_free (self->image);
+  g_free (self->image_digest);
+  g_free (self->verdict);
+  g_free (self->phase_error);
+  g_hash_table_unref (self->guest_status);
+  json_array_unref (self->rows);
+  json_array_unref (self->host_checks);
+  json_array_unref (self->phases);
+  G_OBJECT_CLASS (vd_self_test_parent_class)->finalize (object);
+}
+
+static void
+vd_self_test_class_init (VdSelfTestClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_self_test_finalize;
+  signals[SIGNAL_PROGRESS] = g_signal_new ("progress", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                           NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_STRING);
+}
+
+static void
+vd_self_test_init (VdSelfTest *self)
+{
+  self->guest_status = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->rows = json_array_new ();
+  self->host_checks = json_array_new ();
+  self->phases = json_array_new ();
+}
+
+VdSelfTest *
+vd_self_test_new (VdManager *manager, VdConfig *config, const gchar *image, gboolean negative_control)
+{
+  VdSelfTest *self = g_object_new (VD_TYPE_SELF_TEST, NULL);
+
+  self->manager = manager;
+  self->config = g_object_ref (config);
+  self->image = g_strdup (image);
+  self->negative_control = negative_control;
+  self->n_phases = negative_control ? G_N_ELEMENTS (configurations) : G_N_ELEMENTS (configurations) - 1;
+  return self;
+}
+
+const gchar *vd_self_test_get_verdict (VdSelfTest *self) { return self->verdict; }
+gint64 vd_self_test_get_finished_at (VdSelfTest *self) { return self->finished_at; }
+
+static gchar *
+format_time (gint64 usec)
+{
+  g_autoptr(GDateTime) dt = g_date_time_new_from_unix_utc (usec / G_USEC_PER_SEC);
+  g_autoptr(GDateTime) precise = g_date_time_add (dt, usec % G_USEC_PER_SEC);
+
+  return g_date_time_format_iso8601 (precise);
+}
+
+static void
+progress (VdSelfTest *self, guint step_in_phase, guint steps_per_phase, const gchar *step)
+{
+  guint total = self->n_phases * steps_per_phase;
+  guint done = self->phase * steps_per_phase + step_in_phase;
+
+  g_signal_emit (self, signals[SIGNAL_PROGRESS], 0, MIN (99u, done * 100 / MAX (total, 1u)), step);
+}
+
+static const Configuration *
+current (VdSelfTest *self)
+{
+  return &configurations[self->phase];
+}
+
+/* --- host-side checks -------------------------------------------------- */
+
+static void
+add_host_check (VdSelfTest *self, const gchar *check, const gchar *expected, const gchar *observed, gboolean pass)
+{
+  JsonObject *obj = json_object_new ();
+
+  json_object_set_string_member (obj, "check", check);
+  json_object_set_string_member (obj, "configuration", self->phase < self->n_phases ? current (self)->name : "run");
+  json_object_set_string_member (obj, "expected", expected);
+  json_object_set_string_member (obj, "observed", observed);
+  json_object_set_boolean_member (obj, "pass", pass);
+  json_array_add_object_element (self->host_checks, obj);
+}
+
+static gchar *
+status_field (const gchar *status, const gchar *field)
+{
+  g_auto(GStrv) lines = g_strsplit (status, "\n", -1);
+  gsize len = strlen (field);
+
+  for (guint i = 0; lines[i] != NULL; i++) {
+    if (strncmp (lines[i], field, len) == 0 && lines[i][len] == ':')
+      return g_strstrip (g_strdup (lines[i] + len + 1));
+  }
+  return NULL;
+}
+
+static void
+check_process_status (VdSelfTest *self, guint32 pid, guint32 uid)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%u/status", pid);
+  g_autofree gchar *status = NULL;
+  g_autofree gchar *uids = NULL;
+  g_autofree gchar *seccomp = NULL;
+  g_autofree gchar *want_uids = g_strdup_printf ("%u\t%u\t%u\t%u", uid, uid, uid, uid);
+  g_autoptr(GError) error = NULL;
+
+  if (!g_file_get_contents (path, &status, NULL, &error)) {
+    add_host_check (self, "qemu-uid", want_uids, error->message, FALSE);
+    add_host_check (self, "qemu-seccomp", "2", error->message, FALSE);
+    return;
+  }
+  uids = status_field (status, "Uid");
+  seccomp = status_field (status, "Seccomp");
+  add_host_check (self, "qemu-uid", want_uids, uids != NULL ? uids : "?",
+                  uid != 0 && g_strcmp0 (uids, want_uids) == 0);
+  add_host_check (self, "qemu-seccomp", "2", seccomp != NULL ? seccomp : "?", g_strcmp0 (seccomp, "2") == 0);
+}
+
+/* Every open file of QEMU that is a device node must be one of the
+ * allowed ones: the fds as the process really holds them, not the unit's
+ * DevicePolicy as configured. Reading another uid's /proc/PID/fd takes
+ * ptrace rights the daemon does not have (no CAP_SYS_PTRACE), so a
+ * one-shot unit running as the session uid lists them into a file. */
+static void
+check_process_devices (VdSelfTest *self, const gchar *listing)
+{
+  g_auto(GStrv) targets = g_strsplit (listing, "\n", -1);
+  g_autoptr(GString) seen = g_string_new (NULL);
+  g_autofree gchar *allowed = g_strjoinv (",", (gchar **) allowed_devices);
+  gboolean pass = TRUE;
+  guint n_fds = 0;
+
+  for (guint i = 0; targets[i] != NULL; i++) {
+    if (targets[i][0] == '\0')
+      continue;
+    n_fds++;
+    if (!g_str_has_prefix (targets[i], "/dev/") || strstr (seen->str, targets[i]) != NULL)
+      continue;
+    g_string_append_printf (seen, "%s%s", seen->len > 0 ? "," : "", targets[i]);
+    pass = pass && g_strv_contains (allowed_devices, targets[i]);
+  }
+  /* QEMU always holds some fds (its disk, its sockets): an empty listing
+   * means the listing failed, not that there is nothing to see. */
+  if (n_fds == 0) {
+    add_host_check (self, "qemu-devices", allowed, "the fd listing is empty", FALSE);
+    return;
+  }
+  g_string_append_printf (seen, "%s(%u fds)", seen->len > 0 ? " " : "", n_fds);
+  add_host_check (self, "qemu-devices", allowed, seen->str, pass);
+}
+
+static gchar *
+fd_listing_path (VdSelfTest *self)
+{
+  return g_build_filename (vd_config_get_runtime_dir (self->config), "canary",
+                           "qemu-fds.txt", NULL);
+}
+
+static GVariant *
+fd_lister_properties (VdSelfTest *self, guint32 pid, const gchar *output)
+{
+  g_autofree gchar *user = g_strdup_printf ("%u", vd_session_get_uid (self->session));
+  g_autofree gchar *dir = g_strdup_printf ("/proc/%u/fd", pid);
+  const gchar *argv[] = { "/usr/bin/find", dir, "-mindepth", "1", "-maxdepth", "1", "-printf", "%l\\n", NULL };
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
+  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string ("Vivarium self-test: list a guest's open files"));
+  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("oneshot"));
+  g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
+  g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  g_variant_builder_add (&b, "(sv)", "StandardOutputFile", g_variant_new_string (output));
+  g_variant_builder_add (&b, "(sv)", "NoNewPrivileges", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", argv[0], argv));
+  return g_variant_builder_end (&b);
+}
+
+static void run_probes (VdSelfTest *self);
+
+static void
+fd_lister_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdSelfTest) self = user_data;
+  g_autofree gchar *output = fd_listing_path (self);
+  g_autofree gchar *allowed = g_strjoinv (",", (gchar **) allowed_devices);
+  g_autofree gchar *listing = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_systemd_start_transient_finish (VD_SYSTEMD (source), res, &error) ||
+      !g_file_get_contents (output, &listing, NULL, &error))
+    add_host_check (self, "qemu-devices", allowed, error->message, FALSE);
+  else
+    check_process_devices (self, listing);
+  g_unlink (output);
+  run_probes (self);
+}
+
+static void
+list_process_fds (VdSelfTest *self, guint32 pid)
+{
+  g_autofree gchar *output = fd_listing_path (self);
+  g_autofree gchar *unit = g_strdup_printf ("vivarium-selftest-fds-%s.service", vd_session_get_id (self->session));
+
+  g_unlink (output);
+  vd_systemd_start_transient_async (vd_manager_get_systemd (self->manager), unit,
+                                    fd_lister_properties (self, pid, output), NULL, NULL,
+                                    fd_lister_done_cb, g_object_ref (self));
+}
+
+static JsonArray *
+addresses_to_json (GVariant *value)
+{
+  JsonArray *array = json_array_new ();
+  GVariantIter iter;
+  gint32 family;
+  GVariant *bytes;
+  guint32 prefix;
+
+  if (value == NULL || !g_variant_is_of_type (value, G_VARIANT_TYPE ("a(iayu)")))
+    return array;
+  g_variant_iter_init (&iter, value);
+  while (g_variant_iter_next (&iter, "(i@ayu)", &family, &bytes, &prefix)) {
+    gsize len = 0;
+    const guint8 *data = g_variant_get_fixed_array (bytes, &len, 1);
+    g_autoptr(GInetAddress) addr = NULL;
+
+    if (len == 4 || len == 16) {
+      g_autofree gchar *text = NULL;
+      addr = g_inet_address_new_from_bytes (data, len == 4 ? G_SOCKET_FAMILY_IPV4 : G_SOCKET_FAMILY_IPV6);
+      text = g_inet_address_to_string (addr);
+      json_array_add_string_element (array, g_strdup_printf ("%s/%u", text, prefix));
+    }
+    g_variant_unref (bytes);
+  }
+  return array;
+}
+
+static GVariant *
+unit_property (VdSelfTest *self, const gchar *name)
+{
+  VdSystemd *systemd = vd_manager_get_systemd (self->manager);
+
+  return vd_systemd_get_unit_property (systemd, vd_session_get_unit (self->session),
+                                       "org.freedesktop.systemd1.Service", name, NULL);
+}
+
+static void
+check_unit (VdSelfTest *self)
+{
+  g_autoptr(GVariant) deny = unit_property (self, "IPAddressDeny");
+  g_autoptr(GVariant) allow = unit_property (self, "IPAddressAllow");
+  gsize n_builtin = 0;
+  gsize n_deny = deny != NULL ? g_variant_n_children (deny) : 0;
+  g_autofree gchar *deny_text = g_strdup_printf ("%" G_GSIZE_FORMAT " entries", n_deny);
+  g_autofree gchar *want_deny = NULL;
+
+  vivarium_denylist_builtin (&n_builtin);
+  add_host_check (self, "unit-ip-address-allow-empty", "0 entries",
+                  allow != NULL ? (g_variant_n_children (allow) == 0 ? "0 entries" : "not empty") : "unreadable",
+                  allow != NULL && g_variant_n_children (allow) == 0);
+  /* The scratch configurations must really lack the layer they leave
+   * out, or "layer 2 alone" would silently test both. */
+  want_deny = current (self)->layer1 ? g_strdup_printf (">= %" G_GSIZE_FORMAT " entries", n_builtin)
+                                     : g_strdup ("0 entries");
+  add_host_check (self, "unit-ip-address-deny", want_deny, deny != NULL ? deny_text : "unreadable",
+                  deny != NULL && (current (self)->layer1 ? n_deny >= n_builtin : n_deny == 0));
+}
+
+static void
+check_layer2_coverage (VdSelfTest *self)
+{
+  VdGuard *guard = vd_manager_get_guard (self->manager);
+  guint32 uid = vd_session_get_uid (self->session);
+  gboolean uncovered = uid == vd_guard_get_uncovered_uid (guard);
+  g_autoptr(GError) error = NULL;
+  gboolean verified = vd_guard_verify_table (guard, &error);
+
+  add_host_check (self, "nft-table-verify", "the table holds the expected rules",
+                  verified ? "verified" : error->message, verified);
+  add_host_check (self, "session-uid-covered-by-nft", current (self)->layer2 ? "covered" : "not covered",
+                  uncovered ? "not covered" : "covered", uncovered != current (self)->layer2);
+}
+
+/* Ends by running the probes, once the fds have been listed. */
+static void
+run_host_checks (VdSelfTest *self)
+{
+  guint32 pid = vd_session_get_main_pid (self->session);
+
+  check_unit (self);
+  check_layer2_coverage (self);
+  if (pid == 0) {
+    add_host_check (self, "qemu-main-pid", "a running process", "no MainPID", FALSE);
+    run_probes (self);
+    return;
+  }
+  check_process_status (self, pid, vd_session_get_uid (self->session));
+  list_process_fds (self, pid);
+}
+
+/* --- probes ------------------------------------------------------------ */
+
+static gchar *
+probe_script (VdSelfTest *self)
+{
+  GString *s = g_string_new (NULL);
+  guint16 tcp = vd_canary_get_tcp_port (self->canary);
+  guint16 udp = vd_canary_get_udp_port (self->canary);
+
+  /* Wait (bounded) for the DHCP lease and the SLAAC address, so that a
+   * slow boot does not pass for a block. The positive controls catch the
+   * rest. */
+  g_string_append (s, "i=0; while [ $i -lt 40 ]; do "
+                      "ip -4 addr show dev eth0 | grep -q 'inet ' && "
+                      "ip -6 addr show dev eth0 scope global | grep -q inet6 && break; "
+                      "sleep 0.25; i=$((i+1)); done\n");
+  /* busybox nc has no UDP mode here: tftp sends a read request datagram
+   * (and retries), which is all a UDP canary needs to see. */
+  for (guint i = 0; i < G_N_ELEMENTS (probes); i++) {
+    g_string_append_printf (s, "( timeout 8 nc -w 3 %s %u </dev/null >/dev/null 2>&1; echo \"%s tcp $?\" ) &\n",
+                            probes[i].guest_address, tcp, probes[i].name);
+    g_string_append_printf (s, "( timeout 3 tftp -g -r vivarium-probe -l /dev/null %s %u >/dev/null 2>&1; "
+                               "echo \"%s udp $?\" ) &\n", probes[i].guest_address, udp, probes[i].name);
+  }
+  g_string_append (s, "wait\n");
+  return g_string_free (s, FALSE);
+}
+
+/* The guest's words are evidence only; the canary decides. */
+static void
+parse_guest_output (VdSelfTest *self, GBytes *out)
+{
+  g_autofree gchar *text = g_strndup (g_bytes_get_data (out, NULL), g_bytes_get_size (out));
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+
+  g_hash_table_remove_all (self->guest_status);
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_auto(GStrv) f = g_strsplit (lines[i], " ", 3);
+    gint64 status;
+
+    if (g_strv_length (f) != 3 || !g_ascii_string_to_signed (f[2], 10, 0, 255, &status, NULL))
+      continue;
+    g_hash_table_insert (self->guest_status, g_strdup_printf ("%s/%s", f[0], f[1]), GINT_TO_POINTER ((gint) status + 1));
+  }
+}
+
+static gboolean
+canary_saw (VdSelfTest *self, const Probe *probe, const gchar *transport, guint *count, const gchar **peer)
+{
+  *count = 0;
+  *peer = NULL;
+  return self->canary != NULL && vd_canary_lookup (self->canary, probe->canary_address, transport, count, peer);
+}
+
+static gboolean
+control_reached (VdSelfTest *self, gboolean ipv6, const gchar *transport)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (probes); i++) {
+    guint count;
+    const gchar *peer;
+    if (probes[i].expect_reached && probes[i].ipv6 == ipv6 && canary_saw (self, &probes[i], transport, &count, &peer))
+      return count > 0;
+  }
+  return FALSE;
+}
+
+static const gchar *
+observe (VdSelfTest *self, const Probe *probe, const gchar *transport, guint count, gint *guest_status)
+{
+  g_autofree gchar *key = g_strdup_printf ("%s/%s", probe->name, transport);
+  gint stored = GPOINTER_TO_INT (g_hash_table_lookup (self->guest_status, key));
+
+  *guest_status = stored - 1;
+  if (self->phase_error != NULL)
+    return "not-run";
+  if (count > 0)
+    return "reached";
+  /* A TCP connect that succeeded without reaching our listener was
+   * answered by something else: not "blocked". */
+  if (g_str_equal (transport, "tcp") && stored == 1)
+    return "answered-elsewhere";
+  return "blocked";
+}
+
+static const gchar *
+judge (VdSelfTest *self, const Probe *probe, const gchar *transport, const gchar *expected, const gchar *observed)
+{
+  if (self->phase_error != NULL)
+    return "inconclusive";
+  if (probe->expect_reached)
+    return g_str_equal (observed, expected) ? "pass" : "inconclusive";
+  /* Without a working positive control, "blocked" may just mean "down". */
+  if (!control_reached (self, probe->ipv6, transport))
+    return g_str_equal (observed, expected) ? "inconclusive" : "fail";
+  return g_str_equal (observed, expected) ? "pass" : "fail";
+}
+
+static JsonObject *
+phase_evidence (VdSelfTest *self, guint64 packets, guint64 bytes, gboolean counters)
+{
+  JsonObject *ev = json_object_new ();
+  g_autoptr(GVariant) deny = NULL;
+  g_autoptr(GVariant) allow = NULL;
+
+  json_object_set_boolean_member (ev, "layer1", current (self)->layer1);
+  json_object_set_boolean_member (ev, "layer2", current (self)->layer2);
+  if (self->phase_error != NULL) {
+    json_object_set_string_member (ev, "error", self->phase_error);
+    return ev;
+  }
+  json_object_set_int_member (ev, "session-uid", vd_session_get_uid (self->session));
+  json_object_set_string_member (ev, "unit", vd_session_get_unit (self->session));
+  if (counters && self->counters_before) {
+    json_object_set_int_member (ev, "nft-dropped-packets-delta", (gint64) (packets - self->packets_before));
+    json_object_set_int_member (ev, "nft-dropped-bytes-delta", (gint64) (bytes - self->bytes_before));
+  } else {
+    json_object_set_null_member (ev, "nft-dropped-packets-delta");
+    json_object_set_null_member (ev, "nft-dropped-bytes-delta");
+  }
+  deny = unit_property (self, "IPAddressDeny");
+  allow = unit_property (self, "IPAddressAllow");
+  json_object_set_array_member (ev, "unit-ip-address-deny", addresses_to_json (deny));
+  json_object_set_array_member (ev, "unit-ip-address-allow", addresses_to_json (allow));
+  return ev;
+}
+
+static void
+add_row (VdSelfTest *self, const Probe *probe, const gchar *transport, JsonObject *phase_ev)
+{
+  JsonObject *row = json_object_new ();
+  JsonObject *ev = json_object_new ();
+  const gchar *expected = probe->expect_reached ? "reached" : "blocked";
+  const gchar *peer = NULL;
+  guint count = 0;
+  gint guest_status = -1;
+  const gchar *observed, *outcome;
+  JsonObjectIter iter;
+  const gchar *member;
+  JsonNode *node;
+
+  canary_saw (self, probe, transport, &count, &peer);
+  observed = observe (self, probe, transport, count, &guest_status);
+  outcome = judge (self, probe, transport, expected, observed);
+  json_object_set_string_member (row, "probe", probe->name);
+  json_object_set_string_member (row, "configuration", current (self)->name);
+  json_object_set_string_member (row, "transport", transport);
+  json_object_set_string_member (row, "address", probe->guest_address);
+  json_object_set_string_member (row, "expected", expected);
+  json_object_set_string_member (row, "observed", observed);
+  json_object_set_string_member (row, "outcome", outcome);
+  json_object_set_boolean_member (row, "pass", g_str_equal (outcome, "pass"));
+  json_object_set_string_member (ev, "canary-address", probe->canary_address);
+  json_object_set_int_member (ev, "canary-port", g_str_equal (transport, "tcp") ? vd_canary_get_tcp_port (self->canary)
+                                                                              : vd_canary_get_udp_port (self->canary));
+  json_object_set_int_member (ev, "canary-seen", count);
+  if (peer != NULL)
+    json_object_set_string_member (ev, "canary-first-peer", peer);
+  else
+    json_object_set_null_member (ev, "canary-first-peer");
+  if (guest_status >= 0)
+    json_object_set_int_member (ev, "guest-exit-status", guest_status);
+  else
+    json_object_set_null_member (ev, "guest-exit-status");
+  json_object_set_boolean_member (ev, "positive-control-reached", control_reached (self, probe->ipv6, transport));
+  json_object_iter_init (&iter, phase_ev);
+  while (json_object_iter_next (&iter, &member, &node))
+    json_object_set_member (ev, member, json_node_copy (node));
+  json_object_set_object_member (row, "evidence", ev);
+  json_array_add_object_element (self->rows, row);
+}
+
+static void
+record_rows (VdSelfTest *self)
+{
+  VdGuard *guard = vd_manager_get_guard (self->manager);
+  guint64 packets = 0, bytes = 0;
+  gboolean counters = self->session != NULL &&
+                      vd_guard_get_counters (guard, vd_session_get_uid (self->session), &packets, &bytes);
+  g_autoptr(JsonObject) phase_ev = phase_evidence (self, packets, bytes, counters);
+
+  for (guint i = 0; i < G_N_ELEMENTS (probes); i++) {
+    for (guint t = 0; t < G_N_ELEMENTS (transports); t++)
+      add_row (self, &probes[i], transports[t], phase_ev);
+  }
+}
+
+/* --- the run ----------------------------------------------------------- */
+
+static void start_phase (VdSelfTest *self);
+static void finish (VdSelfTest *self);
+
+static void
+record_phase (VdSelfTest *self)
+{
+  JsonObject *obj = json_object_new ();
+  g_autofree gchar *started = format_time (self->phase_started_at);
+  g_autofree gchar *finished = format_time (g_get_real_time ());
+
+  json_object_set_string_member (obj, "configuration", current (self)->name);
+  json_object_set_boolean_member (obj, "layer1", current (self)->layer1);
+  json_object_set_boolean_member (obj, "layer2", current (self)->layer2);
+  json_object_set_string_member (obj, "started-at", started);
+  json_object_set_string_member (obj, "finished-at", finished);
+  if (self->session != NULL) {
+    json_object_set_string_member (obj, "session", vd_session_get_id (self->session));
+    json_object_set_int_member (obj, "session-uid", vd_session_get_uid (self->session));
+  }
+  if (self->phase_error != NULL)
+    json_object_set_string_member (obj, "error", self->phase_error);
+  json_array_add_object_element (self->phases, obj);
+}
+
+static void
+next_phase (VdSelfTest *self)
+{
+  record_phase (self);
+  g_clear_object (&self->session);
+  g_clear_pointer (&self->phase_error, g_free);
+  self->phase++;
+  if (self->phase < self->n_phases)
+    start_phase (self);
+  else
+    finish (self);
+}
+
+static void
+session_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdSelfTest) self = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_session_stop_finish (VD_SESSION (source), res, &error))
+    g_warning ("self-test: stopping %s: %s", vd_session_get_id (VD_SESSION (source)), error->message);
+  next_phase (self);
+}
+
+static void
+end_phase (VdSelfTest *self)
+{
+  record_rows (self);
+  progress (self, 3, 4, "stopping the scratch session");
+  if (self->session == NULL) {
+    next_phase (self);
+    return;
+  }
+  vd_session_stop_async (self->session, session_stopped_cb, g_object_ref (self));
+}
+
+static gboolean
+settled_cb (gpointer user_data)
+{
+  VdSelfTest *self = user_data;
+
+  vd_canary_drain (self->canary);
+  end_phase (self);
+  g_object_unref (self);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+probes_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VdSelfTest *self = user_data;   /* the reference passes on to settled_cb */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) result = vd_session_exec_finish (VD_SESSION (source), res, &error);
+
+  if (result == NULL)
+    self->phase_error = g_strdup_printf ("running the probes in the guest: %s", error->message);
+  else
+    parse_guest_output (self, result->out);
+  g_timeout_add_seconds (SETTLE_SEC, settled_cb, self);
+}
+
+static void
+run_probes (VdSelfTest *self)
+{
+  g_autofree gchar *script = probe_script (self);
+  const gchar *argv[] = { "/bin/sh", "-c", script, NULL };
+  g_autofree gchar *step = g_strdup_printf ("%s: probing %" G_GSIZE_FORMAT " canaries from the guest",
+                                            current (self)->name, G_N_ELEMENTS (probes));
+
+  progress (self, 2, 4, step);
+  vd_canary_reset (self->canary);
+  self->counters_before = vd_guard_get_counters (vd_manager_get_guard (self->manager),
+                                                 vd_session_get_uid (self->session),
+                                                 &self->packets_before, &self->bytes_before);
+  vd_session_exec_async (self->session, argv, PROBE_EXEC_TIMEOUT_SEC, NULL, probes_done_cb, g_object_ref (self));
+}
+
+/* A missing or unfrozen image is the caller's mistake, not a result. */
+static gboolean
+is_caller_error (GError *error)
+{
+  return g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND) ||
+         g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FROZEN) ||
+         g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+}
+
+static void
+fail_run (VdSelfTest *self, GError *error)
+{
+  GTask *task = g_steal_pointer (&self->task);
+
+  vd_canary_teardown (self->canary);
+  g_task_return_error (task, error);
+  g_object_unref (task);
+}
+
+static void
+scratch_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdSelfTest) self = user_data;
+  GError *error = NULL;
+
+  self->session = vd_manager_start_scratch_session_finish (VD_MANAGER (source), res, &error);
+  if (self->session == NULL) {
+    if (self->phase == 0 && is_caller_error (error)) {
+      fail_run (self, error);
+      return;
+    }
+    self->phase_error = g_strdup_printf ("starting the scratch session: %s", error->message);
+    g_error_free (error);
+    end_phase (self);
+    return;
+  }
+  if (self->image_digest == NULL)
+    self->image_digest = g_strdup (vd_image_get_digest (vd_session_get_image (self->session)));
+  run_host_checks (self);
+}
+
+static void
+start_phase (VdSelfTest *self)
+{
+  const Configuration *c = current (self);
+  g_autofree gchar *step = g_strdup_printf ("%s: booting a scratch guest (layer 1 %s, layer 2 %s)", c->name,
+                                            c->layer1 ? "on" : "off", c->layer2 ? "on" : "off");
+
+  self->phase_started_at = g_get_real_time ();
+  progress (self, 0, 4, step);
+  vd_manager_start_scratch_session_async (self->manager, self->image, c->layer1, c->layer2, NULL,
+                                          scratch_started_cb, g_object_ref (self));
+}
+
+/* --- the result -------------------------------------------------------- */
+
+static gboolean
+any_outcome (JsonArray *array, const gchar *member, const gchar *value)
+{
+  for (guint i = 0; i < json_array_get_length (array); i++) {
+    JsonObject *obj = json_array_get_object_element (array, i);
+    if (g_strcmp0 (json_object_get_string_member_with_default (obj, member, ""), value) == 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+static gboolean
+any_check_failed (JsonArray *array)
+{
+  for (guint i = 0; i < json_array_get_length (array); i++) {
+    if (!json_object_get_boolean_member_with_default (json_array_get_object_element (array, i), "pass", FALSE))
+      return TRUE;
+  }
+  return FALSE;
+}
+
+static const gchar *
+compute_verdict (VdSelfTest *self)
+{
+  if (any_outcome (self->rows, "outcome", "fail") || any_check_failed (self->host_checks))
+    return "fail";
+  if (json_array_get_length (self->rows) == 0 || any_outcome (self->rows, "outcome", "inconclusive"))
+    return "inconclusive";
+  return "pass";
+}
+
+static JsonNode *
+build_canary_info (VdSelfTest *self)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  const gchar * const *addresses = vd_canary_get_addresses ();
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "tcp-port");
+  json_builder_add_int_value (b, vd_canary_get_tcp_port (self->canary));
+  json_builder_set_member_name (b, "udp-port");
+  json_builder_add_int_value (b, vd_canary_get_udp_port (self->canary));
+  json_builder_set_member_name (b, "addresses");
+  json_builder_begin_array (b);
+  json_builder_add_string_value (b, "127.0.0.1");
+  json_builder_add_string_value (b, "::1");
+  for (guint i = 0; addresses[i] != NULL; i++)
+    json_builder_add_string_value (b, addresses[i]);
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+static gchar *
+build_result (VdSelfTest *self)
+{
+  g_autoptr(JsonObject) root = json_object_new ();
+  g_autoptr(JsonNode) node = json_node_new (JSON_NODE_OBJECT);
+  g_autofree gchar *started = format_time (self->started_at);
+  g_autofree gchar *finished = format_time (self->finished_at);
+  JsonArray *names = json_array_new ();
+
+  for (guint i = 0; i < self->n_phases; i++)
+    json_array_add_string_element (names, configurations[i].name);
+  json_object_set_string_member (root, "schema", VD_SELF_TEST_SCHEMA);
+  json_object_set_string_member (root, "verdict", self->verdict);
+  json_object_set_string_member (root, "started-at", started);
+  json_object_set_string_member (root, "finished-at", finished);
+  json_object_set_int_member (root, "finished-at-usec", self->finished_at);
+  json_object_set_double_member (root, "duration-sec", (gdouble) (self->finished_at - self->started_at) / G_USEC_PER_SEC);
+  json_object_set_string_member (root, "image", self->image);
+  if (self->image_digest != NULL)
+    json_object_set_string_member (root, "image-digest", self->image_digest);
+  else
+    json_object_set_null_member (root, "image-digest");
+  json_object_set_boolean_member (root, "negative-control", self->negative_control);
+  json_object_set_array_member (root, "configurations", names);
+  json_object_set_member (root, "canary", build_canary_info (self));
+  json_object_set_array_member (root, "phases", json_array_ref (self->phases));
+  json_object_set_array_member (root, "host-checks", json_array_ref (self->host_checks));
+  json_object_set_array_member (root, "probes", json_array_ref (self->rows));
+  json_node_set_object (node, root);
+  return json_to_string (node, TRUE);
+}
+
+static void
+check_canary_removed (VdSelfTest *self)
+{
+  g_autofree gchar *pin = g_build_filename (vd_config_get_runtime_dir (self->config), "canary", NULL);
+  gboolean link_left = g_file_test ("/sys/class/net/" VD_CANARY_HOST_LINK, G_FILE_TEST_EXISTS);
+  gboolean dir_left = g_file_test (pin, G_FILE_TEST_EXISTS);
+
+  add_host_check (self, "canary-removed", "no veth, no netns pin",
+                  link_left ? "the veth is still there" : dir_left ? "the netns pin is still there" : "removed",
+                  !link_left && !dir_left);
+}
+
+static void
+finish (VdSelfTest *self)
+{
+  GTask *task = g_steal_pointer (&self->task);
+
+  progress (self, 0, 4, "removing the canary network");
+  vd_canary_teardown (self->canary);
+  check_canary_removed (self);
+  self->finished_at = g_get_real_time ();
+  self->verdict = g_strdup (compute_verdict (self));
+  g_info ("self-test verdict: %s", self->verdict);
+  g_task_return_pointer (task, build_result (self), g_free);
+  g_object_unref (task);
+}
+
+void
+vd_self_test_run_async (VdSelfTest *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GError *error = NULL;
+
+  g_return_if_fail (self->task == NULL);
+  self->task = g_task_new (self, NULL, callback, user_data);
+  self->started_at = g_get_real_time ();
+  self->canary = vd_canary_new (vd_config_get_runtime_dir (self->config));
+  g_signal_emit (self, signals[SIGNAL_PROGRESS], 0, 0u, "setting up the canary network");
+  if (!vd_canary_setup (self->canary, &error)) {
+    g_prefix_error (&error, "Cannot set up the canary network: ");
+    fail_run (self, error);
+    return;
+  }
+  start_phase (self);
+}
+
+gchar *
+vd_self_test_run_finish (VdSelfTest *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "vd-config.h"
+#include "vd-manager.h"
+
+G_BEGIN_DECLS
+
+#define VD_SELF_TEST_SCHEMA "https://vivarium.org/schemas/selftest-result-1.json"
+
+/* One run of the isolation self-test: scratch guests probe canary listeners
+ * under each configuration of the guard; the result is a JSON document.
+ * signal "progress" (guint percent, const gchar *step) */
+
+#define VD_TYPE_SELF_TEST (vd_self_test_get_type ())
+G_DECLARE_FINAL_TYPE (VdSelfTest, vd_self_test, VD, SELF_TEST, GObject)
+
+VdSelfTest  *vd_self_test_new          (VdManager          *manager,
+                                        VdConfig           *config,
+                                        const gchar        *image,
+                                        gboolean            negative_control);
+void         vd_self_test_run_async    (VdSelfTest         *self,
+                                        GAsyncReadyCallback callback,
+                                        gpointer            user_data);
+gchar       *vd_self_test_run_finish   (VdSelfTest         *self,
+                                        GAsyncResult       *result,
+                                        GError            **error);
+const gchar *vd_self_test_get_verdict  (VdSelfTest *self);
+gint64       vd_self_test_get_finished_at (VdSelfTest *self);
+
+G_END_DECLS
