@@ -198,7 +198,7 @@ make_outdir() {
 # Makes an ext4 filesystem holding the tree $1 and stores it as a qcow2 with
 # no backing file: the daemon later puts a per-session overlay on top of it.
 make_disk() {
-	local rootdir=$1 size_mib=$2 label=$3 raw
+	local rootdir=$1 size_mib=$2 label=$3 raw info
 	raw=$(scratch disk.raw)
 	progress 80 "Making a ${size_mib} MiB ext4 filesystem"
 	truncate -s "${size_mib}M" "$raw"
@@ -207,9 +207,8 @@ make_disk() {
 	qemu-img convert -f raw -O qcow2 "$raw" "$OUTDIR/disk.qcow2"
 	rm -f -- "$raw"
 	qemu-img check -q "$OUTDIR/disk.qcow2"
-	if qemu-img info --output=json "$OUTDIR/disk.qcow2" | grep -q '"backing-filename"'; then
-		die "disk.qcow2 unexpectedly has a backing file"
-	fi
+	info=$(qemu-img info --output=json "$OUTDIR/disk.qcow2")
+	[[ $info != *'"backing-filename"'* ]] || die "disk.qcow2 unexpectedly has a backing file"
 }
 
 # A path in the scratch directory; refuses to hand out a path before the
@@ -697,6 +696,16 @@ EOF
 	printf 'nameserver 10.0.2.3\n' >"$target/etc/resolv.conf"
 	printf 'deb %s %s main\n' "$mirror" "$suite" >"$target/etc/apt/sources.list"
 	systemctl --root="$target" enable systemd-networkd.service >/dev/null
+	# The daemon reaches the guest only through the agent, and takes its
+	# first answer to mean "ready": as in the tiny image, start it once the
+	# network is configured, and bring it back if it dies.
+	mkdir -p "$target/etc/systemd/system/qemu-guest-agent.service.d" \
+		"$target/etc/systemd/system/systemd-networkd-wait-online.service.d"
+	printf '[Unit]\nWants=network-online.target\nAfter=network-online.target\n\n[Service]\nRestart=always\nRestartSec=1\n' \
+		>"$target/etc/systemd/system/qemu-guest-agent.service.d/vivarium.conf"
+	# Without a network the agent must still come up, so wait briefly.
+	printf '[Service]\nExecStart=\nExecStart=/lib/systemd/systemd-networkd-wait-online --any --timeout=20\n' \
+		>"$target/etc/systemd/system/systemd-networkd-wait-online.service.d/vivarium.conf"
 	# Every machine booted from the image makes its own machine id.
 	: >"$target/etc/machine-id"
 	rm -f "$target/var/lib/dbus/machine-id"
@@ -705,7 +714,7 @@ EOF
 }
 
 debian_extract_kernel() {
-	local target=$1 img ver="" v
+	local target=$1 img ver="" v list
 	for img in "$target"/boot/vmlinuz-*; do
 		v=${img##*/vmlinuz-}
 		ver=$(printf '%s\n%s\n' "$ver" "$v" | sed '/^$/d' | sort -V | tail -n1)
@@ -713,7 +722,11 @@ debian_extract_kernel() {
 	[[ -n $ver ]] || die "debootstrap installed no kernel in /boot"
 	[[ -f $target/boot/initrd.img-$ver ]] || die "no initrd.img-$ver in the target's /boot"
 	if command -v lsinitramfs >/dev/null 2>&1; then
-		lsinitramfs "$target/boot/initrd.img-$ver" | grep -q '/virtio_blk\.ko' ||
+		# Listed to a file first: "lsinitramfs | grep -q" fails under
+		# pipefail whenever grep stops reading early.
+		list=$(scratch initrd.list)
+		lsinitramfs "$target/boot/initrd.img-$ver" >"$list"
+		grep -q '/virtio_blk\.ko' "$list" ||
 			die "the target's initrd has no virtio_blk; it could not mount /dev/vda"
 	else
 		log "lsinitramfs not on the host; not checking the initrd for virtio_blk"
