@@ -236,3 +236,31 @@ vd_config_get_allow_negative_control (VdConfig *self)
 {
   return g_key_file_get_boolean (self->merged, "Guard", "AllowNegativeControl", NULL);
 }
+
+/* "auto", "kvm" or "tcg"; anything else is read as "auto" with a warning. */
+const gchar *
+vd_config_get_accelerator (VdConfig *self)
+{
+  g_autofree gchar *value = g_key_file_get_string (self->merged, "Sessions", "Accelerator", NULL);
+  const gchar *known[] = { "auto", "kvm", "tcg", NULL };
+
+  if (value == NULL)
+    return "auto";
+  g_strstrip (value);
+  for (guint i = 0; known[i] != NULL; i++) {
+    if (g_strcmp0 (value, known[i]) == 0)
+      return known[i];
+  }
+  g_warning ("[Sessions] Accelerator=%s is not auto, kvm or tcg; using auto", value);
+  return "auto";
+}
+
+gboolean
+vd_config_use_kvm (VdConfig *self)
+{
+  const gchar *accel = vd_config_get_accelerator (self);
+
+  if (g_strcmp0 (accel, "auto") == 0)
+    return g_file_test ("/dev/kvm", G_FILE_TEST_EXISTS);
+  return g_strcmp0 (accel, "kvm") == 0;
+}

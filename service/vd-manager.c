@@ -90,14 +90,6 @@ vd_manager_init (VdManager *self)
   self->uids = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
 }
 
-static const gchar *
-detect_accelerator (void)
-{
-  /* QEMU opens /dev/kvm in its own unit; the daemon only needs to know
-   * whether the kernel offers it. */
-  return g_file_test ("/dev/kvm", G_FILE_TEST_EXISTS) ? "kvm" : "tcg";
-}
-
 static const gchar **
 object_paths (GHashTable *table, const gchar *(*path_of) (gpointer))
 {
@@ -985,7 +977,7 @@ vd_manager_start (VdManager *self, GError **error)
   self->skeleton = vivarium_dbus_manager_skeleton_new ();
   vivarium_dbus_manager_set_version (self->skeleton, PACKAGE_VERSION);
   vivarium_dbus_manager_set_state (self->skeleton, "running");
-  vivarium_dbus_manager_set_accelerator (self->skeleton, detect_accelerator ());
+  vivarium_dbus_manager_set_accelerator (self->skeleton, vd_config_use_kvm (self->config) ? "kvm" : "tcg");
   connect_handlers (self);
   if (!export_protected (self, G_DBUS_INTERFACE_SKELETON (self->skeleton), VIVARIUM_DBUS_PATH, error) ||
       !export_protected (self, vd_guard_get_skeleton (self->guard), VIVARIUM_DBUS_PATH, error))

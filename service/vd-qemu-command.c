@@ -55,6 +55,8 @@ vd_qemu_command_build (const VdQemuCommand *cmd)
   add (b, "-nodefaults", NULL);
   add (b, "-no-user-config", NULL);
   add (b, "-machine", "q35");
+  /* KVM first when asked for, TCG as the fallback if KVM cannot start
+   * (no permission, no module); "max" is valid under both. */
   if (cmd->kvm)
     add (b, "-accel", "kvm");
   add (b, "-accel", "tcg");

@@ -266,8 +266,13 @@ unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
   g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", argv[0], argv));
   /* /dev/kvm is the only device QEMU may open, and only when present. */
   g_variant_builder_add (&b, "(sv)", "DevicePolicy", g_variant_new_string ("closed"));
-  if (kvm)
+  if (kvm) {
+    const gchar *kvm_group[] = { "kvm", NULL };
     g_variant_builder_add (&b, "(sv)", "DeviceAllow", g_variant_new_parsed ("[('/dev/kvm', 'rw')]"));
+    /* Debian's udev rule gives /dev/kvm to group kvm (0660). */
+    if (getgrnam ("kvm") != NULL)
+      g_variant_builder_add (&b, "(sv)", "SupplementaryGroups", g_variant_new_strv (kvm_group, -1));
+  }
   if (self->options.guard_layer1)
     g_variant_builder_add (&b, "(sv)", "IPAddressDeny", ip_address_deny (self));
   g_variant_builder_add (&b, "(sv)", "MemoryMax",
@@ -667,7 +672,7 @@ vd_session_start_async (VdSession *self, GCancellable *cancellable, GAsyncReadyC
   GTask *task = g_task_new (self, cancellable, callback, user_data);
   StartData *data = g_new0 (StartData, 1);
 
-  data->kvm = g_file_test ("/dev/kvm", G_FILE_TEST_EXISTS);
+  data->kvm = vd_config_use_kvm (self->config);
   g_task_set_task_data (task, data, g_free);
   vd_image_add_user (self->image, self->object_path);
   step_begin (self);
