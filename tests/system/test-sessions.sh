@@ -217,6 +217,16 @@ assert_eq "$digest" "$(prop "$(image_path $IMAGE)" Image Digest)" "the image dig
 assert_eq "(true,)" "$(call "$(image_path $IMAGE)" Image.Verify)" "the image still verifies after a session wrote to its overlay"
 assert_dbus_error "$ERR.Busy" -- call "$(image_path $IMAGE)" Image.Delete
 
+# --- the runtime limit ----------------------------------------------------
+
+c=$(ctl session start "$IMAGE" --memory 256 --timeout 15)
+[ -n "$c" ] || bail_out "no session with a timeout"
+unit_c=vivarium-session-$c.service
+assert_eq "15s" "$(systemctl show -P RuntimeMaxUSec "$unit_c")" "the timeout becomes the unit's RuntimeMaxSec="
+assert_success "the session ends by itself when its time is up" -- retry_until 60 1 unit_gone "$unit_c"
+assert_success "its files go with it" -- retry_until 10 0.5 test ! -e "$STATE/sessions/$c"
+assert_ne "running" "$(prop "$(session_path "$c")" Session State)" "it is no longer running"
+
 # --- a killed daemon ------------------------------------------------------
 
 unit_b=vivarium-session-$b.service

@@ -1,0 +1,202 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# The network guard on a real systemd host, proven from inside real guests:
+# the isolation self-test passes with both layers and with each layer alone,
+# it can fail (the negative control), a normal session's drops are counted,
+# and an IPAddressAllow= on vivarium.slice stops sessions from starting.
+# Runs inside the host booted by vivarium-test-host (see meson.build here):
+#   tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-guard.sh
+
+# shellcheck disable=SC2317
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
+
+readonly BUS=org.vivarium.Vivarium1
+readonly OBJ=/org/vivarium/Vivarium1
+readonly MGR=org.vivarium.Vivarium1.Manager
+readonly GUARD=org.vivarium.Vivarium1.Guard
+readonly UNIT=vivariumd.service
+readonly IMAGE=tiny
+readonly NEG_CONF=/etc/vivarium/conf.d/50-test-negative-control.conf
+readonly SLICE_DROPIN_DIR=/etc/systemd/system/vivarium.slice.d
+readonly SLICE_DROPIN=$SLICE_DROPIN_DIR/50-test.conf
+readonly STATE=/var/lib/vivarium/selftest
+WORK=$(mktemp -d /var/tmp/test-guard.XXXXXX) || bail_out "cannot create a scratch directory"
+readonly WORK
+at_exit rm -rf "$WORK"
+
+[ "$(id -u)" = 0 ] || bail_out "must run as root"
+[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
+for tool in vivariumctl busctl gdbus jq nft systemctl; do
+  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
+done
+
+jqf () { jq -r "$@"; }
+
+restart_daemon () {
+  systemctl stop "$UNIT" >/dev/null 2>&1
+  retry_until 40 0.5 busctl call "$BUS" "$OBJ" "$MGR" ListSessions
+}
+
+# --- 0. a frozen tiny image ---------------------------------------------------
+
+if ! vivariumctl image list 2>/dev/null | grep -qw "$IMAGE"; then
+  out=$(vivariumctl image build "$IMAGE" "$IMAGE" 2>&1) || bail_out "cannot build $IMAGE: $out"
+fi
+frozen=$(busctl get-property "$BUS" "$OBJ/images/$IMAGE" org.vivarium.Vivarium1.Image Frozen 2>&1)
+if [ "$frozen" != "b true" ]; then
+  out=$(vivariumctl image freeze "$IMAGE" 2>&1) || bail_out "cannot freeze $IMAGE: $out"
+fi
+assert_eq "b true" "$(busctl get-property "$BUS" "$OBJ/images/$IMAGE" org.vivarium.Vivarium1.Image Frozen 2>&1)" \
+  "the $IMAGE image is frozen"
+
+# --- 1. the self-test passes, each layer alone -------------------------------
+
+result=$WORK/selftest.json
+t0=$SECONDS
+vivariumctl guard selftest --json > "$result" 2> "$WORK/selftest.err"
+rc=$?
+diag "self-test took $((SECONDS - t0)) s"
+assert_eq 0 "$rc" "vivariumctl guard selftest succeeds ($(tail -n 3 "$WORK/selftest.err" | tr '\n' ' '))"
+jq -e . "$result" >/dev/null 2>&1 || bail_out "the self-test printed no JSON: $(head -c 2000 "$result")"
+assert_eq pass "$(jqf .verdict "$result")" "the verdict is pass"
+assert_eq "both layer1-only layer2-only" "$(jqf '[.configurations[]] | join(" ")' "$result")" \
+  "three configurations ran: both layers, layer 1 alone, layer 2 alone"
+for c in both layer1-only layer2-only; do
+  n=$(jqf --arg c "$c" '[.probes[] | select(.configuration == $c)] | length' "$result")
+  bad=$(jqf --arg c "$c" '[.probes[] | select(.configuration == $c and (.outcome != "pass" or .pass != true))
+                          | "\(.probe)/\(.transport): \(.observed)"] | join(", ")' "$result")
+  assert_eq 20 "$n" "configuration $c has 20 probes (10 canaries x tcp, udp)"
+  assert_eq "" "$bad" "every probe of configuration $c passes"
+  assert_eq 0 "$(jqf --arg c "$c" '[.probes[] | select(.configuration == $c and .expected == "blocked"
+                                    and .evidence."canary-seen" != 0)] | length' "$result")" \
+    "no canary of a denied range saw anything under $c"
+done
+bad_checks=$(jqf '[.["host-checks"][] | select(.pass != true) | "\(.configuration)/\(.check): \(.observed)"] | join(", ")' "$result")
+assert_eq "" "$bad_checks" "every host-side check passes"
+for check in qemu-uid qemu-seccomp qemu-devices unit-ip-address-allow-empty nft-table-verify canary-removed; do
+  assert_ne 0 "$(jqf --arg k "$check" '[.["host-checks"][] | select(.check == $k)] | length' "$result")" \
+    "the result carries the host check $check"
+done
+assert_contains "$(jqf '.["image-digest"]' "$result")" "sha256:" "the result names the image digest"
+
+# The positive control from a guest with both layers: it is reached, so a
+# "blocked" elsewhere is not a dead network; and the session's drops counted.
+assert_eq reached "$(jqf '.probes[] | select(.configuration == "both" and .probe == "positive-control"
+                           and .transport == "tcp") | .observed' "$result")" \
+  "a guest with both layers reaches the positive control (tcp)"
+assert_eq reached "$(jqf '.probes[] | select(.configuration == "both" and .probe == "positive-control-v6"
+                           and .transport == "tcp") | .observed' "$result")" \
+  "a guest with both layers reaches the IPv6 positive control (tcp)"
+drops=$(jqf '[.probes[] | select(.configuration == "both")][0].evidence."nft-dropped-packets-delta"' "$result")
+if [ -n "$drops" ] && [ "$drops" != null ] && [ "$drops" -gt 0 ]; then
+  ok "the nft drop counters rose for the both-layers session's uid ($drops packets)"
+else
+  not_ok "the nft drop counters rose for the both-layers session's uid" "delta: '$drops'"
+fi
+
+# Stored, and shown on the Guard interface, also after a restart.
+stored=$(find "$STATE" -maxdepth 1 -name '*.json' 2>/dev/null | wc -l)
+assert_ne 0 "$stored" "the result is stored under $STATE"
+restart_daemon || bail_out "vivariumd does not come back after a restart"
+assert_eq 's "pass"' "$(busctl get-property "$BUS" "$OBJ" "$GUARD" Verdict 2>&1)" \
+  "after a restart, the Guard's Verdict is the stored pass"
+last=$(busctl --json=short get-property "$BUS" "$OBJ" "$GUARD" LastResult 2>/dev/null | jq -r .data | jq -r .verdict)
+assert_eq pass "$last" "after a restart, LastResult holds the stored result"
+assert_ne "t 0" "$(busctl get-property "$BUS" "$OBJ" "$GUARD" LastRunAt 2>&1)" "LastRunAt is set"
+
+# --- 2. a normal session's drops are counted ---------------------------------
+
+session_id=$(vivariumctl session start "$IMAGE" 2>"$WORK/start.err")
+rc=$?
+assert_eq 0 "$rc" "a normal session starts ($(head -c 300 "$WORK/start.err"))"
+if [ "$rc" = 0 ] && [ -n "$session_id" ]; then
+  stop_quietly () { vivariumctl session stop "$1" >/dev/null 2>&1 || true; }
+  at_exit stop_quietly "$session_id"
+  unit=$(systemctl list-units 'vivarium-session-*' --state=active --no-legend --plain | awk 'NR == 1 { print $1 }')
+  pid=$(systemctl show -P MainPID "$unit")
+  uid=$(awk '/^Uid:/ { print $2 }' "/proc/$pid/status")
+  session_drops () {
+    nft -j list table inet vivarium_guard | jq --argjson u "$uid" \
+      '[.nftables[] | select(.rule) | .rule | select(any(.expr[]; .match.left.meta.key? == "skuid" and .match.right == $u))
+        | .expr[] | select(.counter) | .counter.packets] | add // 0'
+  }
+  before=$(session_drops)
+  # The slirp gateway is the host's loopback: denied, so dropped and counted.
+  vivariumctl session exec "$session_id" -- timeout 8 nc -w 3 10.0.2.2 22 </dev/null >/dev/null 2>&1
+  after=$(session_drops)
+  diag "session $session_id (uid $uid): $before -> $after dropped packets"
+  if [ -n "$after" ] && [ -n "$before" ] && [ "$after" -gt "$before" ]; then
+    ok "the drop counters rose for the normal session's uid"
+  else
+    not_ok "the drop counters rose for the normal session's uid" "before '$before', after '$after'"
+  fi
+  vivariumctl session stop "$session_id" >/dev/null 2>&1
+else
+  not_ok "the drop counters rose for the normal session's uid" "no session"
+fi
+
+# --- 3. it can fail: the negative control ------------------------------------
+
+call_self_test () {  # JSON-OPTIONS-ARGS...: busctl prints {"type":"s","data":["…"]}
+  busctl --json=short --timeout=900 call "$BUS" "$OBJ" "$GUARD" RunSelfTest 'a{sv}' "$@"
+}
+assert_dbus_error org.vivarium.Vivarium1.Error.NotSupported -- \
+  gdbus call --system --dest "$BUS" --object-path "$OBJ" --method "$GUARD.RunSelfTest" "{'negative-control': <true>}"
+assert_dbus_error org.vivarium.Vivarium1.Error.InvalidArgument -- \
+  gdbus call --system --dest "$BUS" --object-path "$OBJ" --method "$GUARD.RunSelfTest" "{'no-such-option': <1>}"
+
+mkdir -p "$(dirname "$NEG_CONF")" || bail_out "cannot create $(dirname "$NEG_CONF")"
+printf '[Guard]\nAllowNegativeControl=true\n' > "$NEG_CONF" || bail_out "cannot write $NEG_CONF"
+at_exit rm -f "$NEG_CONF"
+restart_daemon || bail_out "vivariumd does not come back after a restart"
+
+call_self_test 1 negative-control b true > "$WORK/negative.out" 2> "$WORK/negative.err" &
+neg_pid=$!
+# While it runs (its canary veth is up), a second run is refused. The
+# second call names no real image, so even if it were let through it would
+# boot nothing.
+if retry_until 120 0.5 ip link show dev vv-canary; then
+  assert_dbus_error org.vivarium.Vivarium1.Error.Busy -- gdbus call --system --dest "$BUS" --object-path "$OBJ" \
+    --method "$GUARD.RunSelfTest" "{'image': <'no-such-image'>}"
+else
+  not_ok "a second self-test is refused with Busy" "the first run's canary never came up"
+fi
+wait "$neg_pid"
+rc=$?
+assert_eq 0 "$rc" "RunSelfTest with the negative control returns a result ($(head -c 300 "$WORK/negative.err"))"
+jq -r '.data[0]' "$WORK/negative.out" > "$WORK/negative.json" 2>/dev/null
+assert_eq fail "$(jqf .verdict "$WORK/negative.json")" "with the negative control the verdict is fail"
+assert_eq "both layer1-only layer2-only neither" "$(jqf '[.configurations[]] | join(" ")' "$WORK/negative.json")" \
+  "the negative control adds the configuration neither"
+for probe in host-loopback private-10 private-172 private-192 shared-100 link-local; do
+  outcomes=$(jqf --arg p "$probe" '[.probes[] | select(.configuration == "neither" and .probe == $p) | .outcome] | join(" ")' \
+               "$WORK/negative.json")
+  assert_eq "fail fail" "$outcomes" "with neither layer, $probe (tcp, udp) reports fail, never pass"
+done
+assert_eq 0 "$(jqf '[.probes[] | select(.configuration == "neither" and .expected == "blocked" and .pass)] | length' \
+                 "$WORK/negative.json")" "with neither layer, no blocked-expected probe passes"
+bad=$(jqf '[.probes[] | select(.configuration != "neither" and .outcome != "pass") | "\(.configuration)/\(.probe)"] | join(", ")' \
+        "$WORK/negative.json")
+assert_eq "" "$bad" "in the same run, the other configurations still pass"
+assert_eq 's "fail"' "$(busctl get-property "$BUS" "$OBJ" "$GUARD" Verdict 2>&1)" "the Guard's Verdict is now fail"
+rm -f "$NEG_CONF"
+
+# --- 4. an allow list on the slice refuses sessions --------------------------
+
+mkdir -p "$SLICE_DROPIN_DIR" || bail_out "cannot create $SLICE_DROPIN_DIR"
+printf '[Slice]\nIPAddressAllow=any\n' > "$SLICE_DROPIN" || bail_out "cannot write $SLICE_DROPIN"
+at_exit systemctl daemon-reload
+at_exit rm -f "$SLICE_DROPIN"
+systemctl daemon-reload
+assert_dbus_error org.vivarium.Vivarium1.Error.GuardUnavailable -- vivariumctl session start "$IMAGE"
+assert_dbus_error org.vivarium.Vivarium1.Error.GuardUnavailable -- \
+  gdbus call --system --dest "$BUS" --object-path "$OBJ" --method "$MGR.StartSession" "" "$IMAGE" "{}"
+rm -f "$SLICE_DROPIN"
+systemctl daemon-reload
+assert_eq "" "$(systemctl list-units 'vivarium-session-*' 'vivarium-selftest-*' --state=active --no-legend --plain)" \
+  "no session unit is left running"
+assert_eq "" "$(ip -o link show dev vv-canary 2>/dev/null)" "no canary veth is left over"
+
+done_testing
