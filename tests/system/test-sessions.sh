@@ -45,6 +45,10 @@ unit_loaded () { [ "$(systemctl show -P LoadState "$1" 2>/dev/null)" = loaded ];
 unit_gone () { ! unit_loaded "$1"; }
 main_pid_uid () { awk '/^Uid:/ { print $2 }' "/proc/$(systemctl show -P MainPID "$1")/status"; }
 
+# Scratch files live in the container's own /var/tmp, not in the source tree.
+tmpd=$(mktemp -d /var/tmp/vivarium-sessions.XXXXXX)
+at_exit rm -rf "$tmpd"
+
 stop_all_sessions () {
   local id
   for id in $(ctl session list --json 2>/dev/null | grep -o '"id" *: *"[0-9a-f]*"' | grep -o '[0-9a-f]\{12\}'); do
@@ -101,8 +105,6 @@ fi
 
 # --- import ---------------------------------------------------------------
 
-tmpd=$(mktemp -d /var/tmp/vivarium-import.XXXXXX)
-at_exit rm -rf "$tmpd"
 qemu-img create -q -f qcow2 "$tmpd/plain.qcow2" 64M
 qemu-img create -q -f qcow2 -F qcow2 -b "$disk" "$tmpd/backed.qcow2"
 assert_success "a self-contained qcow2 is imported through a file descriptor" -- ctl image import imported "$tmpd/plain.qcow2"
@@ -152,19 +154,19 @@ assert_contains "$(busctl get-property "$BUS" "$pa" "$IFACE.Session" StartupTimi
 kernel=$(ctl session exec "$a" -- uname -r)
 assert_eq "$(basename "$(ls /boot/vmlinuz-* | sort -V | tail -1)" | sed 's/^vmlinuz-//')" "$kernel" "uname -r in the guest names the image's kernel"
 assert_success "a command writes a file in the guest" -- ctl session exec "$a" -- sh -c 'echo hello-from-a > /root/mark'
-ctl session cp "$a:/root/mark" "$PWD/.mark-a" 2>/dev/null
-assert_eq "hello-from-a" "$(cat "$PWD/.mark-a" 2>/dev/null)" "the file reads back through ReadFile"
-rm -f "$PWD/.mark-a"
-printf 'written-by-host\n' >"$PWD/.in-a"
-assert_success "a file goes in through WriteFile" -- ctl session cp "$PWD/.in-a" "$a:/root/in"
-rm -f "$PWD/.in-a"
+ctl session cp "$a:/root/mark" "$tmpd/mark-a" 2>/dev/null
+assert_eq "hello-from-a" "$(cat "$tmpd/mark-a" 2>/dev/null)" "the file reads back through ReadFile"
+rm -f "$tmpd/mark-a"
+printf 'written-by-host\n' >"$tmpd/in-a"
+assert_success "a file goes in through WriteFile" -- ctl session cp "$tmpd/in-a" "$a:/root/in"
+rm -f "$tmpd/in-a"
 assert_eq "written-by-host" "$(ctl session exec "$a" -- cat /root/in)" "the guest sees the written file"
 ctl session exec "$a" -- sh -c 'exit 7' >/dev/null 2>&1
 assert_eq "7" "$?" "the guest's exit status comes back"
 
-assert_success "a screenshot is taken" -- ctl session screenshot "$a" "$PWD/.shot.png"
-assert_eq "89504e470d0a1a0a" "$(head -c 8 "$PWD/.shot.png" | od -An -tx1 | tr -d ' \n')" "the screenshot is a PNG"
-rm -f "$PWD/.shot.png"
+assert_success "a screenshot is taken" -- ctl session screenshot "$a" "$tmpd/shot.png"
+assert_eq "89504e470d0a1a0a" "$(head -c 8 "$tmpd/shot.png" | od -An -tx1 | tr -d ' \n')" "the screenshot is a PNG"
+rm -f "$tmpd/shot.png"
 log=$(ctl session log "$a")
 assert_contains "$log" "uname" "the command log records uname"
 assert_contains "$log" "screenshot" "the command log records the screenshot"
