@@ -94,6 +94,23 @@ vd_guard_get_uncovered_uid (VdGuard *self)
   return vd_config_get_uid_base (self->config) + vd_config_get_uid_count (self->config) - 1;
 }
 
+/* A host address inside a built-in range (127.0.0.1, ::1, a 10.x address)
+ * is already denied; listing it again would only be noise. */
+static gboolean
+covered_by_builtin (GInetAddress *addr)
+{
+  gsize n;
+  const VivariumDenyEntry *list = vivarium_denylist_builtin (&n);
+
+  for (gsize i = 0; i < n; i++) {
+    g_autofree gchar *cidr = g_strdup_printf ("%s/%u", list[i].address, list[i].prefix);
+    g_autoptr(GInetAddressMask) mask = g_inet_address_mask_new_from_string (cidr, NULL);
+    if (mask != NULL && g_inet_address_mask_matches (mask, addr))
+      return TRUE;
+  }
+  return FALSE;
+}
+
 static void
 add_host_addresses (GPtrArray *list)
 {
@@ -111,6 +128,8 @@ add_host_addresses (GPtrArray *list)
                                           ? (const guint8 *) &((struct sockaddr_in *) i->ifa_addr)->sin_addr
                                           : (const guint8 *) &((struct sockaddr_in6 *) i->ifa_addr)->sin6_addr,
                                           i->ifa_addr->sa_family == AF_INET ? G_SOCKET_FAMILY_IPV4 : G_SOCKET_FAMILY_IPV6);
+    if (covered_by_builtin (addr))
+      continue;
     text = g_inet_address_to_string (addr);
     g_ptr_array_add (list, g_strdup_printf ("%s/%u", text, i->ifa_addr->sa_family == AF_INET ? 32 : 128));
   }

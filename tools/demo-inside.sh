@@ -6,6 +6,7 @@
 set -euo pipefail
 
 ctl () { vivariumctl --no-interaction "$@"; }
+out=${VIVARIUM_TEST_BUILD_DIR:?run me through tools/demo.sh}
 step () { printf '\n== %s\n' "$*"; }
 
 step "Daemon (activated by this call)"
@@ -24,9 +25,9 @@ ctl session list
 step "Working in the guest"
 ctl session exec "$id" -- uname -a
 ctl session exec "$id" -- sh -c 'echo "built in a throwaway machine" > /root/result.txt && wc -c /root/result.txt'
-ctl session cp "$id:/root/result.txt" "$PWD/build/demo-result.txt"
-printf 'copied back: %s\n' "$(cat "$PWD/build/demo-result.txt")"
-ctl session screenshot "$id" "$PWD/build/demo-screen.png"
+ctl session cp "$id:/root/result.txt" "$out/demo-result.txt"
+printf 'copied back: %s\n' "$(cat "$out/demo-result.txt")"
+ctl session screenshot "$id" "$out/demo-screen.png"
 
 step "Report: what the daemon recorded (exit statuses as the guest reported them)"
 busctl get-property org.vivarium.Vivarium1 "/org/vivarium/Vivarium1/sessions/$id" \
