@@ -55,12 +55,16 @@ assert_eq "b true" "$(busctl get-property "$BUS" "$OBJ/images/$IMAGE" org.vivari
 
 result=$WORK/selftest.json
 t0=$SECONDS
-vivariumctl guard selftest --json > "$result" 2> "$WORK/selftest.err"
+vivariumctl guard selftest --json --junit "$WORK/selftest.xml" > "$result" 2> "$WORK/selftest.err"
 rc=$?
 diag "self-test took $((SECONDS - t0)) s"
 assert_eq 0 "$rc" "vivariumctl guard selftest succeeds ($(tail -n 3 "$WORK/selftest.err" | tr '\n' ' '))"
 jq -e . "$result" >/dev/null 2>&1 || bail_out "the self-test printed no JSON: $(head -c 2000 "$result")"
 assert_eq pass "$(jqf .verdict "$result")" "the verdict is pass"
+assert_success "the JUnit export is well-formed XML" -- xmllint --noout "$WORK/selftest.xml"
+assert_eq "$(($(jqf '.probes | length' "$result") + 1))" "$(grep -c '<testcase' "$WORK/selftest.xml")" \
+  "the JUnit export has one test case per probe, plus the verdict"
+assert_eq 0 "$(grep -c '<failure' "$WORK/selftest.xml")" "the JUnit export records no failure"
 assert_eq "both layer1-only layer2-only" "$(jqf '[.configurations[]] | join(" ")' "$result")" \
   "three configurations ran: both layers, layer 1 alone, layer 2 alone"
 for c in both layer1-only layer2-only; do
