@@ -237,22 +237,42 @@ vd_config_get_allow_negative_control (VdConfig *self)
   return g_key_file_get_boolean (self->merged, "Guard", "AllowNegativeControl", NULL);
 }
 
-/* "auto", "kvm" or "tcg"; anything else is read as "auto" with a warning. */
-const gchar *
-vd_config_get_accelerator (VdConfig *self)
+/* One of known (the first is the default); anything else is read as the
+ * default with a warning. */
+static const gchar *
+get_choice (VdConfig *self, const gchar *group, const gchar *key, const gchar * const *known)
 {
-  g_autofree gchar *value = g_key_file_get_string (self->merged, "Sessions", "Accelerator", NULL);
-  const gchar *known[] = { "auto", "kvm", "tcg", NULL };
+  g_autofree gchar *value = g_key_file_get_string (self->merged, group, key, NULL);
+  g_autofree gchar *choices = NULL;
 
   if (value == NULL)
-    return "auto";
+    return known[0];
   g_strstrip (value);
   for (guint i = 0; known[i] != NULL; i++) {
     if (g_strcmp0 (value, known[i]) == 0)
       return known[i];
   }
-  g_warning ("[Sessions] Accelerator=%s is not auto, kvm or tcg; using auto", value);
-  return "auto";
+  choices = g_strjoinv (", ", (gchar **) known);
+  g_warning ("[%s] %s=%s is not one of %s; using %s", group, key, value, choices, known[0]);
+  return known[0];
+}
+
+/* "auto", "always" or "never". */
+const gchar *
+vd_config_get_dns_relay (VdConfig *self)
+{
+  static const gchar * const known[] = { "auto", "always", "never", NULL };
+
+  return get_choice (self, "Guard", "DnsRelay", known);
+}
+
+/* "auto", "kvm" or "tcg". */
+const gchar *
+vd_config_get_accelerator (VdConfig *self)
+{
+  static const gchar * const known[] = { "auto", "kvm", "tcg", NULL };
+
+  return get_choice (self, "Sessions", "Accelerator", known);
 }
 
 gboolean

@@ -27,6 +27,7 @@ guint32      vd_config_get_uid_count           (VdConfig *self);
 GStrv        vd_config_get_extra_deny          (VdConfig *self);
 gboolean     vd_config_get_allow_unenforced_layer1 (VdConfig *self);
 gboolean     vd_config_get_allow_negative_control  (VdConfig *self);
+const gchar *vd_config_get_dns_relay           (VdConfig *self);
 guint        vd_config_get_agent_timeout_sec   (VdConfig *self);
 const gchar *vd_config_get_accelerator         (VdConfig *self);
 gboolean     vd_config_use_kvm                 (VdConfig *self);

@@ -453,6 +453,7 @@ self_test_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 
   g_signal_handlers_disconnect_by_data (test, self);
   g_clear_object (&self->self_test);
+  vd_manager_release (self->manager);
   if (json == NULL) {
     g_dbus_method_invocation_take_error (invocation, error);
     return;
@@ -522,6 +523,7 @@ handle_run_self_test (VivariumDBusGuard *iface, GDBusMethodInvocation *invocatio
   }
   g_info ("self-test started (image %s%s)", image, negative ? ", with the negative control" : "");
   self->self_test = vd_self_test_new (self->manager, self->config, image, negative);
+  vd_manager_hold (self->manager);
   g_signal_connect (self->self_test, "progress", G_CALLBACK (self_test_progress_cb), self);
   g_object_set_data (G_OBJECT (invocation), "guard", self);
   vd_self_test_run_async (self->self_test, self_test_done_cb, g_object_ref (invocation));

@@ -18,6 +18,7 @@
 #include "vivarium-names.h"
 #include "vd-canary.h"
 #include "vd-daemon.h"
+#include "vd-dns-relay.h"
 #include "vd-fs.h"
 #include "vd-guard.h"
 #include "vd-image.h"
@@ -41,6 +42,7 @@ struct _VdManager {
   GDBusConnection      *connection;
   VdSystemd            *systemd;
   VdGuard              *guard;
+  VdDnsRelay           *dns_relay;
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
   GHashTable           *builds;       /* image name → VdImageBuild */
@@ -67,6 +69,7 @@ vd_manager_finalize (GObject *object)
   g_hash_table_unref (self->uids);
   g_clear_object (&self->skeleton);
   g_clear_object (&self->guard);
+  g_clear_object (&self->dns_relay);   /* stops it */
   g_clear_object (&self->systemd);
   g_clear_object (&self->config);
   g_clear_object (&self->authority);
@@ -768,6 +771,7 @@ create_session (VdManager *self, VdImage *image, const VdSessionOptions *options
     return NULL;
   session = vd_session_new (self->config, self->systemd, self->connection, image, NULL, uid, options,
                             vd_guard_get_deny_list (self->guard));
+  vd_session_set_resolv_conf (session, vd_dns_relay_get_resolv_conf (self->dns_relay));
   vd_session_record_timing (session, "guard", (guint64) (g_get_monotonic_time () - guard_started));
   if (!export_protected (self, vd_session_get_skeleton (session), vd_session_get_object_path (session), error)) {
     vd_guard_remove_session (self->guard, uid);
@@ -824,6 +828,20 @@ VdSession *
 vd_manager_start_scratch_session_finish (VdManager *self, GAsyncResult *result, GError **error)
 {
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* Long work that is not a session or a task (the self-test) keeps the
+ * daemon on the bus while it runs. */
+void
+vd_manager_hold (VdManager *self)
+{
+  vd_daemon_hold (self->daemon);
+}
+
+void
+vd_manager_release (VdManager *self)
+{
+  vd_daemon_release (self->daemon);
 }
 
 VdGuard *
@@ -932,6 +950,7 @@ sweep_leftovers (VdManager *self)
   sweep_dir (runtime_sessions);
   sweep_dir (staging);
   vd_canary_sweep (vd_config_get_runtime_dir (self->config));
+  vd_dns_relay_sweep (vd_config_get_runtime_dir (self->config));
 }
 
 /* --- life cycle ------------------------------------------------------ */
@@ -947,6 +966,7 @@ vd_manager_new (VdDaemon *daemon, VdConfig *config, VdAuthority *authority, GDBu
   self->connection = g_object_ref (connection);
   self->systemd = vd_systemd_new (connection);
   self->guard = vd_guard_new (config, self->systemd);
+  self->dns_relay = vd_dns_relay_new (config);
   return self;
 }
 
@@ -969,9 +989,18 @@ vd_manager_start (VdManager *self, GError **error)
 {
   g_autoptr(GError) local_error = NULL;
 
-  if (!vd_systemd_subscribe (self->systemd, &local_error))
+  if (!vd_systemd_subscribe (self->systemd, &local_error)) {
     g_info ("systemd is not reachable; sessions and builds will fail: %s", local_error->message);
+    g_clear_error (&local_error);
+  }
   sweep_leftovers (self);
+  /* Before the guard: its deny list takes in the host's own addresses,
+   * and the relay's end of the veth must be one of them. Without the
+   * relay guests only lose DNS, so the daemon carries on. */
+  if (!vd_dns_relay_start (self->dns_relay, &local_error)) {
+    g_warning ("%s; guests may have no DNS", local_error->message);
+    g_clear_error (&local_error);
+  }
   vd_guard_start (self->guard);
   vd_guard_enable_self_test (self->guard, self);
   self->skeleton = vivarium_dbus_manager_skeleton_new ();
@@ -998,4 +1027,5 @@ vd_manager_shutdown (VdManager *self)
   g_hash_table_iter_init (&iter, self->sessions);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     vd_session_stop_sync (VD_SESSION (value));
+  vd_dns_relay_stop (self->dns_relay);
 }

@@ -45,6 +45,7 @@ struct _VdSession {
   gchar                *runtime_dir;
   gchar                *overlay;
   gchar                *project_dir;
+  gchar                *resolv_conf;   /* the DNS relay's, or NULL */
   guint32               uid;
   VdQmpClient          *qmp;
   VdAgentClient        *agent;
@@ -85,6 +86,7 @@ vd_session_finalize (GObject *object)
   g_free (self->runtime_dir);
   g_free (self->overlay);
   g_free (self->project_dir);
+  g_free (self->resolv_conf);
   G_OBJECT_CLASS (vd_session_parent_class)->finalize (object);
 }
 
@@ -145,6 +147,15 @@ static void
 step_begin (VdSession *self)
 {
   self->step_started = g_get_monotonic_time ();
+}
+
+/* QEMU's user-mode DNS forwards to the nameservers of the resolv.conf it
+ * sees: with the DNS relay up, that is the relay's. */
+void
+vd_session_set_resolv_conf (VdSession *self, const gchar *path)
+{
+  g_free (self->resolv_conf);
+  self->resolv_conf = g_strdup (path);
 }
 
 void
@@ -287,6 +298,9 @@ unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
   g_variant_builder_add (&b, "(sv)", "ProtectSystem", g_variant_new_string ("strict"));
   g_variant_builder_add (&b, "(sv)", "ProtectHome", g_variant_new_string ("yes"));
   g_variant_builder_add (&b, "(sv)", "ReadWritePaths", g_variant_new_strv ((const gchar * const *) rw->pdata, -1));
+  if (self->resolv_conf != NULL)
+    g_variant_builder_add (&b, "(sv)", "BindReadOnlyPaths",
+                           g_variant_new_parsed ("[(%s, '/etc/resolv.conf', false, @t 0)]", self->resolv_conf));
   g_variant_builder_add (&b, "(sv)", "ProtectKernelTunables", g_variant_new_boolean (TRUE));
   g_variant_builder_add (&b, "(sv)", "ProtectKernelModules", g_variant_new_boolean (TRUE));
   g_variant_builder_add (&b, "(sv)", "ProtectControlGroups", g_variant_new_boolean (TRUE));

@@ -53,6 +53,7 @@ gboolean     vd_session_stop_finish     (VdSession     *self,
                                          GError       **error);
 void         vd_session_stop_sync       (VdSession *self);
 void         vd_session_record_timing   (VdSession *self, const gchar *step, guint64 usec);
+void         vd_session_set_resolv_conf (VdSession *self, const gchar *path);
 
 const VdSessionOptions *vd_session_get_options (VdSession *self);
 guint32      vd_session_get_main_pid    (VdSession *self);

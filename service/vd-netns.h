@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+/* A network namespace of the daemon's own, pinned by a bind mount under the
+ * runtime dir (in the daemon's private mount namespace) and joined to the
+ * daemon's netns by a veth pair with fixed MACs, permanent neighbour entries
+ * and /32 (/128) host routes. Used by the self-test's canary network and by
+ * the DNS relay. */
+
+#define VD_TYPE_NETNS (vd_netns_get_type ())
+G_DECLARE_FINAL_TYPE (VdNetns, vd_netns, VD, NETNS, GObject)
+
+/* Runs inside the new namespace (on a helper thread), to open the sockets
+ * that must live there. */
+typedef gboolean (*VdNetnsInsideFunc) (gpointer   user_data,
+                                       GError   **error);
+
+VdNetns     *vd_netns_new            (const gchar        *dir,
+                                      const gchar        *host_link,
+                                      const gchar        *peer_link,
+                                      guint8              mac_tag);
+gboolean     vd_netns_create         (VdNetns            *self,
+                                      const gchar * const *inside_addresses,
+                                      const gchar        *host_address4,
+                                      const gchar        *host_address6,
+                                      VdNetnsInsideFunc   inside_func,
+                                      gpointer            user_data,
+                                      GError            **error);
+void         vd_netns_teardown       (VdNetns            *self);
+const gchar *vd_netns_get_dir        (VdNetns            *self);
+const gchar *vd_netns_get_pin        (VdNetns            *self);
+
+gint         vd_netns_open_listener  (const gchar        *address,
+                                      gboolean            tcp,
+                                      guint16             port,
+                                      guint16            *bound_port,
+                                      GError            **error);
+void         vd_netns_sweep          (const gchar        *dir,
+                                      const gchar        *host_link,
+                                      const gchar        *what);
+
+G_END_DECLS
