@@ -45,7 +45,7 @@ struct _VdManager {
   VdDnsRelay           *dns_relay;
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
-  GHashTable           *builds;       /* image name → VdImageBuild */
+  GHashTable           *pending;      /* names of images being built or imported */
   GHashTable           *sessions;     /* id → VdSession */
   GHashTable           *tasks;        /* id → VdTask */
   GHashTable           *uids;         /* uid → session id */
@@ -63,7 +63,7 @@ vd_manager_finalize (GObject *object)
   if (self->guard != NULL)
     g_dbus_interface_skeleton_unexport (vd_guard_get_skeleton (self->guard));
   g_hash_table_unref (self->images);
-  g_hash_table_unref (self->builds);
+  g_hash_table_unref (self->pending);
   g_hash_table_unref (self->sessions);
   g_hash_table_unref (self->tasks);
   g_hash_table_unref (self->uids);
@@ -87,7 +87,7 @@ static void
 vd_manager_init (VdManager *self)
 {
   self->images = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
-  self->builds = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->pending = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->sessions = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   self->tasks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   self->uids = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
@@ -279,7 +279,7 @@ check_new_image_name (VdManager *self, const gchar *name, GError **error)
   if (!vivarium_name_validate ("image", name, error))
     return FALSE;
   dir = vd_config_build_state_path (self->config, "images", name, NULL);
-  if (g_hash_table_contains (self->images, name) || g_hash_table_contains (self->builds, name) ||
+  if (g_hash_table_contains (self->images, name) || g_hash_table_contains (self->pending, name) ||
       g_file_test (dir, G_FILE_TEST_EXISTS)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "An image named “%s” already exists", name);
     return FALSE;
@@ -340,7 +340,7 @@ build_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     vd_task_succeed (task, vd_image_get_object_path (image));
   else
     vd_task_fail (task, error);
-  g_hash_table_remove (self->builds, name);
+  g_hash_table_remove (self->pending, name);
   task_finished (self, task);
 }
 
@@ -375,7 +375,7 @@ handle_build_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
   }
   build = vd_image_build_new (self->config, self->systemd, task, recipe, name);
   g_object_set_data_full (G_OBJECT (build), "task", g_object_ref (task), g_object_unref);
-  g_hash_table_insert (self->builds, g_strdup (name), g_object_ref (build));
+  g_hash_table_add (self->pending, g_strdup (name));
   vd_log_image (G_LOG_LEVEL_INFO, name, "building image %s from recipe %s (task %s)", name, recipe, vd_task_get_id (task));
   vd_image_build_run_async (build, build_done_cb, self);
   vivarium_dbus_manager_complete_build_image (iface, invocation, vd_task_get_object_path (task));
@@ -524,7 +524,7 @@ import_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(VdImage) image = NULL;
   GError *error = NULL;
 
-  g_hash_table_remove (self->builds, data->name);
+  g_hash_table_remove (self->pending, data->name);
   vd_daemon_release (self->daemon);
   if (!g_task_propagate_boolean (G_TASK (res), &error) ||
       (image = vd_image_load (data->target, &error)) == NULL || !add_image (self, image, TRUE, &error)) {
@@ -582,7 +582,7 @@ handle_import_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocati
   data->name = g_strdup (name);
   data->staging = vd_config_build_state_path (self->config, "images", ".staging", id, NULL);
   data->target = vd_config_build_state_path (self->config, "images", name, NULL);
-  g_hash_table_insert (self->builds, g_strdup (name), g_object_new (G_TYPE_OBJECT, NULL));
+  g_hash_table_add (self->pending, g_strdup (name));
   vd_daemon_hold (self->daemon);
   task = g_task_new (self, NULL, import_done_cb, g_object_ref (invocation));
   g_task_set_task_data (task, data, (GDestroyNotify) import_data_free);
