@@ -4,13 +4,8 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <gio/gunixfdlist.h>
-#include <gio/gunixinputstream.h>
-#include <json-glib/json-glib.h>
-#include <string.h>
 #include <glib/gstdio.h>
 
 #include "vivarium-dbus-generated.h"
@@ -23,6 +18,7 @@
 #include "vd-guard.h"
 #include "vd-image.h"
 #include "vd-image-build.h"
+#include "vd-image-import.h"
 #include "vd-log.h"
 #include "vd-manager.h"
 #include "vd-session.h"
@@ -32,7 +28,6 @@
 /* Stopped sessions and finished tasks stay visible this long, so that a
  * caller can still read how they ended. */
 #define FORGET_AFTER_SEC   300
-#define IMPORT_MAX_BYTES   (G_GUINT64_CONSTANT (64) * 1024 * 1024 * 1024)
 
 struct _VdManager {
   GObject               parent_instance;
@@ -384,182 +379,25 @@ handle_build_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
 
 /* --- importing ------------------------------------------------------- */
 
-typedef struct {
-  gint   fd;
-  gchar *name;
-  gchar *staging;
-  gchar *target;
-} ImportData;
-
-static void
-import_data_free (ImportData *data)
-{
-  if (data->fd >= 0)
-    close (data->fd);
-  g_free (data->name);
-  g_free (data->staging);
-  g_free (data->target);
-  g_free (data);
-}
-
-static gboolean
-copy_fd_to (gint fd, const gchar *path, GError **error)
-{
-  g_autoptr(GInputStream) in = g_unix_input_stream_new (fd, FALSE);
-  g_autoptr(GFile) file = g_file_new_for_path (path);
-  g_autoptr(GFileOutputStream) out = g_file_create (file, G_FILE_CREATE_PRIVATE, NULL, error);
-
-  if (out == NULL)
-    return FALSE;
-  return g_output_stream_splice (G_OUTPUT_STREAM (out), in,
-                                 G_OUTPUT_STREAM_SPLICE_CLOSE_TARGET, NULL, error) >= 0;
-}
-
-static gboolean
-run_tool (GError **error, const gchar *what, const gchar *first, ...)
-{
-  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
-  g_autoptr(GSubprocess) proc = NULL;
-  va_list args;
-
-  va_start (args, first);
-  for (const gchar *a = first; a != NULL; a = va_arg (args, const gchar *))
-    g_ptr_array_add (argv, (gpointer) a);
-  va_end (args);
-  g_ptr_array_add (argv, NULL);
-  proc = g_subprocess_newv ((const gchar * const *) argv->pdata, G_SUBPROCESS_FLAGS_STDOUT_SILENCE |
-                            G_SUBPROCESS_FLAGS_STDERR_SILENCE, error);
-  if (proc == NULL || !g_subprocess_wait_check (proc, NULL, error)) {
-    g_clear_error (error);
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "%s failed", what);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* Only self-contained qcow2 or raw disks: other formats (and qcow2 with a
- * backing or external data file) can make QEMU open host files by name. */
-static gboolean
-check_import_format (const gchar *disk, gchar **format, GError **error)
-{
-  g_autoptr(GSubprocess) proc = NULL;
-  g_autoptr(GBytes) out = NULL;
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  JsonObject *info;
-  g_autofree gchar *text = NULL;
-
-  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, error,
-                           "qemu-img", "info", "--output=json", disk, NULL);
-  if (proc == NULL || !g_subprocess_communicate (proc, NULL, NULL, &out, NULL, error))
-    return FALSE;
-  if (!g_subprocess_get_successful (proc) ||
-      !json_parser_load_from_data (parser, g_bytes_get_data (out, NULL), g_bytes_get_size (out), NULL) ||
-      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "qemu-img does not recognise the file as a disk image");
-    return FALSE;
-  }
-  info = json_node_get_object (json_parser_get_root (parser));
-  text = json_to_string (json_parser_get_root (parser), FALSE);
-  if (json_object_has_member (info, "backing-filename") || strstr (text, "\"data-file\"") != NULL) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "The disk refers to other files (a backing or data file); import a self-contained disk");
-    return FALSE;
-  }
-  *format = g_strdup (json_object_get_string_member_with_default (info, "format", ""));
-  if (g_strcmp0 (*format, "qcow2") != 0 && g_strcmp0 (*format, "raw") != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "The disk is in %s format; only qcow2 and raw disks are accepted", *format);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-static gboolean
-import_into_staging (ImportData *data, GError **error)
-{
-  g_autofree gchar *incoming = g_build_filename (data->staging, "incoming", NULL);
-  g_autofree gchar *disk = g_build_filename (data->staging, "disk.qcow2", NULL);
-  g_autofree gchar *format = NULL;
-
-  if (!copy_fd_to (data->fd, incoming, error) || !check_import_format (incoming, &format, error))
-    return FALSE;
-  if (g_strcmp0 (format, "raw") == 0) {
-    if (!run_tool (error, "Converting the raw disk to qcow2", "qemu-img", "convert", "-f", "raw", "-O", "qcow2",
-                   incoming, disk, NULL))
-      return FALSE;
-    g_unlink (incoming);
-  } else if (g_rename (incoming, disk) != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot move the imported disk: %s", g_strerror (errno));
-    return FALSE;
-  }
-  return vd_image_write_metadata (data->staging, "import", error);
-}
-
-static void
-import_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c)
-{
-  ImportData *data = task_data;
-  GError *error = NULL;
-
-  g_autofree gchar *parent = g_path_get_dirname (data->staging);
-
-  if (!vd_fs_mkdir (parent, 0700, 0, 0, &error) || !vd_fs_mkdir (data->staging, 0755, 0, 0, &error) ||
-      !import_into_staging (data, &error) ||
-      g_file_test (data->target, G_FILE_TEST_EXISTS) || g_rename (data->staging, data->target) != 0) {
-    if (error == NULL)
-      error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "An image named “%s” appeared meanwhile", data->name);
-    vd_fs_rm_rf (data->staging, NULL);
-    g_task_return_error (task, error);
-    return;
-  }
-  g_task_return_boolean (task, TRUE);
-}
-
 static void
 import_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GDBusMethodInvocation) invocation = user_data;
-  VdManager *self = VD_MANAGER (source);
-  ImportData *data = g_task_get_task_data (G_TASK (res));
+  VdImageImport *import = VD_IMAGE_IMPORT (source);
+  VdManager *self = g_object_get_data (source, "manager");
+  g_autofree gchar *dir = NULL;
   g_autoptr(VdImage) image = NULL;
   GError *error = NULL;
 
-  g_hash_table_remove (self->pending, data->name);
+  g_hash_table_remove (self->pending, vd_image_import_get_name (import));
   vd_daemon_release (self->daemon);
-  if (!g_task_propagate_boolean (G_TASK (res), &error) ||
-      (image = vd_image_load (data->target, &error)) == NULL || !add_image (self, image, TRUE, &error)) {
+  dir = vd_image_import_run_finish (import, res, &error);
+  if (dir == NULL || (image = vd_image_load (dir, &error)) == NULL || !add_image (self, image, TRUE, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
-  vd_log_image (G_LOG_LEVEL_INFO, data->name, "imported image %s", data->name);
+  vd_log_image (G_LOG_LEVEL_INFO, vd_image_get_name (image), "imported image %s", vd_image_get_name (image));
   vivarium_dbus_manager_complete_import_image (self->skeleton, invocation, vd_image_get_object_path (image));
-}
-
-static gint
-take_import_fd (GDBusMethodInvocation *invocation, GVariant *handle, GError **error)
-{
-  GUnixFDList *fds = g_dbus_message_get_unix_fd_list (g_dbus_method_invocation_get_message (invocation));
-  gint fd;
-  struct stat st;
-
-  if (fds == NULL || g_variant_get_handle (handle) >= g_unix_fd_list_get_length (fds)) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "No file descriptor was passed");
-    return -1;
-  }
-  fd = g_unix_fd_list_get (fds, g_variant_get_handle (handle), error);
-  if (fd < 0)
-    return -1;
-  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
-    close (fd);
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The descriptor is not a readable regular file");
-    return -1;
-  }
-  if ((guint64) st.st_size > IMPORT_MAX_BYTES) {
-    close (fd);
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "The disk is larger than 64 GiB");
-    return -1;
-  }
-  return fd;
 }
 
 static gboolean
@@ -567,26 +405,19 @@ handle_import_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocati
                      const gchar *name, GVariant *handle, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
-  g_autoptr(GTask) task = NULL;
-  g_autofree gchar *id = g_uuid_string_random ();
-  ImportData *data;
+  g_autoptr(VdImageImport) import = NULL;
   GError *error = NULL;
   gint fd;
 
-  if (!check_new_image_name (self, name, &error) || (fd = take_import_fd (invocation, handle, &error)) < 0) {
+  if (!check_new_image_name (self, name, &error) || (fd = vd_image_import_take_fd (invocation, handle, &error)) < 0) {
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  data = g_new0 (ImportData, 1);
-  data->fd = fd;
-  data->name = g_strdup (name);
-  data->staging = vd_config_build_state_path (self->config, "images", ".staging", id, NULL);
-  data->target = vd_config_build_state_path (self->config, "images", name, NULL);
+  import = vd_image_import_new (self->config, name, fd);
+  g_object_set_data (G_OBJECT (import), "manager", self);
   g_hash_table_add (self->pending, g_strdup (name));
   vd_daemon_hold (self->daemon);
-  task = g_task_new (self, NULL, import_done_cb, g_object_ref (invocation));
-  g_task_set_task_data (task, data, (GDestroyNotify) import_data_free);
-  g_task_run_in_thread (task, import_thread);
+  vd_image_import_run_async (import, import_done_cb, g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
