@@ -459,13 +459,19 @@ static void
 qmp_closed_cb (VdQmpClient *qmp, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
+  gboolean expired;
 
   if (self->stop_requested || self->torn_down)
     return;
-  /* QEMU went away by itself: guest power-off, crash, or the runtime limit. */
-  vd_log_session (G_LOG_LEVEL_INFO, self->id, "QEMU of session %s exited on its own", self->id);
+  /* QEMU went away by itself: the runtime limit (an orderly end), or a
+   * guest power-off or a crash (a failure: the caller did not ask for it). */
+  expired = self->options.timeout_sec > 0 &&
+            g_get_real_time () - (gint64) vivarium_dbus_session_get_started_at (self->skeleton) >=
+            (gint64) self->options.timeout_sec * G_USEC_PER_SEC;
+  vd_log_session (G_LOG_LEVEL_INFO, self->id, "QEMU of session %s exited %s", self->id,
+                  expired ? "at the end of its runtime limit" : "on its own");
   self->stop_requested = TRUE;
-  teardown_async (self, TRUE, NULL, NULL);
+  teardown_async (self, !expired, NULL, NULL);
 }
 
 /* --- start ----------------------------------------------------------- */

@@ -227,7 +227,7 @@ unit_c=vivarium-session-$c.service
 assert_eq "15s" "$(systemctl show -P RuntimeMaxUSec "$unit_c")" "the timeout becomes the unit's RuntimeMaxSec="
 assert_success "the session ends by itself when its time is up" -- retry_until 60 1 unit_gone "$unit_c"
 assert_success "its files go with it" -- retry_until 10 0.5 test ! -e "$STATE/sessions/$c"
-assert_ne "running" "$(prop "$(session_path "$c")" Session State)" "it is no longer running"
+assert_eq "stopped" "$(prop "$(session_path "$c")" Session State)" "a session that reached its limit is stopped, not failed"
 
 # --- a killed daemon ------------------------------------------------------
 
