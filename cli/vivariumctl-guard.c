@@ -246,7 +246,8 @@ on_self_test_done (GObject *source, GAsyncResult *res, gpointer user_data)
 /* The call itself carries the outcome (and fails if the daemon goes away);
  * the main loop only runs so that progress signals can be shown meanwhile. */
 static gchar *
-run_self_test (VctlContext *ctx, VivariumDBusGuard *guard, const gchar *image, GError **error)
+run_self_test (VctlContext *ctx, VivariumDBusGuard *guard, const gchar *image, const gchar *session,
+               GError **error)
 {
   SelfTestWait w = { 0 };
   g_auto(GVariantBuilder) options = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
@@ -254,6 +255,8 @@ run_self_test (VctlContext *ctx, VivariumDBusGuard *guard, const gchar *image, G
 
   if (image != NULL)
     g_variant_builder_add (&options, "{sv}", "image", g_variant_new_string (image));
+  if (session != NULL)
+    g_variant_builder_add (&options, "{sv}", "session", g_variant_new_string (session));
   w.loop = g_main_loop_new (NULL, FALSE);
   /* With --json, stdout holds the document alone. */
   w.progress = vctl_progress_new (ctx->json ? stderr : stdout);
@@ -295,6 +298,7 @@ vctl_cmd_guard_selftest (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
                          GError **error)
 {
   g_autofree gchar *image = NULL;
+  g_autofree gchar *session = NULL;
   g_autofree gchar *junit = NULL;
   g_autofree gchar *result = NULL;
   g_autofree gchar *verdict = NULL;
@@ -306,6 +310,8 @@ vctl_cmd_guard_selftest (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
   const GOptionEntry entries[] = {
     { "image", 0, 0, G_OPTION_ARG_STRING, &image, N_("Frozen image to boot (default: tiny)"),
       "NAME" },
+    { "session", 0, 0, G_OPTION_ARG_STRING, &session,
+      N_("Probe this running session instead of booting scratch guests"), "ID" },
     { "junit", 0, 0, G_OPTION_ARG_FILENAME, &junit, N_("Also write the result as JUnit XML"),
       "FILE" },
     { NULL }
@@ -318,7 +324,7 @@ vctl_cmd_guard_selftest (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
   guard = guard_proxy (ctx, G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES, error);
   if (guard == NULL)
     return FALSE;
-  result = run_self_test (ctx, guard, image, error);
+  result = run_self_test (ctx, guard, image, session, error);
   if (result == NULL)
     return FALSE;
 

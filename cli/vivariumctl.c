@@ -39,7 +39,7 @@ static const VctlCommand commands[] = {
     vctl_cmd_session_stop },
   { "guard", "status", "", N_("Show the network guard's layers and last verdict"),
     vctl_cmd_guard_status },
-  { "guard", "selftest", "[--image NAME] [--json] [--junit FILE]",
+  { "guard", "selftest", "[--image NAME] [--session ID] [--json] [--junit FILE]",
     N_("Run the isolation self-test in real guests"), vctl_cmd_guard_selftest },
 };
 

@@ -466,32 +466,41 @@ self_test_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static gboolean
-parse_self_test_options (VdGuard *self, GVariant *options, const gchar **image, gboolean *negative, GError **error)
+parse_self_test_options (VdGuard *self, GVariant *options, const gchar **image, gboolean *negative,
+                         const gchar **session, GError **error)
 {
-  const gchar *known[] = { "image", "negative-control", NULL };
+  const gchar *known[] = { "image", "negative-control", "session", NULL };
   GVariantIter iter;
   const gchar *key;
   GVariant *value;
 
   *image = "tiny";
   *negative = FALSE;
+  *session = NULL;
   g_variant_iter_init (&iter, options);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value)) {
     g_autoptr(GVariant) v = value;
     if (!g_strv_contains (known, key)) {
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                   "Unknown self-test option “%s” (known: image, negative-control)", key);
+                   "Unknown self-test option “%s” (known: image, negative-control, session)", key);
       return FALSE;
     }
     if (g_str_equal (key, "image") && g_variant_is_of_type (v, G_VARIANT_TYPE_STRING)) {
       *image = g_variant_get_string (v, NULL);
     } else if (g_str_equal (key, "negative-control") && g_variant_is_of_type (v, G_VARIANT_TYPE_BOOLEAN)) {
       *negative = g_variant_get_boolean (v);
+    } else if (g_str_equal (key, "session") && g_variant_is_of_type (v, G_VARIANT_TYPE_STRING)) {
+      *session = g_variant_get_string (v, NULL);
     } else {
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                    "The self-test option “%s” has the wrong type", key);
       return FALSE;
     }
+  }
+  if (*session != NULL && *negative) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "A live session keeps both layers; it cannot be the negative control");
+    return FALSE;
   }
   /* A run with neither layer is a guest with the host's networks open:
    * only an administrator can allow it, in the configuration file. */
@@ -508,6 +517,8 @@ handle_run_self_test (VivariumDBusGuard *iface, GDBusMethodInvocation *invocatio
 {
   VdGuard *self = VD_GUARD (user_data);
   const gchar *image = NULL;
+  const gchar *session_id = NULL;
+  VdSession *live = NULL;
   gboolean negative = FALSE;
   GError *error = NULL;
 
@@ -516,13 +527,16 @@ handle_run_self_test (VivariumDBusGuard *iface, GDBusMethodInvocation *invocatio
                                            "A self-test is already running");
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  if (!parse_self_test_options (self, options, &image, &negative, &error) ||
+  if (!parse_self_test_options (self, options, &image, &negative, &session_id, &error) ||
+      (session_id != NULL && (live = vd_manager_lookup_running_session (self->manager, session_id, &error)) == NULL) ||
       !vd_guard_check_can_start (self, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   g_info ("self-test started (image %s%s)", image, negative ? ", with the negative control" : "");
   self->self_test = vd_self_test_new (self->manager, self->config, image, negative);
+  if (live != NULL)
+    vd_self_test_set_live_session (self->self_test, live);
   vd_manager_hold (self->manager);
   g_signal_connect (self->self_test, "progress", G_CALLBACK (self_test_progress_cb), self);
   g_object_set_data (G_OBJECT (invocation), "guard", self);

@@ -661,6 +661,27 @@ vd_manager_start_scratch_session_finish (VdManager *self, GAsyncResult *result, 
   return g_task_propagate_pointer (G_TASK (result), error);
 }
 
+/* For the self-test's live-session mode: a caller's running session. */
+VdSession *
+vd_manager_lookup_running_session (VdManager *self, const gchar *id, GError **error)
+{
+  VdSession *session;
+
+  if (!vivarium_name_validate ("session", id, error))
+    return NULL;
+  session = g_hash_table_lookup (self->sessions, id);
+  if (session == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND, "There is no session “%s”", id);
+    return NULL;
+  }
+  if (g_strcmp0 (vd_session_get_state (session), "running") != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The session %s is %s, not running",
+                 id, vd_session_get_state (session));
+    return NULL;
+  }
+  return session;
+}
+
 /* Long work that is not a session or a task (the self-test) keeps the
  * daemon on the bus while it runs. */
 void

@@ -36,6 +36,9 @@ VdSession *vd_manager_start_scratch_session_finish (VdManager     *self,
                                                     GAsyncResult  *result,
                                                     GError       **error);
 VdGuard   *vd_manager_get_guard                    (VdManager *self);
+VdSession *vd_manager_lookup_running_session       (VdManager     *self,
+                                                    const gchar   *id,
+                                                    GError       **error);
 void       vd_manager_hold                         (VdManager *self);
 void       vd_manager_release                      (VdManager *self);
 VdSystemd *vd_manager_get_systemd                  (VdManager *self);

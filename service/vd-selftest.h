@@ -27,6 +27,8 @@ void         vd_self_test_run_async    (VdSelfTest         *self,
 gchar       *vd_self_test_run_finish   (VdSelfTest         *self,
                                         GAsyncResult       *result,
                                         GError            **error);
+void         vd_self_test_set_live_session (VdSelfTest *self,
+                                           VdSession  *session);
 const gchar *vd_self_test_get_verdict  (VdSelfTest *self);
 gint64       vd_self_test_get_finished_at (VdSelfTest *self);
 

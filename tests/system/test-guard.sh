@@ -136,6 +136,27 @@ if [ "$rc" = 0 ] && [ -n "$session_id" ]; then
   else
     not_ok "the drop counters rose for the normal session's uid" "before '$before', after '$after'"
   fi
+
+  # The same session, probed as it is (both layers, the uid StartSession gave
+  # it): it reaches the positive controls and none of the canaries.
+  live=$WORK/live.json
+  vivariumctl guard selftest --session "$session_id" --json > "$live" 2> "$WORK/live.err"
+  assert_eq 0 "$?" "a self-test of the running session succeeds ($(tail -n 2 "$WORK/live.err" | tr '\n' ' '))"
+  assert_eq pass "$(jqf .verdict "$live")" "the live session's verdict is pass"
+  assert_eq "live-session" "$(jqf '[.probes[].configuration] | unique | join(" ")' "$live")" \
+    "only the live session was probed (no scratch guest)"
+  assert_eq "reached" "$(jqf '.probes[] | select(.probe == "positive-control" and .transport == "tcp") | .observed' "$live")" \
+    "the normal session reaches the positive control"
+  assert_eq 0 "$(jqf '[.probes[] | select(.expected == "blocked" and .evidence."canary-seen" != 0)] | length' "$live")" \
+    "the normal session reaches no canary"
+  assert_eq "running" "$(busctl get-property "$BUS" "$OBJ/sessions/$session_id" org.vivarium.Vivarium1.Session State | cut -d' ' -f2 | tr -d '"')" \
+    "the probed session is still running"
+  after_live=$(session_drops)
+  if [ -n "$after_live" ] && [ "$after_live" -gt "$after" ]; then
+    ok "the probes of the denied canaries were dropped and counted for that session ($after -> $after_live)"
+  else
+    not_ok "the probes of the denied canaries were dropped and counted for that session" "before '$after', after '$after_live'"
+  fi
   vivariumctl session stop "$session_id" >/dev/null 2>&1
 else
   not_ok "the drop counters rose for the normal session's uid" "no session"
