@@ -119,24 +119,14 @@ run_tool (GError **error, const gchar *what, const gchar *first, ...)
 static gboolean
 check_import_format (const gchar *disk, gchar **format, GError **error)
 {
-  g_autoptr(GSubprocess) proc = NULL;
-  g_autoptr(GBytes) out = NULL;
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  JsonObject *info;
+  g_autoptr(JsonObject) info = vd_image_query_disk (disk, error);
+  g_autoptr(JsonNode) node = NULL;
   g_autofree gchar *text = NULL;
 
-  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, error,
-                           "qemu-img", "info", "--output=json", disk, NULL);
-  if (proc == NULL || !g_subprocess_communicate (proc, NULL, NULL, &out, NULL, error))
+  if (info == NULL)
     return FALSE;
-  if (!g_subprocess_get_successful (proc) ||
-      !json_parser_load_from_data (parser, g_bytes_get_data (out, NULL), g_bytes_get_size (out), NULL) ||
-      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "qemu-img does not recognise the file as a disk image");
-    return FALSE;
-  }
-  info = json_node_get_object (json_parser_get_root (parser));
-  text = json_to_string (json_parser_get_root (parser), FALSE);
+  node = json_node_init_object (json_node_alloc (), info);
+  text = json_to_string (node, FALSE);
   if (json_object_has_member (info, "backing-filename") || strstr (text, "\"data-file\"") != NULL) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                  "The disk refers to other files (a backing or data file); import a self-contained disk");

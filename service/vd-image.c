@@ -104,8 +104,10 @@ vd_image_write_metadata (const gchar *dir, const gchar *recipe, GError **error)
   return write_json_object (path, meta, error);
 }
 
-static JsonObject *
-qemu_img_info (const gchar *disk, GError **error)
+/* What qemu-img says about a disk, as JSON; InvalidArgument when it does
+ * not recognise the file as a disk at all. */
+JsonObject *
+vd_image_query_disk (const gchar *disk, GError **error)
 {
   g_autoptr(GSubprocess) proc = NULL;
   g_autoptr(GBytes) out = NULL;
@@ -186,7 +188,7 @@ vd_image_load (const gchar *dir, GError **error)
     if (self->manifest == NULL)
       return NULL;
   }
-  info = qemu_img_info (disk, error);
+  info = vd_image_query_disk (disk, error);
   if (info == NULL)
     return NULL;
   meta = read_json_object (metadata, NULL);
@@ -492,7 +494,7 @@ freeze_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c
   g_autoptr(JsonObject) manifest = NULL;
   GError *error = NULL;
 
-  info = qemu_img_info (disk, &error);
+  info = vd_image_query_disk (disk, &error);
   if (info == NULL) {
     g_task_return_error (task, error);
     return;

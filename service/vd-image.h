@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -33,5 +34,6 @@ gboolean     vd_image_verify_finish     (VdImage *self, GAsyncResult *res, GErro
 gboolean     vd_image_delete            (VdImage *self, GError **error);
 
 gboolean     vd_image_write_metadata    (const gchar *dir, const gchar *recipe, GError **error);
+JsonObject  *vd_image_query_disk        (const gchar *disk, GError **error);
 
 G_END_DECLS
