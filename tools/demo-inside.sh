@@ -28,6 +28,7 @@ ctl session exec "$id" -- sh -c 'echo "built in a throwaway machine" > /root/res
 ctl session cp "$id:/root/result.txt" "$out/demo-result.txt"
 printf 'copied back: %s\n' "$(cat "$out/demo-result.txt")"
 ctl session screenshot "$id" "$out/demo-screen.png"
+printf 'screenshot: %s\n' "$(file -b "$out/demo-screen.png")"
 
 step "Report: what the daemon recorded (exit statuses as the guest reported them)"
 busctl get-property org.vivarium.Vivarium1 "/org/vivarium/Vivarium1/sessions/$id" \

@@ -16,7 +16,7 @@ packages=(
   # the tiny guest image, built from host packages
   linux-image-amd64 busybox-static qemu-guest-agent e2fsprogs cpio gzip kmod xz-utils zstd debootstrap
   # tests
-  python3 python3-gi bc jq libxml2-utils desktop-file-utils appstream xvfb util-linux passwd
+  python3 python3-gi bc jq file libxml2-utils desktop-file-utils appstream xvfb util-linux passwd
   # the sanitizer build
   libclang-rt-14-dev
 )
