@@ -411,6 +411,15 @@ test_watchdog (gpointer data)
 }
 
 void
+test_wait_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  TestWait *w = user_data;
+
+  w->result = g_object_ref (result);
+  w->done = TRUE;
+}
+
+void
 test_run_until (const gboolean *flag)
 {
   guint id = g_timeout_add_seconds (TEST_WATCHDOG_S, test_watchdog, NULL);

@@ -22,6 +22,13 @@ void       fake_peer_finish       (FakePeer *peer, gboolean complete);
 
 /* Iterates the default main context until *@flag is set; a 60 s watchdog
  * turns a hang into a loud failure rather than a stuck test. */
+/* One pending async call: test_wait_cb() stores its result and sets done. */
+typedef struct {
+  gboolean      done;
+  GAsyncResult *result;
+} TestWait;
+
+void       test_wait_cb           (GObject *source, GAsyncResult *result, gpointer user_data);
 void       test_run_until         (const gboolean *flag);
 void       test_run_until_peer    (FakePeer *peer);
 

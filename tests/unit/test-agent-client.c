@@ -19,20 +19,6 @@ typedef struct {
   guint          closed;
 } Fixture;
 
-typedef struct {
-  gboolean      done;
-  GAsyncResult *result;
-} Wait;
-
-static void
-on_ready (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Wait *w = user_data;
-
-  w->result = g_object_ref (result);
-  w->done = TRUE;
-}
-
 static void
 on_closed (VdAgentClient *client, gpointer user_data)
 {
@@ -61,13 +47,13 @@ fixture_finish (Fixture *fx, gboolean complete)
 
 static void
 exec_start (VdAgentClient *client, const gchar * const *argv, const gchar * const *env,
-            guint timeout_ms, gsize cap, Wait *w)
+            guint timeout_ms, gsize cap, TestWait *w)
 {
-  vd_agent_client_exec_async (client, argv, env, timeout_ms, cap, NULL, on_ready, w);
+  vd_agent_client_exec_async (client, argv, env, timeout_ms, cap, NULL, test_wait_cb, w);
 }
 
 static VdAgentExecResult *
-exec_end (VdAgentClient *client, Wait *w, GError **error)
+exec_end (VdAgentClient *client, TestWait *w, GError **error)
 {
   VdAgentExecResult *r;
 
@@ -82,7 +68,7 @@ static VdAgentExecResult *
 exec (VdAgentClient *client, const gchar * const *argv, const gchar * const *env,
       guint timeout_ms, gsize cap, GError **error)
 {
-  Wait w = { 0 };
+  TestWait w = { 0 };
 
   exec_start (client, argv, env, timeout_ms, cap, &w);
   return exec_end (client, &w, error);
@@ -91,10 +77,10 @@ exec (VdAgentClient *client, const gchar * const *argv, const gchar * const *env
 static GBytes *
 read_file (VdAgentClient *client, const gchar *path, gsize max_size, GError **error)
 {
-  Wait w = { 0 };
+  TestWait w = { 0 };
   GBytes *data;
 
-  vd_agent_client_read_file_async (client, path, max_size, 5000, NULL, on_ready, &w);
+  vd_agent_client_read_file_async (client, path, max_size, 5000, NULL, test_wait_cb, &w);
   test_run_until (&w.done);
   data = vd_agent_client_read_file_finish (client, w.result, error);
   g_object_unref (w.result);
@@ -104,11 +90,11 @@ read_file (VdAgentClient *client, const gchar *path, gsize max_size, GError **er
 static gboolean
 write_file (VdAgentClient *client, const gchar *path, const gchar *text, GError **error)
 {
-  Wait w = { 0 };
+  TestWait w = { 0 };
   g_autoptr(GBytes) data = g_bytes_new (text, strlen (text));
   gboolean ok;
 
-  vd_agent_client_write_file_async (client, path, data, 5000, NULL, on_ready, &w);
+  vd_agent_client_write_file_async (client, path, data, 5000, NULL, test_wait_cb, &w);
   test_run_until (&w.done);
   ok = vd_agent_client_write_file_finish (client, w.result, error);
   g_object_unref (w.result);
@@ -127,9 +113,9 @@ assert_bytes (GBytes *bytes, const gchar *text)
 static void
 sync_now (VdAgentClient *client, GError **error)
 {
-  Wait w = { 0 };
+  TestWait w = { 0 };
 
-  vd_agent_client_sync_async (client, 5000, NULL, on_ready, &w);
+  vd_agent_client_sync_async (client, 5000, NULL, test_wait_cb, &w);
   test_run_until (&w.done);
   vd_agent_client_sync_finish (client, w.result, error);
   g_object_unref (w.result);
@@ -215,13 +201,13 @@ test_cancel_resync (void)
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
   g_autoptr(VdAgentExecResult) cancelled = NULL;
   g_autoptr(VdAgentExecResult) r = NULL;
-  Wait w = { 0 };
+  TestWait w = { 0 };
 
   /* Same exchange as a timeout: the late reply must be skipped. */
   fixture_start (&fx, "agent-timeout-resync.txt");
   sync_now (fx.client, &error);
   g_assert_no_error (error);
-  vd_agent_client_exec_async (fx.client, true_argv, NULL, 5000, 1024, cancellable, on_ready, &w);
+  vd_agent_client_exec_async (fx.client, true_argv, NULL, 5000, 1024, cancellable, test_wait_cb, &w);
   g_cancellable_cancel (cancellable);
   cancelled = exec_end (fx.client, &w, &error);
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED);
@@ -239,13 +225,13 @@ test_disconnect (void)
   Fixture fx = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(VdAgentExecResult) r = NULL;
-  Wait w1 = { 0 };
-  Wait w2 = { 0 };
+  TestWait w1 = { 0 };
+  TestWait w2 = { 0 };
 
   fixture_start (&fx, "agent-disconnect.txt");
   exec_start (fx.client, true_argv, NULL, 5000, 1024, &w1);
   /* Queued behind the exec: it must fail too, not hang. */
-  vd_agent_client_sync_async (fx.client, 5000, NULL, on_ready, &w2);
+  vd_agent_client_sync_async (fx.client, 5000, NULL, test_wait_cb, &w2);
   r = exec_end (fx.client, &w1, &error);
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED);
   g_clear_error (&error);
@@ -408,10 +394,10 @@ test_invalid_arguments (void)
 static VdAgentClient *
 wait_ready (const gchar *path, guint timeout_ms, GError **error)
 {
-  Wait w = { 0 };
+  TestWait w = { 0 };
   VdAgentClient *client;
 
-  vd_agent_client_wait_ready_async (path, timeout_ms, NULL, on_ready, &w);
+  vd_agent_client_wait_ready_async (path, timeout_ms, NULL, test_wait_cb, &w);
   test_run_until (&w.done);
   client = vd_agent_client_wait_ready_finish (w.result, error);
   g_object_unref (w.result);

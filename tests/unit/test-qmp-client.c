@@ -18,20 +18,6 @@ typedef struct {
   GPtrArray   *events;
 } Fixture;
 
-typedef struct {
-  gboolean      done;
-  GAsyncResult *result;
-} Wait;
-
-static void
-on_ready (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Wait *w = user_data;
-
-  w->result = g_object_ref (result);
-  w->done = TRUE;
-}
-
 static void
 on_closed (VdQmpClient *client, gpointer user_data)
 {
@@ -72,10 +58,10 @@ fixture_finish (Fixture *fx, gboolean complete)
 static gboolean
 handshake (VdQmpClient *client, GError **error)
 {
-  Wait w = { 0 };
+  TestWait w = { 0 };
   gboolean ok;
 
-  vd_qmp_client_handshake_async (client, 5000, NULL, on_ready, &w);
+  vd_qmp_client_handshake_async (client, 5000, NULL, test_wait_cb, &w);
   test_run_until (&w.done);
   ok = vd_qmp_client_handshake_finish (client, w.result, error);
   g_object_unref (w.result);
@@ -83,13 +69,13 @@ handshake (VdQmpClient *client, GError **error)
 }
 
 static void
-execute_start (VdQmpClient *client, const gchar *command, guint timeout_ms, Wait *w)
+execute_start (VdQmpClient *client, const gchar *command, guint timeout_ms, TestWait *w)
 {
-  vd_qmp_client_execute_async (client, command, NULL, timeout_ms, NULL, on_ready, w);
+  vd_qmp_client_execute_async (client, command, NULL, timeout_ms, NULL, test_wait_cb, w);
 }
 
 static JsonNode *
-execute_end (VdQmpClient *client, Wait *w, GError **error)
+execute_end (VdQmpClient *client, TestWait *w, GError **error)
 {
   JsonNode *ret;
 
@@ -103,7 +89,7 @@ execute_end (VdQmpClient *client, Wait *w, GError **error)
 static JsonNode *
 execute (VdQmpClient *client, const gchar *command, guint timeout_ms, GError **error)
 {
-  Wait w = { 0 };
+  TestWait w = { 0 };
 
   execute_start (client, command, timeout_ms, &w);
   return execute_end (client, &w, error);
@@ -153,10 +139,10 @@ test_before_handshake (void)
   Fixture fx = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonNode) ret = NULL;
-  Wait hw = { 0 };
+  TestWait hw = { 0 };
 
   fixture_start (&fx, "qmp-hostile-before-greeting.txt");
-  vd_qmp_client_handshake_async (fx.client, 5000, NULL, on_ready, &hw);
+  vd_qmp_client_handshake_async (fx.client, 5000, NULL, test_wait_cb, &hw);
   /* Nothing goes out before the capabilities are negotiated. */
   ret = execute (fx.client, "query-status", 5000, &error);
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE);
@@ -253,12 +239,12 @@ test_cancel (void)
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
   g_autoptr(JsonNode) status = NULL;
   g_autoptr(JsonNode) version = NULL;
-  Wait w = { 0 };
+  TestWait w = { 0 };
 
   /* Same exchange as a timeout: the late reply must be ignored. */
   fixture_start (&fx, "qmp-timeout.txt");
   g_assert_true (handshake (fx.client, &error));
-  vd_qmp_client_execute_async (fx.client, "query-status", NULL, 5000, cancellable, on_ready, &w);
+  vd_qmp_client_execute_async (fx.client, "query-status", NULL, 5000, cancellable, test_wait_cb, &w);
   g_cancellable_cancel (cancellable);
   status = execute_end (fx.client, &w, &error);
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED);
@@ -276,8 +262,8 @@ test_disconnect (void)
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonNode) ret1 = NULL;
   g_autoptr(JsonNode) ret2 = NULL;
-  Wait w1 = { 0 };
-  Wait w2 = { 0 };
+  TestWait w1 = { 0 };
+  TestWait w2 = { 0 };
 
   fixture_start (&fx, "qmp-disconnect.txt");
   g_assert_true (handshake (fx.client, &error));
@@ -381,12 +367,12 @@ static VdQmpClient *
 connect_with_retries (const gchar *path, GSubprocess *qemu)
 {
   for (guint i = 0; i < 200; i++) {
-    Wait w = { 0 };
+    TestWait w = { 0 };
     gboolean tick = FALSE;
     g_autoptr(GError) error = NULL;
     VdQmpClient *client;
 
-    vd_qmp_client_connect_async (path, 5000, NULL, on_ready, &w);
+    vd_qmp_client_connect_async (path, 5000, NULL, test_wait_cb, &w);
     test_run_until (&w.done);
     client = vd_qmp_client_connect_finish (w.result, &error);
     g_object_unref (w.result);
