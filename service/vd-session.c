@@ -745,7 +745,7 @@ call_data_new (VdSession *self, GDBusMethodInvocation *invocation, const gchar *
   CallData *call = g_new0 (CallData, 1);
 
   call->self = g_object_ref (self);
-  call->invocation = g_object_ref (invocation);
+  call->invocation = invocation != NULL ? g_object_ref (invocation) : NULL;
   call->kind = g_strdup (kind);
   call->argv = g_strdupv ((gchar **) argv);
   call->started_at = g_get_real_time ();
@@ -757,7 +757,7 @@ static void
 call_data_free (CallData *call)
 {
   g_object_unref (call->self);
-  g_object_unref (call->invocation);
+  g_clear_object (&call->invocation);
   g_free (call->kind);
   g_strfreev (call->argv);
   g_free (call->path);
@@ -1050,31 +1050,17 @@ vd_session_get_main_pid (VdSession *self)
   return pid != NULL ? g_variant_get_uint32 (pid) : 0;
 }
 
-typedef struct {
-  GStrv  argv;
-  gint64 started_at;
-  gint64 started_mono;
-} InternalExec;
-
-static void
-internal_exec_free (InternalExec *exec)
-{
-  g_strfreev (exec->argv);
-  g_free (exec);
-}
-
 static void
 internal_exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GTask) task = G_TASK (user_data);
-  VdSession *self = g_task_get_source_object (task);
-  InternalExec *exec = g_task_get_task_data (task);
+  CallData *call = g_task_get_task_data (task);
   GError *error = NULL;
   VdAgentExecResult *result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &error);
   g_autoptr(GVariant) entry = NULL;
 
-  entry = record_command (self, "exec", (const gchar * const *) exec->argv, exec->started_at, exec->started_mono,
-                          result != NULL ? result->exit_status : -1,
+  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
+                          call->started_mono, result != NULL ? result->exit_status : -1,
                           result != NULL ? g_bytes_get_size (result->out) : 0,
                           result != NULL ? g_bytes_get_size (result->err) : 0, error);
   if (result == NULL) {
@@ -1091,12 +1077,9 @@ vd_session_exec_async (VdSession *self, const gchar * const *argv, guint timeout
                        GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (self, cancellable, callback, user_data);
-  InternalExec *exec = g_new0 (InternalExec, 1);
 
-  exec->argv = g_strdupv ((gchar **) argv);
-  exec->started_at = g_get_real_time ();
-  exec->started_mono = g_get_monotonic_time ();
-  g_task_set_task_data (task, exec, (GDestroyNotify) internal_exec_free);
+  /* No invocation: the daemon is the caller. */
+  g_task_set_task_data (task, call_data_new (self, NULL, "exec", argv), (GDestroyNotify) call_data_free);
   if (g_strcmp0 (vd_session_get_state (self), "running") != 0 || self->agent == NULL) {
     g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The session %s is not running", self->id);
     g_object_unref (task);
