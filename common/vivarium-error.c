@@ -21,6 +21,7 @@ static const GDBusErrorEntry vivarium_error_entries[] = {
   { VIVARIUM_ERROR_NOT_SUPPORTED,     VIVARIUM_DBUS_ERROR_PREFIX ".NotSupported" },
   { VIVARIUM_ERROR_CANCELLED,         VIVARIUM_DBUS_ERROR_PREFIX ".Cancelled" },
   { VIVARIUM_ERROR_PROTOCOL,          VIVARIUM_DBUS_ERROR_PREFIX ".Protocol" },
+  { VIVARIUM_ERROR_NO_SPACE,          VIVARIUM_DBUS_ERROR_PREFIX ".NoSpace" },
 };
 
 G_STATIC_ASSERT (G_N_ELEMENTS (vivarium_error_entries) == VIVARIUM_N_ERRORS);
@@ -62,4 +63,58 @@ vivarium_error_strip_remote (GError *error)
 {
   if (error != NULL)
     g_dbus_error_strip_remote_error (error);
+}
+
+static VivariumError
+code_for_io_error (gint code)
+{
+  switch (code) {
+  case G_IO_ERROR_NOT_FOUND:          return VIVARIUM_ERROR_NOT_FOUND;
+  case G_IO_ERROR_EXISTS:             return VIVARIUM_ERROR_EXISTS;
+  case G_IO_ERROR_NO_SPACE:           return VIVARIUM_ERROR_NO_SPACE;
+  case G_IO_ERROR_INVALID_ARGUMENT:   return VIVARIUM_ERROR_INVALID_ARGUMENT;
+  case G_IO_ERROR_PERMISSION_DENIED:  return VIVARIUM_ERROR_FAILED;
+  case G_IO_ERROR_TIMED_OUT:          return VIVARIUM_ERROR_TIMED_OUT;
+  case G_IO_ERROR_CANCELLED:          return VIVARIUM_ERROR_CANCELLED;
+  case G_IO_ERROR_BUSY:               return VIVARIUM_ERROR_BUSY;
+  case G_IO_ERROR_NOT_SUPPORTED:      return VIVARIUM_ERROR_NOT_SUPPORTED;
+  case G_IO_ERROR_MESSAGE_TOO_LARGE:  return VIVARIUM_ERROR_TOO_LARGE;
+  default:                            return VIVARIUM_ERROR_FAILED;
+  }
+}
+
+static VivariumError
+code_for_file_error (gint code)
+{
+  switch (code) {
+  case G_FILE_ERROR_NOENT:  return VIVARIUM_ERROR_NOT_FOUND;
+  case G_FILE_ERROR_EXIST:  return VIVARIUM_ERROR_EXISTS;
+  case G_FILE_ERROR_NOSPC:  return VIVARIUM_ERROR_NO_SPACE;
+  case G_FILE_ERROR_INVAL:  return VIVARIUM_ERROR_INVALID_ARGUMENT;
+  default:                  return VIVARIUM_ERROR_FAILED;
+  }
+}
+
+/* Every error that leaves the daemon is in the Vivarium domain: a client
+ * gets org.vivarium.Vivarium1.Error.<Code>, never a GLib domain it cannot
+ * match. The message, which is the sentence for a person, is kept. */
+void
+vivarium_error_convert (GError **error)
+{
+  GError *e;
+
+  if (error == NULL || *error == NULL || (*error)->domain == VIVARIUM_ERROR)
+    return;
+  e = *error;
+  if (e->domain == G_IO_ERROR)
+    e->code = code_for_io_error (e->code);
+  else if (e->domain == G_FILE_ERROR)
+    e->code = code_for_file_error (e->code);
+  else if (e->domain == G_DBUS_ERROR && e->code == G_DBUS_ERROR_ACCESS_DENIED)
+    e->code = VIVARIUM_ERROR_NOT_AUTHORIZED;
+  else if (e->domain == G_DBUS_ERROR && e->code == G_DBUS_ERROR_LIMITS_EXCEEDED)
+    e->code = VIVARIUM_ERROR_TOO_LARGE;
+  else
+    e->code = VIVARIUM_ERROR_FAILED;
+  e->domain = VIVARIUM_ERROR;
 }

@@ -25,14 +25,16 @@ typedef enum {
   VIVARIUM_ERROR_NOT_SUPPORTED,     /* NotSupported */
   VIVARIUM_ERROR_CANCELLED,         /* Cancelled */
   VIVARIUM_ERROR_PROTOCOL,          /* Protocol */
+  VIVARIUM_ERROR_NO_SPACE,          /* NoSpace */
 } VivariumError;
 
-#define VIVARIUM_N_ERRORS (VIVARIUM_ERROR_PROTOCOL + 1)
+#define VIVARIUM_N_ERRORS (VIVARIUM_ERROR_NO_SPACE + 1)
 #define VIVARIUM_ERROR (vivarium_error_quark ())
 
 GQuark       vivarium_error_quark          (void);
 const gchar *vivarium_error_code_to_name   (VivariumError code);
 gboolean     vivarium_error_is_remote      (const GError *error);
 void         vivarium_error_strip_remote   (GError *error);
+void         vivarium_error_convert        (GError **error);
 
 G_END_DECLS

@@ -6,6 +6,7 @@
 #include "vivarium-denylist.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-state.h"
 #include "vd-qemu-command.h"
 
 static void
@@ -172,6 +173,74 @@ test_qemu_command (void)
   }
 }
 
+/* Every enum value spells itself and reads back as itself; an unknown
+ * string is refused rather than taken for the first value. */
+static void
+test_state_strings (void)
+{
+  VivariumSessionState s;
+  VivariumJobState j;
+  VivariumOutcome o;
+  VivariumVerdict v;
+
+  for (guint i = VIVARIUM_SESSION_STATE_STARTING; i <= VIVARIUM_SESSION_STATE_FAILED; i++) {
+    g_assert_true (vivarium_session_state_from_string (vivarium_session_state_to_string (i), &s));
+    g_assert_cmpuint (s, ==, i);
+  }
+  for (guint i = VIVARIUM_JOB_STATE_RUNNING; i <= VIVARIUM_JOB_STATE_CANCELLED; i++) {
+    g_assert_true (vivarium_job_state_from_string (vivarium_job_state_to_string (i), &j));
+    g_assert_cmpuint (j, ==, i);
+  }
+  for (guint i = VIVARIUM_OUTCOME_IN_PROGRESS; i <= VIVARIUM_OUTCOME_FAILED; i++) {
+    g_assert_true (vivarium_outcome_from_string (vivarium_outcome_to_string (i), &o));
+    g_assert_cmpuint (o, ==, i);
+  }
+  for (guint i = VIVARIUM_VERDICT_NEVER_RUN; i <= VIVARIUM_VERDICT_INCONCLUSIVE; i++) {
+    g_assert_true (vivarium_verdict_from_string (vivarium_verdict_to_string (i), &v));
+    g_assert_cmpuint (v, ==, i);
+  }
+  g_assert_cmpstr (vivarium_session_state_to_string (VIVARIUM_SESSION_STATE_PAUSED), ==, "paused");
+  g_assert_cmpstr (vivarium_outcome_to_string (VIVARIUM_OUTCOME_NEEDS_INPUT), ==, "NEEDS_INPUT");
+  g_assert_false (vivarium_session_state_from_string ("Running", &s));
+  g_assert_false (vivarium_verdict_from_string (NULL, &v));
+  g_assert_true (vivarium_session_state_is_active (VIVARIUM_SESSION_STATE_PAUSED));
+  g_assert_false (vivarium_session_state_is_active (VIVARIUM_SESSION_STATE_STOPPED));
+}
+
+/* GLib's domains never reach a caller: each is turned into the Vivarium
+ * domain with the sentence kept. */
+static void
+test_error_convert (void)
+{
+  struct { GQuark domain; gint code; VivariumError want; } cases[] = {
+    { G_FILE_ERROR, G_FILE_ERROR_NOSPC, VIVARIUM_ERROR_NO_SPACE },
+    { G_FILE_ERROR, G_FILE_ERROR_NOENT, VIVARIUM_ERROR_NOT_FOUND },
+    { G_FILE_ERROR, G_FILE_ERROR_PERM, VIVARIUM_ERROR_FAILED },
+    { G_IO_ERROR, G_IO_ERROR_NO_SPACE, VIVARIUM_ERROR_NO_SPACE },
+    { G_IO_ERROR, G_IO_ERROR_CANCELLED, VIVARIUM_ERROR_CANCELLED },
+    { G_IO_ERROR, G_IO_ERROR_TIMED_OUT, VIVARIUM_ERROR_TIMED_OUT },
+    { G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_PARSE, VIVARIUM_ERROR_FAILED },
+    { VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, VIVARIUM_ERROR_BUSY },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autoptr(GError) error = g_error_new (cases[i].domain, cases[i].code, "sentence %zu", i);
+    g_autofree gchar *want = g_strdup_printf ("sentence %zu", i);
+
+    vivarium_error_convert (&error);
+    g_assert_error (error, VIVARIUM_ERROR, (gint) cases[i].want);
+    g_assert_cmpstr (error->message, ==, want);
+  }
+  vivarium_error_convert (NULL);
+  {
+    GError *none = NULL;
+    vivarium_error_convert (&none);
+    g_assert_null (none);
+  }
+  g_assert_cmpstr (vivarium_error_code_to_name (VIVARIUM_ERROR_NO_SPACE), ==,
+                   VIVARIUM_DBUS_ERROR_PREFIX ".NoSpace");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -182,6 +251,8 @@ main (int argc, char **argv)
   g_test_add_func ("/common/error-mapping", test_error_mapping);
   g_test_add_func ("/common/escape-untrusted", test_escape_untrusted);
   g_test_add_func ("/common/denylist", test_denylist);
+  g_test_add_func ("/common/state-strings", test_state_strings);
+  g_test_add_func ("/common/error-convert", test_error_convert);
   g_test_add_func ("/service/qemu-command", test_qemu_command);
   return g_test_run ();
 }
