@@ -1,0 +1,1052 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <string.h>
+
+#include "vivarium-error.h"
+#include "vivarium-report.h"
+
+/* The model and its JSON. The text rendering is in vivarium-report-render.c,
+ * the signed file in vivarium-report-signed.c. */
+
+struct _VivariumReport {
+  GObject parent_instance;
+
+  gchar           *id;
+  gchar           *task_id;
+  gchar           *session_id;
+  gchar           *image_name;
+  gchar           *image_digest;
+  gchar           *project;
+  gint64           started_at;
+  gint64           ended_at;
+  gchar           *host;
+  gchar           *daemon_version;
+  VivariumOutcome  outcome;
+  gchar           *outcome_reason;
+  GPtrArray       *commands;          /* of VivariumReportCommand */
+  guint64          commands_omitted;
+  GPtrArray       *files;             /* of VivariumReportFile */
+  guint64          files_omitted;
+  gchar           *commit;
+  gchar           *verify_command;
+  VivariumVerifyWhose verify_whose;
+  gint             verify_exit_status;
+  VivariumVerdict  verify_verdict;
+  gchar           *verify_session_id;
+  guint64          guard_packets;
+  guint64          guard_bytes;
+  gchar           *summary;
+  gboolean         summary_truncated;
+  guint64          summary_size;
+  gchar           *question;
+};
+
+G_DEFINE_TYPE (VivariumReport, vivarium_report, G_TYPE_OBJECT)
+
+/* --- enum strings: the one place that spells them --------------------- */
+
+static const gchar *const file_changes[] = {
+  [VIVARIUM_FILE_CHANGE_ADDED]      = "added",
+  [VIVARIUM_FILE_CHANGE_MODIFIED]   = "modified",
+  [VIVARIUM_FILE_CHANGE_DELETED]    = "deleted",
+  [VIVARIUM_FILE_CHANGE_TYPECHANGE] = "typechange",
+};
+
+static const gchar *const file_kinds[] = {
+  [VIVARIUM_FILE_KIND_FILE]    = "file",
+  [VIVARIUM_FILE_KIND_SYMLINK] = "symlink",
+  [VIVARIUM_FILE_KIND_SPECIAL] = "special",
+};
+
+static const gchar *const verify_whose[] = {
+  [VIVARIUM_VERIFY_WHOSE_NONE]   = "none",
+  [VIVARIUM_VERIFY_WHOSE_CALLER] = "caller",
+  [VIVARIUM_VERIFY_WHOSE_WORKER] = "worker",
+};
+
+static gboolean
+lookup_string (const gchar *const *table, guint n, const gchar *str, guint *value)
+{
+  for (guint i = 0; i < n; i++) {
+    if (g_strcmp0 (table[i], str) == 0) {
+      *value = i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+#define DEFINE_ENUM_STRINGS(prefix, Type, table)                               \
+  const gchar *                                                                \
+  prefix##_to_string (Type value)                                              \
+  {                                                                            \
+    g_return_val_if_fail ((guint) value < G_N_ELEMENTS (table), NULL);         \
+    return table[value];                                                       \
+  }                                                                            \
+  gboolean                                                                     \
+  prefix##_from_string (const gchar *str, Type *value)                         \
+  {                                                                            \
+    guint v = 0;                                                               \
+    if (!lookup_string (table, G_N_ELEMENTS (table), str, &v))                 \
+      return FALSE;                                                            \
+    *value = (Type) v;                                                         \
+    return TRUE;                                                               \
+  }
+
+DEFINE_ENUM_STRINGS (vivarium_file_change, VivariumFileChange, file_changes)
+DEFINE_ENUM_STRINGS (vivarium_file_kind, VivariumFileKind, file_kinds)
+DEFINE_ENUM_STRINGS (vivarium_verify_whose, VivariumVerifyWhose, verify_whose)
+
+/* --- the object ---------------------------------------------------------- */
+
+static void
+report_command_free (VivariumReportCommand *c)
+{
+  g_free (c->kind);
+  g_strfreev (c->argv);
+  g_free (c->error);
+  g_free (c);
+}
+
+static void
+report_file_free (VivariumReportFile *f)
+{
+  g_free (f->path);
+  g_free (f);
+}
+
+static void
+vivarium_report_finalize (GObject *object)
+{
+  VivariumReport *self = VIVARIUM_REPORT (object);
+
+  g_free (self->id);
+  g_free (self->task_id);
+  g_free (self->session_id);
+  g_free (self->image_name);
+  g_free (self->image_digest);
+  g_free (self->project);
+  g_free (self->host);
+  g_free (self->daemon_version);
+  g_free (self->outcome_reason);
+  g_ptr_array_unref (self->commands);
+  g_ptr_array_unref (self->files);
+  g_free (self->commit);
+  g_free (self->verify_command);
+  g_free (self->verify_session_id);
+  g_free (self->summary);
+  g_free (self->question);
+  G_OBJECT_CLASS (vivarium_report_parent_class)->finalize (object);
+}
+
+static void
+vivarium_report_class_init (VivariumReportClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vivarium_report_finalize;
+}
+
+static void
+vivarium_report_init (VivariumReport *self)
+{
+  self->commands = g_ptr_array_new_with_free_func ((GDestroyNotify) report_command_free);
+  self->files = g_ptr_array_new_with_free_func ((GDestroyNotify) report_file_free);
+  self->daemon_version = g_strdup (PACKAGE_VERSION);
+  self->outcome = VIVARIUM_OUTCOME_IN_PROGRESS;
+  self->verify_whose = VIVARIUM_VERIFY_WHOSE_NONE;
+  self->verify_exit_status = -1;
+  self->verify_verdict = VIVARIUM_VERDICT_NEVER_RUN;
+  self->summary = g_strdup ("");
+}
+
+VivariumReport *
+vivarium_report_new (void)
+{
+  return g_object_new (VIVARIUM_TYPE_REPORT, NULL);
+}
+
+/* --- capping ------------------------------------------------------------ */
+
+/* Valid UTF-8 (NULs and invalid bytes become U+FFFD, so the text survives
+ * JSON and C strings), cut on a character boundary at @max bytes. */
+static gchar *
+cap_text (const gchar *text, gssize len, gsize max, gboolean *truncated)
+{
+  g_autofree gchar *valid = NULL;
+  const gchar *end;
+
+  if (text == NULL) {
+    if (truncated != NULL)
+      *truncated = FALSE;
+    return NULL;
+  }
+  valid = g_utf8_make_valid (text, len);
+  if (truncated != NULL)
+    *truncated = strlen (valid) > max;
+  if (strlen (valid) <= max)
+    return g_steal_pointer (&valid);
+  end = valid + max;
+  /* Back off to the start of the character that crosses the cap. */
+  while (end > valid && ((guchar) *end & 0xc0) == 0x80)
+    end--;
+  return g_strndup (valid, (gsize) (end - valid));
+}
+
+static void
+replace (gchar **field, const gchar *text, gsize max)
+{
+  g_free (*field);
+  *field = cap_text (text, -1, max, NULL);
+}
+
+static guint64
+clamp_u64 (guint64 v)
+{
+  return MIN (v, (guint64) G_MAXINT64);
+}
+
+/* --- setters -------------------------------------------------------------- */
+
+void
+vivarium_report_set_id (VivariumReport *self, const gchar *id)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->id, id, VIVARIUM_REPORT_ID_MAX);
+}
+
+void
+vivarium_report_set_task_id (VivariumReport *self, const gchar *task_id)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->task_id, task_id, VIVARIUM_REPORT_ID_MAX);
+}
+
+void
+vivarium_report_set_session_id (VivariumReport *self, const gchar *session_id)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->session_id, session_id, VIVARIUM_REPORT_ID_MAX);
+}
+
+void
+vivarium_report_set_image (VivariumReport *self, const gchar *name, const gchar *digest)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->image_name, name, VIVARIUM_REPORT_ID_MAX);
+  replace (&self->image_digest, digest, VIVARIUM_REPORT_ID_MAX);
+}
+
+void
+vivarium_report_set_project (VivariumReport *self, const gchar *project)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->project, project, VIVARIUM_REPORT_ID_MAX);
+}
+
+void
+vivarium_report_set_times (VivariumReport *self, gint64 started_at, gint64 ended_at)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  self->started_at = MAX (started_at, 0);
+  self->ended_at = MAX (ended_at, 0);
+}
+
+void
+vivarium_report_set_host (VivariumReport *self, const gchar *host)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->host, host, VIVARIUM_REPORT_HOST_MAX);
+}
+
+void
+vivarium_report_set_daemon_version (VivariumReport *self, const gchar *version)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->daemon_version, version, VIVARIUM_REPORT_ID_MAX);
+}
+
+void
+vivarium_report_set_outcome (VivariumReport *self, VivariumOutcome outcome, const gchar *reason)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  g_return_if_fail (vivarium_outcome_to_string (outcome) != NULL);
+  self->outcome = outcome;
+  replace (&self->outcome_reason, reason, VIVARIUM_REPORT_REASON_MAX);
+}
+
+/* Keeps the first arguments up to the count and byte caps; an argument that
+ * crosses the byte cap is cut, and the command is marked truncated. */
+static GStrv
+cap_argv (const gchar * const *argv, gboolean *truncated)
+{
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  gsize budget = VIVARIUM_REPORT_ARGV_BYTES_MAX;
+
+  *truncated = FALSE;
+  for (guint i = 0; argv != NULL && argv[i] != NULL; i++) {
+    gboolean cut = FALSE;
+    g_autofree gchar *arg = NULL;
+
+    if (i >= VIVARIUM_REPORT_ARGV_MAX || budget == 0) {
+      *truncated = TRUE;
+      break;
+    }
+    arg = cap_text (argv[i], -1, budget, &cut);
+    *truncated = *truncated || cut;
+    budget -= strlen (arg);
+    g_strv_builder_add (builder, arg);
+  }
+  return g_strv_builder_end (builder);
+}
+
+void
+vivarium_report_add_command (VivariumReport *self, const gchar *kind, const gchar * const *argv,
+                             gint64 started_at, gint64 duration, gint exit_status,
+                             guint64 stdout_size, guint64 stderr_size, const gchar *error)
+{
+  VivariumReportCommand *c;
+
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  g_return_if_fail (kind != NULL);
+  if (self->commands->len >= VIVARIUM_REPORT_COMMANDS_MAX) {
+    self->commands_omitted++;
+    return;
+  }
+  c = g_new0 (VivariumReportCommand, 1);
+  c->kind = cap_text (kind, -1, VIVARIUM_REPORT_KIND_MAX, NULL);
+  c->argv = cap_argv (argv, &c->argv_truncated);
+  c->started_at = MAX (started_at, 0);
+  c->duration = MAX (duration, 0);
+  c->exit_status = exit_status;
+  c->stdout_size = clamp_u64 (stdout_size);
+  c->stderr_size = clamp_u64 (stderr_size);
+  c->error = cap_text (error != NULL ? error : "", -1, VIVARIUM_REPORT_ERROR_MAX, NULL);
+  g_ptr_array_add (self->commands, c);
+}
+
+gboolean
+vivarium_report_add_command_from_log (VivariumReport *self, GVariant *entry, GError **error)
+{
+  g_auto(GVariantDict) d = G_VARIANT_DICT_INIT (NULL);
+  const gchar *kind = NULL;
+  const gchar *message = "";
+  g_autofree const gchar **argv = NULL;
+  guint64 started_at = 0, duration = 0, out_size = 0, err_size = 0;
+  gint32 exit_status = -1;
+
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), FALSE);
+  if (entry == NULL || !g_variant_is_of_type (entry, G_VARIANT_TYPE_VARDICT)) {
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                         "A command log entry must be a dictionary (a{sv})");
+    return FALSE;
+  }
+  g_variant_dict_init (&d, entry);
+  if (!g_variant_dict_lookup (&d, "kind", "&s", &kind) ||
+      !g_variant_dict_lookup (&d, "argv", "^a&s", &argv) ||
+      !g_variant_dict_lookup (&d, "started-at", "t", &started_at) ||
+      !g_variant_dict_lookup (&d, "duration", "t", &duration) ||
+      !g_variant_dict_lookup (&d, "exit-status", "i", &exit_status) ||
+      !g_variant_dict_lookup (&d, "stdout-size", "t", &out_size) ||
+      !g_variant_dict_lookup (&d, "stderr-size", "t", &err_size)) {
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                         "A command log entry lacks one of kind (s), argv (as), started-at (t), "
+                         "duration (t), exit-status (i), stdout-size (t), stderr-size (t)");
+    return FALSE;
+  }
+  g_variant_dict_lookup (&d, "error", "&s", &message);
+  vivarium_report_add_command (self, kind, argv, (gint64) clamp_u64 (started_at),
+                               (gint64) clamp_u64 (duration), exit_status, out_size, err_size,
+                               message);
+  return TRUE;
+}
+
+void
+vivarium_report_add_file (VivariumReport *self, const gchar *path, VivariumFileChange change,
+                          VivariumFileKind kind, gint64 lines_added, gint64 lines_removed)
+{
+  VivariumReportFile *f;
+
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  g_return_if_fail (path != NULL);
+  g_return_if_fail (vivarium_file_change_to_string (change) != NULL);
+  g_return_if_fail (vivarium_file_kind_to_string (kind) != NULL);
+  if (self->files->len >= VIVARIUM_REPORT_FILES_MAX) {
+    self->files_omitted++;
+    return;
+  }
+  f = g_new0 (VivariumReportFile, 1);
+  f->path = cap_text (path, -1, VIVARIUM_REPORT_PATH_MAX, NULL);
+  f->change = change;
+  f->kind = kind;
+  f->lines_added = MAX (lines_added, -1);
+  f->lines_removed = MAX (lines_removed, -1);
+  g_ptr_array_add (self->files, f);
+}
+
+void
+vivarium_report_set_commit (VivariumReport *self, const gchar *commit)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->commit, commit, VIVARIUM_REPORT_ID_MAX);
+}
+
+void
+vivarium_report_set_verification (VivariumReport *self, const gchar *command,
+                                  VivariumVerifyWhose whose, gint exit_status,
+                                  VivariumVerdict verdict, const gchar *session_id)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  g_return_if_fail (vivarium_verify_whose_to_string (whose) != NULL);
+  g_return_if_fail (vivarium_verdict_to_string (verdict) != NULL);
+  replace (&self->verify_command, command, VIVARIUM_REPORT_VERIFY_CMD_MAX);
+  self->verify_whose = whose;
+  self->verify_exit_status = exit_status;
+  self->verify_verdict = verdict;
+  replace (&self->verify_session_id, session_id, VIVARIUM_REPORT_ID_MAX);
+}
+
+void
+vivarium_report_set_guard_drops (VivariumReport *self, guint64 packets, guint64 bytes)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  self->guard_packets = clamp_u64 (packets);
+  self->guard_bytes = clamp_u64 (bytes);
+}
+
+void
+vivarium_report_set_summary (VivariumReport *self, const gchar *text, gssize len)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  if (text == NULL) {
+    text = "";
+    len = 0;
+  }
+  if (len < 0)
+    len = (gssize) strlen (text);
+  g_free (self->summary);
+  self->summary = cap_text (text, len, VIVARIUM_REPORT_SUMMARY_MAX, &self->summary_truncated);
+  /* The size received, so the reader sees how much was cut. */
+  self->summary_size = (guint64) len;
+}
+
+void
+vivarium_report_set_question (VivariumReport *self, const gchar *text, gssize len)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  g_free (self->question);
+  self->question = cap_text (text, len, VIVARIUM_REPORT_QUESTION_MAX, NULL);
+}
+
+/* --- getters -------------------------------------------------------------- */
+
+#define DEFINE_GETTER(Type, name, field)                                        \
+  Type                                                                         \
+  vivarium_report_get_##name (VivariumReport *self)                            \
+  {                                                                            \
+    g_return_val_if_fail (VIVARIUM_IS_REPORT (self), (Type) 0);                \
+    return self->field;                                                        \
+  }
+
+DEFINE_GETTER (const gchar *, id, id)
+DEFINE_GETTER (const gchar *, task_id, task_id)
+DEFINE_GETTER (const gchar *, session_id, session_id)
+DEFINE_GETTER (const gchar *, image_name, image_name)
+DEFINE_GETTER (const gchar *, image_digest, image_digest)
+DEFINE_GETTER (const gchar *, project, project)
+DEFINE_GETTER (gint64, started_at, started_at)
+DEFINE_GETTER (gint64, ended_at, ended_at)
+DEFINE_GETTER (const gchar *, host, host)
+DEFINE_GETTER (const gchar *, daemon_version, daemon_version)
+DEFINE_GETTER (VivariumOutcome, outcome, outcome)
+DEFINE_GETTER (const gchar *, outcome_reason, outcome_reason)
+DEFINE_GETTER (GPtrArray *, commands, commands)
+DEFINE_GETTER (guint64, commands_omitted, commands_omitted)
+DEFINE_GETTER (GPtrArray *, files, files)
+DEFINE_GETTER (guint64, files_omitted, files_omitted)
+DEFINE_GETTER (const gchar *, commit, commit)
+DEFINE_GETTER (const gchar *, verify_command, verify_command)
+DEFINE_GETTER (VivariumVerifyWhose, verify_whose, verify_whose)
+DEFINE_GETTER (gint, verify_exit_status, verify_exit_status)
+DEFINE_GETTER (VivariumVerdict, verify_verdict, verify_verdict)
+DEFINE_GETTER (const gchar *, verify_session_id, verify_session_id)
+DEFINE_GETTER (guint64, guard_dropped_packets, guard_packets)
+DEFINE_GETTER (guint64, guard_dropped_bytes, guard_bytes)
+DEFINE_GETTER (const gchar *, summary, summary)
+DEFINE_GETTER (gboolean, summary_truncated, summary_truncated)
+DEFINE_GETTER (guint64, summary_size, summary_size)
+DEFINE_GETTER (const gchar *, question, question)
+
+/* --- to JSON: the canonical member order is the order of these calls ---- */
+
+static void
+add_string_or_null (JsonBuilder *b, const gchar *name, const gchar *value)
+{
+  json_builder_set_member_name (b, name);
+  if (value != NULL)
+    json_builder_add_string_value (b, value);
+  else
+    json_builder_add_null_value (b);
+}
+
+static void
+add_int (JsonBuilder *b, const gchar *name, gint64 value)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_add_int_value (b, value);
+}
+
+static void
+add_lines (JsonBuilder *b, const gchar *name, gint64 value)
+{
+  json_builder_set_member_name (b, name);
+  if (value < 0)
+    json_builder_add_null_value (b);
+  else
+    json_builder_add_int_value (b, value);
+}
+
+static void
+add_command_json (JsonBuilder *b, const VivariumReportCommand *c)
+{
+  json_builder_begin_object (b);
+  add_string_or_null (b, "kind", c->kind);
+  json_builder_set_member_name (b, "argv");
+  json_builder_begin_array (b);
+  for (guint i = 0; c->argv[i] != NULL; i++)
+    json_builder_add_string_value (b, c->argv[i]);
+  json_builder_end_array (b);
+  json_builder_set_member_name (b, "argv-truncated");
+  json_builder_add_boolean_value (b, c->argv_truncated);
+  add_int (b, "started-at", c->started_at);
+  add_int (b, "duration", c->duration);
+  add_int (b, "exit-status", c->exit_status);
+  add_int (b, "stdout-size", (gint64) c->stdout_size);
+  add_int (b, "stderr-size", (gint64) c->stderr_size);
+  add_string_or_null (b, "error", c->error);
+  json_builder_end_object (b);
+}
+
+static void
+add_file_json (JsonBuilder *b, const VivariumReportFile *f)
+{
+  json_builder_begin_object (b);
+  add_string_or_null (b, "path", f->path);
+  add_string_or_null (b, "change", vivarium_file_change_to_string (f->change));
+  add_string_or_null (b, "kind", vivarium_file_kind_to_string (f->kind));
+  add_lines (b, "lines-added", f->lines_added);
+  add_lines (b, "lines-removed", f->lines_removed);
+  json_builder_end_object (b);
+}
+
+static void
+add_identity_json (JsonBuilder *b, VivariumReport *self)
+{
+  add_int (b, "version", VIVARIUM_REPORT_FORMAT_VERSION);
+  add_string_or_null (b, "id", self->id);
+  add_string_or_null (b, "task", self->task_id);
+  add_string_or_null (b, "session", self->session_id);
+  json_builder_set_member_name (b, "image");
+  json_builder_begin_object (b);
+  add_string_or_null (b, "name", self->image_name);
+  add_string_or_null (b, "digest", self->image_digest);
+  json_builder_end_object (b);
+  add_string_or_null (b, "project", self->project);
+  add_int (b, "started-at", self->started_at);
+  add_int (b, "ended-at", self->ended_at);
+  add_string_or_null (b, "host", self->host);
+  add_string_or_null (b, "daemon-version", self->daemon_version);
+  add_string_or_null (b, "outcome", vivarium_outcome_to_string (self->outcome));
+  add_string_or_null (b, "outcome-reason", self->outcome_reason);
+}
+
+static void
+add_work_json (JsonBuilder *b, VivariumReport *self)
+{
+  json_builder_set_member_name (b, "commands");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < self->commands->len; i++)
+    add_command_json (b, g_ptr_array_index (self->commands, i));
+  json_builder_end_array (b);
+  add_int (b, "commands-omitted", (gint64) self->commands_omitted);
+  json_builder_set_member_name (b, "files");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < self->files->len; i++)
+    add_file_json (b, g_ptr_array_index (self->files, i));
+  json_builder_end_array (b);
+  add_int (b, "files-omitted", (gint64) self->files_omitted);
+  add_string_or_null (b, "commit", self->commit);
+}
+
+static void
+add_checks_json (JsonBuilder *b, VivariumReport *self)
+{
+  json_builder_set_member_name (b, "verification");
+  json_builder_begin_object (b);
+  add_string_or_null (b, "command", self->verify_command);
+  add_string_or_null (b, "whose", vivarium_verify_whose_to_string (self->verify_whose));
+  add_int (b, "exit-status", self->verify_exit_status);
+  add_string_or_null (b, "verdict", vivarium_verdict_to_string (self->verify_verdict));
+  add_string_or_null (b, "session", self->verify_session_id);
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "guard");
+  json_builder_begin_object (b);
+  add_int (b, "dropped-packets", (gint64) self->guard_packets);
+  add_int (b, "dropped-bytes", (gint64) self->guard_bytes);
+  json_builder_end_object (b);
+}
+
+static void
+add_claims_json (JsonBuilder *b, VivariumReport *self)
+{
+  json_builder_set_member_name (b, "summary");
+  json_builder_begin_object (b);
+  add_string_or_null (b, "text", self->summary);
+  json_builder_set_member_name (b, "truncated");
+  json_builder_add_boolean_value (b, self->summary_truncated);
+  add_int (b, "size", (gint64) self->summary_size);
+  json_builder_end_object (b);
+  add_string_or_null (b, "question", self->question);
+}
+
+JsonNode *
+vivarium_report_to_json (VivariumReport *self)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), NULL);
+  json_builder_begin_object (b);
+  add_identity_json (b, self);
+  add_work_json (b, self);
+  add_checks_json (b, self);
+  add_claims_json (b, self);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+/* --- from JSON: strict, every member required, nothing unknown --------- */
+
+static gboolean
+refuse (GError **error, const gchar *where, const gchar *name, const gchar *what)
+{
+  const gchar *dot = where[0] != '\0' && name[0] != '\0' ? "." : "";
+
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+               "The report's member “%s%s%s” %s", where, dot, name, what);
+  return FALSE;
+}
+
+/* Unknown members are refused: the signature covers the canonical form of
+ * what was read, so anything ignored here would ride along unsigned. */
+static gboolean
+check_members (JsonObject *obj, const gchar *where, const gchar * const *allowed, GError **error)
+{
+  g_autoptr(GList) names = json_object_get_members (obj);
+
+  for (GList *l = names; l != NULL; l = l->next) {
+    if (!g_strv_contains (allowed, l->data))
+      return refuse (error, where, l->data, "is not a member a report has");
+  }
+  for (guint i = 0; allowed[i] != NULL; i++) {
+    if (!json_object_has_member (obj, allowed[i]))
+      return refuse (error, where, allowed[i], "is missing");
+  }
+  return TRUE;
+}
+
+static gboolean
+is_type (JsonNode *node, GType type)
+{
+  return JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == type;
+}
+
+static gboolean
+get_string (JsonObject *obj, const gchar *where, const gchar *name, gboolean nullable, gsize max,
+            gchar **out, GError **error)
+{
+  JsonNode *node = json_object_get_member (obj, name);
+  const gchar *s;
+
+  if (nullable && JSON_NODE_HOLDS_NULL (node)) {
+    *out = NULL;
+    return TRUE;
+  }
+  if (!is_type (node, G_TYPE_STRING))
+    return refuse (error, where, name, nullable ? "must be a string or null" : "must be a string");
+  s = json_node_get_string (node);
+  if (strlen (s) > max) {
+    g_autofree gchar *what = g_strdup_printf ("is longer than %" G_GSIZE_FORMAT " bytes", max);
+    return refuse (error, where, name, what);
+  }
+  *out = g_strdup (s);
+  return TRUE;
+}
+
+static gboolean
+get_int (JsonObject *obj, const gchar *where, const gchar *name, gint64 min, gint64 max,
+         gint64 *out, GError **error)
+{
+  JsonNode *node = json_object_get_member (obj, name);
+  gint64 v;
+
+  if (!is_type (node, G_TYPE_INT64))
+    return refuse (error, where, name, "must be an integer");
+  v = json_node_get_int (node);
+  if (v < min || v > max)
+    return refuse (error, where, name, "is out of range");
+  *out = v;
+  return TRUE;
+}
+
+static gboolean
+get_lines (JsonObject *obj, const gchar *where, const gchar *name, gint64 *out, GError **error)
+{
+  if (JSON_NODE_HOLDS_NULL (json_object_get_member (obj, name))) {
+    *out = -1;
+    return TRUE;
+  }
+  return get_int (obj, where, name, 0, G_MAXINT64, out, error);
+}
+
+static gboolean
+get_bool (JsonObject *obj, const gchar *where, const gchar *name, gboolean *out, GError **error)
+{
+  JsonNode *node = json_object_get_member (obj, name);
+
+  if (!is_type (node, G_TYPE_BOOLEAN))
+    return refuse (error, where, name, "must be true or false");
+  *out = json_node_get_boolean (node);
+  return TRUE;
+}
+
+static gboolean
+get_object (JsonObject *obj, const gchar *where, const gchar *name,
+            const gchar * const *members, JsonObject **out, GError **error)
+{
+  JsonNode *node = json_object_get_member (obj, name);
+  g_autofree gchar *inner = g_strdup_printf ("%s%s%s", where, where[0] != '\0' ? "." : "", name);
+
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    return refuse (error, where, name, "must be an object");
+  *out = json_node_get_object (node);
+  return check_members (*out, inner, members, error);
+}
+
+static gboolean
+get_array (JsonObject *obj, const gchar *where, const gchar *name, guint max, JsonArray **out,
+           GError **error)
+{
+  JsonNode *node = json_object_get_member (obj, name);
+
+  if (!JSON_NODE_HOLDS_ARRAY (node))
+    return refuse (error, where, name, "must be an array");
+  *out = json_node_get_array (node);
+  if (json_array_get_length (*out) > max) {
+    g_autofree gchar *what = g_strdup_printf ("has more than %u entries", max);
+    return refuse (error, where, name, what);
+  }
+  return TRUE;
+}
+
+/* An enum member: the table's strings are the only values. */
+typedef gboolean (*FromStringFunc) (const gchar *str, gpointer value);
+
+static gboolean
+get_enum (JsonObject *obj, const gchar *where, const gchar *name, FromStringFunc from_string,
+          gpointer value, GError **error)
+{
+  g_autofree gchar *s = NULL;
+
+  if (!get_string (obj, where, name, FALSE, VIVARIUM_REPORT_KIND_MAX, &s, error))
+    return FALSE;
+  if (!from_string (s, value))
+    return refuse (error, where, name, "has a value a report cannot have");
+  return TRUE;
+}
+
+/* Ids, digests, commit ids and versions are the daemon's tokens: printable
+ * ASCII without spaces, so a trusted line can show them as they are. */
+static gboolean
+get_token (JsonObject *obj, const gchar *where, const gchar *name, gboolean nullable,
+           gchar **out, GError **error)
+{
+  if (!get_string (obj, where, name, nullable, VIVARIUM_REPORT_ID_MAX, out, error))
+    return FALSE;
+  if (*out == NULL)
+    return TRUE;
+  if ((*out)[0] == '\0')
+    return refuse (error, where, name, "is empty");
+  for (const gchar *p = *out; *p != '\0'; p++) {
+    if (!g_ascii_isalnum (*p) && strchr ("._:+-", *p) == NULL)
+      return refuse (error, where, name, "holds a character an id cannot have");
+  }
+  return TRUE;
+}
+
+/* A command's kind is a word the daemon chose: lowercase letters and '-'. */
+static gboolean
+get_word (JsonObject *obj, const gchar *where, const gchar *name, gchar **out, GError **error)
+{
+  if (!get_string (obj, where, name, FALSE, VIVARIUM_REPORT_KIND_MAX, out, error))
+    return FALSE;
+  if ((*out)[0] == '\0')
+    return refuse (error, where, name, "is empty");
+  for (const gchar *p = *out; *p != '\0'; p++) {
+    if (!g_ascii_islower (*p) && *p != '-')
+      return refuse (error, where, name, "holds a character a kind cannot have");
+  }
+  return TRUE;
+}
+
+static const gchar *const report_members[] = {
+  "version", "id", "task", "session", "image", "project", "started-at", "ended-at", "host",
+  "daemon-version", "outcome", "outcome-reason", "commands", "commands-omitted", "files",
+  "files-omitted", "commit", "verification", "guard", "summary", "question", NULL
+};
+static const gchar *const image_members[] = { "name", "digest", NULL };
+static const gchar *const command_members[] = {
+  "kind", "argv", "argv-truncated", "started-at", "duration", "exit-status", "stdout-size",
+  "stderr-size", "error", NULL
+};
+static const gchar *const file_members[] = {
+  "path", "change", "kind", "lines-added", "lines-removed", NULL
+};
+static const gchar *const verification_members[] = {
+  "command", "whose", "exit-status", "verdict", "session", NULL
+};
+static const gchar *const guard_members[] = { "dropped-packets", "dropped-bytes", NULL };
+static const gchar *const summary_members[] = { "text", "truncated", "size", NULL };
+
+static gboolean
+read_argv (JsonObject *obj, const gchar *where, VivariumReportCommand *c, GError **error)
+{
+  JsonArray *array = NULL;
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  gsize total = 0;
+
+  if (!get_array (obj, where, "argv", VIVARIUM_REPORT_ARGV_MAX, &array, error))
+    return FALSE;
+  for (guint i = 0; i < json_array_get_length (array); i++) {
+    JsonNode *node = json_array_get_element (array, i);
+
+    if (!is_type (node, G_TYPE_STRING))
+      return refuse (error, where, "argv", "must be an array of strings");
+    total += strlen (json_node_get_string (node));
+    if (total > VIVARIUM_REPORT_ARGV_BYTES_MAX)
+      return refuse (error, where, "argv", "holds more bytes than a report keeps");
+    g_strv_builder_add (builder, json_node_get_string (node));
+  }
+  c->argv = g_strv_builder_end (builder);
+  return TRUE;
+}
+
+static gboolean
+read_command (JsonNode *node, const gchar *where, VivariumReport *self, GError **error)
+{
+  g_autoptr(GPtrArray) holder = g_ptr_array_new_with_free_func ((GDestroyNotify) report_command_free);
+  VivariumReportCommand *c = g_new0 (VivariumReportCommand, 1);
+  JsonObject *obj;
+  gint64 exit_status = 0, out = 0, err = 0;
+
+  g_ptr_array_add (holder, c);
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    return refuse (error, where, "", "must be an object");
+  obj = json_node_get_object (node);
+  if (!check_members (obj, where, command_members, error) ||
+      !get_word (obj, where, "kind", &c->kind, error) ||
+      !read_argv (obj, where, c, error) ||
+      !get_bool (obj, where, "argv-truncated", &c->argv_truncated, error) ||
+      !get_int (obj, where, "started-at", 0, G_MAXINT64, &c->started_at, error) ||
+      !get_int (obj, where, "duration", 0, G_MAXINT64, &c->duration, error) ||
+      !get_int (obj, where, "exit-status", G_MININT32, G_MAXINT32, &exit_status, error) ||
+      !get_int (obj, where, "stdout-size", 0, G_MAXINT64, &out, error) ||
+      !get_int (obj, where, "stderr-size", 0, G_MAXINT64, &err, error) ||
+      !get_string (obj, where, "error", FALSE, VIVARIUM_REPORT_ERROR_MAX, &c->error, error))
+    return FALSE;
+  c->exit_status = (gint) exit_status;
+  c->stdout_size = (guint64) out;
+  c->stderr_size = (guint64) err;
+  g_ptr_array_add (self->commands, g_ptr_array_steal_index (holder, 0));
+  return TRUE;
+}
+
+static gboolean
+read_file (JsonNode *node, const gchar *where, VivariumReport *self, GError **error)
+{
+  g_autoptr(GPtrArray) holder = g_ptr_array_new_with_free_func ((GDestroyNotify) report_file_free);
+  VivariumReportFile *f = g_new0 (VivariumReportFile, 1);
+  JsonObject *obj;
+
+  g_ptr_array_add (holder, f);
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    return refuse (error, where, "", "must be an object");
+  obj = json_node_get_object (node);
+  if (!check_members (obj, where, file_members, error) ||
+      !get_string (obj, where, "path", FALSE, VIVARIUM_REPORT_PATH_MAX, &f->path, error) ||
+      !get_enum (obj, where, "change", (FromStringFunc) vivarium_file_change_from_string,
+                 &f->change, error) ||
+      !get_enum (obj, where, "kind", (FromStringFunc) vivarium_file_kind_from_string,
+                 &f->kind, error) ||
+      !get_lines (obj, where, "lines-added", &f->lines_added, error) ||
+      !get_lines (obj, where, "lines-removed", &f->lines_removed, error))
+    return FALSE;
+  if (f->path[0] == '\0')
+    return refuse (error, where, "path", "is empty");
+  g_ptr_array_add (self->files, g_ptr_array_steal_index (holder, 0));
+  return TRUE;
+}
+
+typedef gboolean (*ReadEntryFunc) (JsonNode *node, const gchar *where, VivariumReport *self,
+                                   GError **error);
+
+static gboolean
+read_list (JsonObject *obj, const gchar *name, guint max, ReadEntryFunc read_entry,
+           VivariumReport *self, GError **error)
+{
+  JsonArray *array = NULL;
+
+  if (!get_array (obj, "", name, max, &array, error))
+    return FALSE;
+  for (guint i = 0; i < json_array_get_length (array); i++) {
+    g_autofree gchar *where = g_strdup_printf ("%s[%u]", name, i);
+
+    if (!read_entry (json_array_get_element (array, i), where, self, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+read_identity (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  JsonObject *image = NULL;
+  gint64 version = 0;
+  g_autofree gchar *daemon_version = NULL;
+
+  if (!get_int (obj, "", "version", 0, G_MAXINT64, &version, error))
+    return FALSE;
+  if (version != VIVARIUM_REPORT_FORMAT_VERSION)
+    return refuse (error, "", "version", "is not a format version this program reads");
+  if (!get_token (obj, "", "id", FALSE, &self->id, error) ||
+      !get_token (obj, "", "task", FALSE, &self->task_id, error) ||
+      !get_token (obj, "", "session", TRUE, &self->session_id, error) ||
+      !get_object (obj, "", "image", image_members, &image, error) ||
+      !get_token (image, "image", "name", TRUE, &self->image_name, error) ||
+      !get_token (image, "image", "digest", TRUE, &self->image_digest, error) ||
+      !get_token (obj, "", "project", TRUE, &self->project, error) ||
+      !get_int (obj, "", "started-at", 0, G_MAXINT64, &self->started_at, error) ||
+      !get_int (obj, "", "ended-at", 0, G_MAXINT64, &self->ended_at, error) ||
+      !get_string (obj, "", "host", TRUE, VIVARIUM_REPORT_HOST_MAX, &self->host, error) ||
+      !get_token (obj, "", "daemon-version", FALSE, &daemon_version, error) ||
+      !get_enum (obj, "", "outcome", (FromStringFunc) vivarium_outcome_from_string,
+                 &self->outcome, error) ||
+      !get_string (obj, "", "outcome-reason", TRUE, VIVARIUM_REPORT_REASON_MAX,
+                   &self->outcome_reason, error))
+    return FALSE;
+  g_free (self->daemon_version);
+  self->daemon_version = g_steal_pointer (&daemon_version);
+  return TRUE;
+}
+
+static gboolean
+read_work (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  gint64 commands_omitted = 0, files_omitted = 0;
+
+  if (!read_list (obj, "commands", VIVARIUM_REPORT_COMMANDS_MAX, read_command, self, error) ||
+      !get_int (obj, "", "commands-omitted", 0, G_MAXINT64, &commands_omitted, error) ||
+      !read_list (obj, "files", VIVARIUM_REPORT_FILES_MAX, read_file, self, error) ||
+      !get_int (obj, "", "files-omitted", 0, G_MAXINT64, &files_omitted, error) ||
+      !get_token (obj, "", "commit", TRUE, &self->commit, error))
+    return FALSE;
+  self->commands_omitted = (guint64) commands_omitted;
+  self->files_omitted = (guint64) files_omitted;
+  return TRUE;
+}
+
+static gboolean
+read_checks (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  JsonObject *v = NULL;
+  JsonObject *g = NULL;
+  gint64 exit_status = 0, packets = 0, bytes = 0;
+
+  if (!get_object (obj, "", "verification", verification_members, &v, error) ||
+      !get_string (v, "verification", "command", TRUE, VIVARIUM_REPORT_VERIFY_CMD_MAX,
+                   &self->verify_command, error) ||
+      !get_enum (v, "verification", "whose", (FromStringFunc) vivarium_verify_whose_from_string,
+                 &self->verify_whose, error) ||
+      !get_int (v, "verification", "exit-status", G_MININT32, G_MAXINT32, &exit_status, error) ||
+      !get_enum (v, "verification", "verdict", (FromStringFunc) vivarium_verdict_from_string,
+                 &self->verify_verdict, error) ||
+      !get_token (v, "verification", "session", TRUE, &self->verify_session_id, error) ||
+      !get_object (obj, "", "guard", guard_members, &g, error) ||
+      !get_int (g, "guard", "dropped-packets", 0, G_MAXINT64, &packets, error) ||
+      !get_int (g, "guard", "dropped-bytes", 0, G_MAXINT64, &bytes, error))
+    return FALSE;
+  self->verify_exit_status = (gint) exit_status;
+  self->guard_packets = (guint64) packets;
+  self->guard_bytes = (guint64) bytes;
+  return TRUE;
+}
+
+static gboolean
+read_claims (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  JsonObject *s = NULL;
+  g_autofree gchar *text = NULL;
+  gint64 size = 0;
+
+  if (!get_object (obj, "", "summary", summary_members, &s, error) ||
+      !get_string (s, "summary", "text", FALSE, VIVARIUM_REPORT_SUMMARY_MAX, &text, error) ||
+      !get_bool (s, "summary", "truncated", &self->summary_truncated, error) ||
+      !get_int (s, "summary", "size", 0, G_MAXINT64, &size, error) ||
+      !get_string (obj, "", "question", TRUE, VIVARIUM_REPORT_QUESTION_MAX, &self->question,
+                   error))
+    return FALSE;
+  g_free (self->summary);
+  self->summary = g_steal_pointer (&text);
+  self->summary_size = (guint64) size;
+  return TRUE;
+}
+
+VivariumReport *
+vivarium_report_from_json (JsonNode *node, GError **error)
+{
+  g_autoptr(VivariumReport) self = vivarium_report_new ();
+  JsonObject *obj;
+
+  if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node)) {
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                         "A report must be a JSON object");
+    return NULL;
+  }
+  obj = json_node_get_object (node);
+  if (!check_members (obj, "", report_members, error) ||
+      !read_identity (obj, self, error) ||
+      !read_work (obj, self, error) ||
+      !read_checks (obj, self, error) ||
+      !read_claims (obj, self, error))
+    return NULL;
+  return g_steal_pointer (&self);
+}
+
+GBytes *
+vivarium_report_to_canonical (VivariumReport *self, GError **error)
+{
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(VivariumReport) back = NULL;
+  g_autoptr(JsonGenerator) generator = json_generator_new ();
+  gsize len = 0;
+  gchar *text;
+
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), NULL);
+  root = vivarium_report_to_json (self);
+  /* What the daemon signs must be what any reader accepts. */
+  back = vivarium_report_from_json (root, error);
+  if (back == NULL)
+    return NULL;
+  json_generator_set_pretty (generator, FALSE);
+  json_generator_set_root (generator, root);
+  text = json_generator_to_data (generator, &len);
+  return g_bytes_new_take (text, len);
+}

@@ -1,0 +1,961 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <string.h>
+#include <gio/gio.h>
+
+#include "vivarium-error.h"
+#include "vivarium-report.h"
+
+/* The report model: its JSON (round trip, strict reading, the schema), the
+ * caps on everything a worker can make grow, and the rendered text, whose
+ * trusted lines no untrusted string can imitate. */
+
+#define T0 G_GINT64_CONSTANT (1764583200000000) /* 2025-12-01T10:00:00Z */
+
+static void
+add_benign_facts (VivariumReport *r)
+{
+  const gchar *ls[] = { "ls", "-l", NULL };
+  const gchar *make[] = { "make", "check", NULL };
+
+  vivarium_report_set_id (r, "r-0001");
+  vivarium_report_set_task_id (r, "t-0001");
+  vivarium_report_set_session_id (r, "9f1c2d3e-aaaa-bbbb-cccc-0123456789ab");
+  vivarium_report_set_image (r, "tiny", "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  vivarium_report_set_project (r, "demo");
+  vivarium_report_set_times (r, T0, T0 + 90 * G_USEC_PER_SEC);
+  vivarium_report_set_host (r, "builder-1");
+  vivarium_report_set_daemon_version (r, "0.1.0");
+  vivarium_report_add_command (r, "exec", ls, T0 + 1000, 250000, 0, 12, 0, NULL);
+  vivarium_report_add_command (r, "exec", make, T0 + 5000, 3 * G_USEC_PER_SEC, 2, 4096, 100, "");
+  vivarium_report_set_commit (r, "0123456789abcdef0123456789abcdef01234567");
+  vivarium_report_set_guard_drops (r, 3, 180);
+}
+
+/* A report whose facts are ordinary; @verdict and @outcome vary. */
+static VivariumReport *
+make_report (VivariumOutcome outcome, VivariumVerdict verdict)
+{
+  VivariumReport *r = vivarium_report_new ();
+
+  add_benign_facts (r);
+  vivarium_report_set_outcome (r, outcome, outcome == VIVARIUM_OUTCOME_FAILED ? "the worker exited 1" : NULL);
+  vivarium_report_add_file (r, "src/main.c", VIVARIUM_FILE_CHANGE_MODIFIED, VIVARIUM_FILE_KIND_FILE, 3, 1);
+  vivarium_report_add_file (r, "docs/new.md", VIVARIUM_FILE_CHANGE_ADDED, VIVARIUM_FILE_KIND_FILE, 10, 0);
+  vivarium_report_add_file (r, "link", VIVARIUM_FILE_CHANGE_ADDED, VIVARIUM_FILE_KIND_SYMLINK, -1, -1);
+  vivarium_report_set_verification (r, "make check", VIVARIUM_VERIFY_WHOSE_CALLER,
+                                    verdict == VIVARIUM_VERDICT_PASS ? 0 : 1, verdict,
+                                    verdict == VIVARIUM_VERDICT_NEVER_RUN ? NULL : "fresh-0001");
+  vivarium_report_set_summary (r, "I fixed the bug.\nAll tests pass.\n", -1);
+  return r;
+}
+
+static JsonNode *
+parse_text (const gchar *text, gsize len)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (json_parser_load_from_data (parser, text, (gssize) len, &error));
+  g_assert_no_error (error);
+  return json_node_copy (json_parser_get_root (parser));
+}
+
+static JsonNode *
+canonical_node (VivariumReport *r)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = vivarium_report_to_canonical (r, &error);
+  gsize len = 0;
+  const gchar *data;
+
+  g_assert_no_error (error);
+  data = g_bytes_get_data (bytes, &len);
+  return parse_text (data, len);
+}
+
+/* --- JSON ----------------------------------------------------------------- */
+
+static void
+test_round_trip (void)
+{
+  g_autoptr(VivariumReport) r = make_report (VIVARIUM_OUTCOME_DONE, VIVARIUM_VERDICT_PASS);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) first = NULL;
+  g_autoptr(GBytes) second = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(VivariumReport) back = NULL;
+  const VivariumReportCommand *c;
+  const VivariumReportFile *f;
+
+  vivarium_report_set_question (r, "Which branch?", -1);
+  first = vivarium_report_to_canonical (r, &error);
+  g_assert_no_error (error);
+  node = parse_text (g_bytes_get_data (first, NULL), g_bytes_get_size (first));
+  back = vivarium_report_from_json (node, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (back);
+  second = vivarium_report_to_canonical (back, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_bytes_equal (first, second));
+  /* Canonical: one line, no pretty printing, integers not doubles. */
+  g_assert_null (memchr (g_bytes_get_data (first, NULL), '\n', g_bytes_get_size (first)));
+  g_assert_nonnull (g_strstr_len (g_bytes_get_data (first, NULL), (gssize) g_bytes_get_size (first),
+                                  "{\"version\":1,\"id\":\"r-0001\",\"task\":\"t-0001\","));
+  g_assert_nonnull (g_strstr_len (g_bytes_get_data (first, NULL), (gssize) g_bytes_get_size (first),
+                                  ",\"started-at\":1764583200000000,"));
+
+  g_assert_cmpstr (vivarium_report_get_id (back), ==, "r-0001");
+  g_assert_cmpstr (vivarium_report_get_image_digest (back), ==, vivarium_report_get_image_digest (r));
+  g_assert_cmpint (vivarium_report_get_started_at (back), ==, T0);
+  g_assert_cmpint (vivarium_report_get_outcome (back), ==, VIVARIUM_OUTCOME_DONE);
+  g_assert_cmpuint (vivarium_report_get_commands (back)->len, ==, 2);
+  c = g_ptr_array_index (vivarium_report_get_commands (back), 1);
+  g_assert_cmpstr (c->argv[0], ==, "make");
+  g_assert_cmpint (c->exit_status, ==, 2);
+  g_assert_cmpuint (c->stdout_size, ==, 4096);
+  f = g_ptr_array_index (vivarium_report_get_files (back), 2);
+  g_assert_cmpint (f->kind, ==, VIVARIUM_FILE_KIND_SYMLINK);
+  g_assert_cmpint (f->lines_added, ==, -1);
+  g_assert_cmpint (vivarium_report_get_verify_whose (back), ==, VIVARIUM_VERIFY_WHOSE_CALLER);
+  g_assert_cmpint (vivarium_report_get_verify_verdict (back), ==, VIVARIUM_VERDICT_PASS);
+  g_assert_cmpuint (vivarium_report_get_guard_dropped_bytes (back), ==, 180);
+  g_assert_cmpstr (vivarium_report_get_summary (back), ==, "I fixed the bug.\nAll tests pass.\n");
+  g_assert_cmpstr (vivarium_report_get_question (back), ==, "Which branch?");
+}
+
+static void
+test_command_from_log (void)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autoptr(GError) error = NULL;
+  g_auto(GVariantDict) d = G_VARIANT_DICT_INIT (NULL);
+  const gchar *argv[] = { "cat", "/etc/hostname", NULL };
+  g_autoptr(GVariant) entry = NULL;
+  g_autoptr(GVariant) bad = g_variant_ref_sink (g_variant_new_string ("x"));
+  const VivariumReportCommand *c;
+
+  /* The keys vd-session.c's record_command writes. */
+  g_variant_dict_insert (&d, "kind", "s", "read-file");
+  g_variant_dict_insert_value (&d, "argv", g_variant_new_strv (argv, -1));
+  g_variant_dict_insert (&d, "started-at", "t", (guint64) T0);
+  g_variant_dict_insert (&d, "duration", "t", (guint64) 1234);
+  g_variant_dict_insert (&d, "exit-status", "i", 0);
+  g_variant_dict_insert (&d, "stdout-size", "t", (guint64) 7);
+  g_variant_dict_insert (&d, "stderr-size", "t", (guint64) 0);
+  g_variant_dict_insert (&d, "error", "s", "");
+  entry = g_variant_ref_sink (g_variant_dict_end (&d));
+  g_assert_true (vivarium_report_add_command_from_log (r, entry, &error));
+  g_assert_no_error (error);
+  c = g_ptr_array_index (vivarium_report_get_commands (r), 0);
+  g_assert_cmpstr (c->kind, ==, "read-file");
+  g_assert_cmpstr (c->argv[1], ==, "/etc/hostname");
+  g_assert_cmpint (c->duration, ==, 1234);
+
+  g_assert_false (vivarium_report_add_command_from_log (r, bad, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+}
+
+static void
+assert_refused (JsonNode *root, const gchar *what)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumReport) r = vivarium_report_from_json (root, &error);
+
+  if (r != NULL)
+    g_error ("from_json accepted a report with %s", what);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "report"));
+}
+
+/* A value of another JSON type than @node's (for an int: a double too). */
+static JsonNode *
+wrong_type (JsonNode *node)
+{
+  if (JSON_NODE_HOLDS_OBJECT (node) || JSON_NODE_HOLDS_ARRAY (node))
+    return json_node_init_string (json_node_alloc (), "x");
+  if (JSON_NODE_HOLDS_NULL (node))
+    return json_node_init_boolean (json_node_alloc (), TRUE);
+  switch (json_node_get_value_type (node)) {
+  case G_TYPE_INT64:
+    return json_node_init_double (json_node_alloc (), (gdouble) json_node_get_int (node));
+  case G_TYPE_STRING:
+    return json_node_init_int (json_node_alloc (), 7);
+  default:
+    return json_node_init_int (json_node_alloc (), 1);
+  }
+}
+
+/* Every member of every object in the report, at any depth: removed, given
+ * a wrong type, and joined by an unknown sibling; each must be refused. */
+static void
+mutate_all (JsonNode *root, JsonObject *obj, const gchar *where, guint *n_checked)
+{
+  g_autoptr(GList) names = json_object_get_members (obj);
+
+  for (GList *l = names; l != NULL; l = l->next) {
+    /* The list holds the object's own keys: removing a member frees one. */
+    g_autofree gchar *name = g_strdup (l->data);
+    JsonNode *member = json_object_get_member (obj, name);
+    g_autofree gchar *path = g_strdup_printf ("%s.%s", where, name);
+    g_autoptr(JsonNode) saved = json_node_copy (member);
+
+    json_object_remove_member (obj, name);
+    assert_refused (root, path);
+    json_object_set_member (obj, name, wrong_type (saved));
+    assert_refused (root, path);
+    json_object_set_member (obj, name, json_node_copy (saved));
+    *n_checked += 2;
+
+    member = json_object_get_member (obj, name);
+    if (JSON_NODE_HOLDS_OBJECT (member))
+      mutate_all (root, json_node_get_object (member), path, n_checked);
+    if (JSON_NODE_HOLDS_ARRAY (member) && json_array_get_length (json_node_get_array (member)) > 0) {
+      JsonNode *first = json_array_get_element (json_node_get_array (member), 0);
+      if (JSON_NODE_HOLDS_OBJECT (first))
+        mutate_all (root, json_node_get_object (first), path, n_checked);
+    }
+  }
+  json_object_set_int_member (obj, "extra", 1);
+  assert_refused (root, "an unknown member");
+  json_object_remove_member (obj, "extra");
+}
+
+static void
+test_from_json_refuses_types (void)
+{
+  g_autoptr(VivariumReport) r = make_report (VIVARIUM_OUTCOME_FAILED, VIVARIUM_VERDICT_FAIL);
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(VivariumReport) still = NULL;
+  guint n_checked = 0;
+
+  vivarium_report_set_question (r, "?", -1);
+  root = canonical_node (r);
+  mutate_all (root, json_node_get_object (root), "report", &n_checked);
+  g_assert_cmpuint (n_checked, >, 60);
+  /* Positive control: after all that, the restored report reads. */
+  still = vivarium_report_from_json (root, NULL);
+  g_assert_nonnull (still);
+  assert_refused (json_node_init_string (json_node_alloc (), "x"), "member: not an object");
+}
+
+typedef void (*MutateFunc) (JsonObject *report);
+
+static JsonObject *
+sub (JsonObject *o, const gchar *name)
+{
+  return json_object_get_object_member (o, name);
+}
+
+static JsonObject *
+first_of (JsonObject *o, const gchar *name)
+{
+  return json_array_get_object_element (json_object_get_array_member (o, name), 0);
+}
+
+static void
+fill_array (JsonArray *array, JsonNode *template, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    json_array_add_element (array, json_node_copy (template));
+}
+
+static void m_summary_long (JsonObject *o)
+{
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_SUMMARY_MAX + 1, 'a');
+  json_object_set_string_member (sub (o, "summary"), "text", s);
+}
+static void m_question_long (JsonObject *o)
+{
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_QUESTION_MAX + 1, 'a');
+  json_object_set_string_member (o, "question", s);
+}
+static void m_path_long (JsonObject *o)
+{
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_PATH_MAX + 1, 'a');
+  json_object_set_string_member (first_of (o, "files"), "path", s);
+}
+static void m_path_empty (JsonObject *o) { json_object_set_string_member (first_of (o, "files"), "path", ""); }
+static void m_argv_many (JsonObject *o)
+{
+  JsonArray *a = json_object_get_array_member (first_of (o, "commands"), "argv");
+  g_autoptr(JsonNode) x = json_node_init_string (json_node_alloc (), "x");
+  fill_array (a, x, VIVARIUM_REPORT_ARGV_MAX);
+}
+static void m_argv_bytes (JsonObject *o)
+{
+  JsonArray *a = json_object_get_array_member (first_of (o, "commands"), "argv");
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_ARGV_BYTES_MAX - 3, 'a');
+  json_array_add_string_element (a, s);
+}
+static void m_argv_int (JsonObject *o)
+{
+  json_array_add_int_element (json_object_get_array_member (first_of (o, "commands"), "argv"), 1);
+}
+static void m_commands_many (JsonObject *o)
+{
+  JsonArray *a = json_object_get_array_member (o, "commands");
+  fill_array (a, json_array_get_element (a, 0), VIVARIUM_REPORT_COMMANDS_MAX);
+}
+static void m_files_many (JsonObject *o)
+{
+  JsonArray *a = json_object_get_array_member (o, "files");
+  fill_array (a, json_array_get_element (a, 0), VIVARIUM_REPORT_FILES_MAX);
+}
+static void m_outcome (JsonObject *o) { json_object_set_string_member (o, "outcome", "WON"); }
+static void m_change (JsonObject *o) { json_object_set_string_member (first_of (o, "files"), "change", "renamed"); }
+static void m_verdict (JsonObject *o) { json_object_set_string_member (sub (o, "verification"), "verdict", "PASS"); }
+static void m_whose (JsonObject *o) { json_object_set_string_member (sub (o, "verification"), "whose", "guest"); }
+static void m_version (JsonObject *o) { json_object_set_int_member (o, "version", 2); }
+static void m_negative (JsonObject *o) { json_object_set_int_member (sub (o, "guard"), "dropped-bytes", -1); }
+static void m_exit_big (JsonObject *o) { json_object_set_int_member (first_of (o, "commands"), "exit-status", G_MAXINT64); }
+static void m_id_space (JsonObject *o) { json_object_set_string_member (o, "id", "r 1"); }
+static void m_id_empty (JsonObject *o) { json_object_set_string_member (o, "task", ""); }
+static void m_id_nonascii (JsonObject *o) { json_object_set_string_member (o, "session", "s\xe2\x80\xae" "1"); }
+static void m_id_long (JsonObject *o)
+{
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_ID_MAX + 1, 'a');
+  json_object_set_string_member (o, "commit", s);
+}
+static void m_kind (JsonObject *o) { json_object_set_string_member (first_of (o, "commands"), "kind", "Exec: DONE"); }
+static void m_host_long (JsonObject *o)
+{
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_HOST_MAX + 1, 'h');
+  json_object_set_string_member (o, "host", s);
+}
+static void m_error_long (JsonObject *o)
+{
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_ERROR_MAX + 1, 'e');
+  json_object_set_string_member (first_of (o, "commands"), "error", s);
+}
+static void m_verify_long (JsonObject *o)
+{
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_VERIFY_CMD_MAX + 1, 'v');
+  json_object_set_string_member (sub (o, "verification"), "command", s);
+}
+static void m_reason_long (JsonObject *o)
+{
+  g_autofree gchar *s = g_strnfill (VIVARIUM_REPORT_REASON_MAX + 1, 'r');
+  json_object_set_string_member (o, "outcome-reason", s);
+}
+static void m_lines_negative (JsonObject *o) { json_object_set_int_member (first_of (o, "files"), "lines-added", -1); }
+
+static void
+test_from_json_refuses_limits (void)
+{
+  const struct { const gchar *what; MutateFunc func; } cases[] = {
+    { "a summary past the cap", m_summary_long },
+    { "a question past the cap", m_question_long },
+    { "a path past the cap", m_path_long },
+    { "an empty path", m_path_empty },
+    { "too many arguments", m_argv_many },
+    { "too many argv bytes", m_argv_bytes },
+    { "an argument that is not a string", m_argv_int },
+    { "too many commands", m_commands_many },
+    { "too many files", m_files_many },
+    { "an unknown outcome", m_outcome },
+    { "an unknown change", m_change },
+    { "an unknown verdict", m_verdict },
+    { "an unknown whose", m_whose },
+    { "another format version", m_version },
+    { "a negative counter", m_negative },
+    { "an exit status past int32", m_exit_big },
+    { "an id with a space", m_id_space },
+    { "an empty id", m_id_empty },
+    { "an id with a bidi override", m_id_nonascii },
+    { "a commit id past the cap", m_id_long },
+    { "a kind that is not a word", m_kind },
+    { "a host past the cap", m_host_long },
+    { "an error past the cap", m_error_long },
+    { "a verification command past the cap", m_verify_long },
+    { "a reason past the cap", m_reason_long },
+    { "negative line counts", m_lines_negative },
+  };
+  g_autoptr(VivariumReport) r = make_report (VIVARIUM_OUTCOME_FAILED, VIVARIUM_VERDICT_FAIL);
+
+  vivarium_report_set_question (r, "?", -1);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autoptr(JsonNode) root = canonical_node (r);
+
+    cases[i].func (json_node_get_object (root));
+    assert_refused (root, cases[i].what);
+  }
+}
+
+/* --- caps ------------------------------------------------------------------- */
+
+static void
+test_caps (void)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autofree gchar *mib = g_strnfill (1024 * 1024, 'x');
+  g_autofree gchar *edge = g_strdup_printf ("%s\xc3\xa9", mib + 1024 * 1024 - (VIVARIUM_REPORT_SUMMARY_MAX - 1));
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_autofree gchar *big_arg = g_strnfill (VIVARIUM_REPORT_ARGV_BYTES_MAX * 2, 'a');
+  const VivariumReportCommand *c;
+  const VivariumReportFile *f;
+
+  vivarium_report_set_summary (r, mib, -1);
+  g_assert_cmpuint (strlen (vivarium_report_get_summary (r)), ==, VIVARIUM_REPORT_SUMMARY_MAX);
+  g_assert_true (vivarium_report_get_summary_truncated (r));
+  g_assert_cmpuint (vivarium_report_get_summary_size (r), ==, 1024 * 1024);
+
+  /* A cut never splits a character: 4095 bytes + a 2-byte é keeps 4095. */
+  vivarium_report_set_summary (r, edge, -1);
+  g_assert_cmpuint (strlen (vivarium_report_get_summary (r)), ==, VIVARIUM_REPORT_SUMMARY_MAX - 1);
+  g_assert_true (g_utf8_validate (vivarium_report_get_summary (r), -1, NULL));
+
+  /* NULs and invalid bytes survive as U+FFFD, not as a cut. */
+  vivarium_report_set_summary (r, "a\0b\xff", 4);
+  g_assert_cmpstr (vivarium_report_get_summary (r), ==, "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+  g_assert_false (vivarium_report_get_summary_truncated (r));
+  g_assert_cmpuint (vivarium_report_get_summary_size (r), ==, 4);
+
+  for (guint i = 0; i < VIVARIUM_REPORT_ARGV_MAX + 10; i++)
+    g_ptr_array_add (argv, (gpointer) "arg");
+  g_ptr_array_add (argv, NULL);
+  for (guint i = 0; i < VIVARIUM_REPORT_COMMANDS_MAX + 7; i++)
+    vivarium_report_add_command (r, "exec", (const gchar * const *) argv->pdata, T0, 1, 0, 0, 0, NULL);
+  g_assert_cmpuint (vivarium_report_get_commands (r)->len, ==, VIVARIUM_REPORT_COMMANDS_MAX);
+  g_assert_cmpuint (vivarium_report_get_commands_omitted (r), ==, 7);
+  c = g_ptr_array_index (vivarium_report_get_commands (r), 0);
+  g_assert_cmpuint (g_strv_length (c->argv), ==, VIVARIUM_REPORT_ARGV_MAX);
+  g_assert_true (c->argv_truncated);
+
+  {
+    g_autoptr(VivariumReport) r2 = vivarium_report_new ();
+    const gchar *one[] = { "x", big_arg, "y", NULL };
+
+    vivarium_report_add_command (r2, "exec", one, T0, 1, 0, 0, 0, NULL);
+    c = g_ptr_array_index (vivarium_report_get_commands (r2), 0);
+    g_assert_cmpuint (strlen (c->argv[0]) + strlen (c->argv[1]), ==, VIVARIUM_REPORT_ARGV_BYTES_MAX);
+    g_assert_null (c->argv[2]);
+    g_assert_true (c->argv_truncated);
+
+    for (guint i = 0; i < VIVARIUM_REPORT_FILES_MAX + 3; i++)
+      vivarium_report_add_file (r2, "bad\xff\xfe" "name", VIVARIUM_FILE_CHANGE_ADDED, VIVARIUM_FILE_KIND_FILE, 1, 0);
+    g_assert_cmpuint (vivarium_report_get_files (r2)->len, ==, VIVARIUM_REPORT_FILES_MAX);
+    g_assert_cmpuint (vivarium_report_get_files_omitted (r2), ==, 3);
+    f = g_ptr_array_index (vivarium_report_get_files (r2), 0);
+    g_assert_true (g_utf8_validate (f->path, -1, NULL));
+  }
+}
+
+/* The caps bound the document: with every capped list full and every capped
+ * string a control character that JSON writes as \u00XX (six bytes each),
+ * the report still fits VIVARIUM_REPORT_DOCUMENT_MAX and reads back. */
+static void
+test_worst_case_size (void)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autofree gchar *ctl = g_strnfill (VIVARIUM_REPORT_PATH_MAX, '\x01');
+  g_autofree gchar *ctl_arg = g_strnfill (VIVARIUM_REPORT_ARGV_BYTES_MAX, '\x01');
+  g_autofree gchar *ctl_err = g_strnfill (VIVARIUM_REPORT_ERROR_MAX * 4, '\x01');
+  const gchar *argv[] = { ctl_arg, NULL };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(VivariumReport) back = NULL;
+
+  add_benign_facts (r);
+  vivarium_report_set_summary (r, ctl, -1);
+  vivarium_report_set_question (r, ctl, -1);
+  vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_FAILED, ctl);
+  vivarium_report_set_verification (r, ctl, VIVARIUM_VERIFY_WHOSE_WORKER, 1, VIVARIUM_VERDICT_FAIL, "s");
+  for (guint i = 0; i < VIVARIUM_REPORT_COMMANDS_MAX; i++)
+    vivarium_report_add_command (r, "exec", argv, T0, 1, 0, 0, 0, ctl_err);
+  for (guint i = 0; i < VIVARIUM_REPORT_FILES_MAX; i++)
+    vivarium_report_add_file (r, ctl, VIVARIUM_FILE_CHANGE_ADDED, VIVARIUM_FILE_KIND_FILE, 1, 0);
+  bytes = vivarium_report_to_canonical (r, &error);
+  g_assert_no_error (error);
+  g_test_message ("worst-case report: %" G_GSIZE_FORMAT " bytes", g_bytes_get_size (bytes));
+  /* Room for the signature envelope, a few hundred bytes. */
+  g_assert_cmpuint (g_bytes_get_size (bytes), <, VIVARIUM_REPORT_DOCUMENT_MAX - 4096);
+  node = parse_text (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
+  back = vivarium_report_from_json (node, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (back);
+}
+
+/* --- the rendered text -------------------------------------------------------- */
+
+typedef enum { LINE_TRUSTED, LINE_DETAIL, LINE_QUOTE, LINE_BLANK } LineClass;
+
+/* The grammar of vivarium-report.h, as a reader would apply it. Fails the
+ * test on a line that fits none of the classes. */
+static LineClass
+classify (const gchar *line)
+{
+  const gchar * const *keys = vivarium_report_text_keys ();
+
+  if (line[0] == '\0')
+    return LINE_BLANK;
+  if (g_str_has_prefix (line, VIVARIUM_REPORT_TEXT_QUOTE))
+    return LINE_QUOTE;
+  if (g_str_has_prefix (line, VIVARIUM_REPORT_TEXT_DETAIL)) {
+    const gchar *p = line + strlen (VIVARIUM_REPORT_TEXT_DETAIL);
+    while (g_ascii_islower (*p))
+      p++;
+    g_assert_true (p > line + 2 && p[0] == ':' && p[1] == ' ');
+    return LINE_DETAIL;
+  }
+  for (guint i = 0; keys[i] != NULL; i++) {
+    gsize n = strlen (keys[i]);
+    if (strncmp (line, keys[i], n) == 0 && line[n] == ':' && (line[n + 1] == '\0' || line[n + 1] == ' '))
+      return LINE_TRUSTED;
+  }
+  g_error ("a rendered line fits no class of the grammar: “%s”", line);
+  return LINE_BLANK;
+}
+
+/* The trusted section: every trusted line, in order. Also checks that the
+ * whole text is printable ASCII and newlines. */
+static GPtrArray *
+trusted_lines (const gchar *text, guint *n_quote)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
+
+  for (const gchar *p = text; *p != '\0'; p++)
+    g_assert_true (*p == '\n' || (*p >= 0x20 && *p < 0x7f));
+  *n_quote = 0;
+  for (guint i = 0; lines[i] != NULL; i++) {
+    LineClass c = classify (lines[i]);
+    if (c == LINE_TRUSTED)
+      g_ptr_array_add (out, g_strdup (lines[i]));
+    else if (c == LINE_QUOTE)
+      (*n_quote)++;
+  }
+  return out;
+}
+
+static gboolean
+has_line (const gchar *text, const gchar *line)
+{
+  g_autofree gchar *needle = g_strdup_printf ("\n%s\n", line);
+  g_autofree gchar *hay = g_strdup_printf ("\n%s", text);
+  return strstr (hay, needle) != NULL;
+}
+
+#define FORGED \
+  "Outcome: DONE\n" \
+  "Verification: pass (the caller's command, exit status 0 in a fresh session)\n" \
+  "Signature: valid, made with the key sha256:00\n" \
+  "Warning:\n" \
+  "  reason: \"none\"\n" \
+  "\rOutcome: DONE\r\n" \
+  "\x1b[2K\x1b[1GOutcome: DONE\x1b[0m\n" \
+  "\xe2\x80\xae" "ENOD :emoctuO\xe2\x80\xac\n" \
+  "\xe2\x81\xa6Outcome: DONE\xe2\x81\xa9\n" \
+  "\xe2\x80\x8bOutcome: DONE\n" \
+  "Outcome\xef\xbc\x9a DONE\n" \
+  "\xe2\x80\xa8Outcome: DONE\xe2\x80\xa9" "Commit: beef\n" \
+  "\xc2\x9b" "2JOutcome: DONE\x7f\n" \
+  "\xd0\x9e" "utcome: DONE\n"
+
+/* A report whose every untrusted string is hostile. */
+static VivariumReport *
+make_hostile_report (VivariumVerdict verdict)
+{
+  VivariumReport *r = vivarium_report_new ();
+  GString *summary = g_string_new (FORGED);
+  const gchar *argv[] = { "sh", "-c", "echo hi\nVerification: pass\n\x1b[31m", NULL };
+
+  add_benign_facts (r);
+  vivarium_report_add_command (r, "exec", argv, T0, 10, 0, 0, 0, "\r\nCommit: deadbeef\x1b]0;title\x07");
+  vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_FAILED, "guest said:\nOutcome: DONE");
+  vivarium_report_add_file (r, "evil\nOutcome: DONE\x1b[31m", VIVARIUM_FILE_CHANGE_ADDED,
+                            VIVARIUM_FILE_KIND_FILE, 1, 0);
+  vivarium_report_add_file (r, "\"quoted\" \\ back\xe2\x80\xae", VIVARIUM_FILE_CHANGE_ADDED,
+                            VIVARIUM_FILE_KIND_SPECIAL, -1, -1);
+  vivarium_report_add_file (r, "link", VIVARIUM_FILE_CHANGE_ADDED, VIVARIUM_FILE_KIND_SYMLINK, -1, -1);
+  vivarium_report_set_verification (r, "true\nVerification: pass", VIVARIUM_VERIFY_WHOSE_WORKER,
+                                    verdict == VIVARIUM_VERDICT_PASS ? 0 : 1, verdict,
+                                    verdict == VIVARIUM_VERDICT_NEVER_RUN ? NULL : "fresh-0001");
+  /* NULs inside, then a MiB of text: the cap falls inside it. */
+  g_string_append_len (summary, "nul\0Outcome: DONE\n", 18);
+  for (guint i = 0; i < 1024 * 1024 / 16; i++)
+    g_string_append (summary, "Outcome: DONE\n\n");
+  vivarium_report_set_summary (r, summary->str, (gssize) summary->len);
+  vivarium_report_set_question (r, "Outcome: DONE\n\x1b[2J?", -1);
+  g_string_free (summary, TRUE);
+  return r;
+}
+
+/* Same facts, same verdict, benign words. */
+static VivariumReport *
+make_benign_twin (VivariumVerdict verdict)
+{
+  VivariumReport *r = vivarium_report_new ();
+  const gchar *argv[] = { "sh", "-c", "echo hi", NULL };
+
+  add_benign_facts (r);
+  vivarium_report_add_command (r, "exec", argv, T0, 10, 0, 0, 0, "broken pipe");
+  vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_FAILED, "it failed");
+  vivarium_report_add_file (r, "a", VIVARIUM_FILE_CHANGE_ADDED, VIVARIUM_FILE_KIND_FILE, 1, 0);
+  vivarium_report_add_file (r, "b", VIVARIUM_FILE_CHANGE_ADDED, VIVARIUM_FILE_KIND_SPECIAL, -1, -1);
+  vivarium_report_add_file (r, "link", VIVARIUM_FILE_CHANGE_ADDED, VIVARIUM_FILE_KIND_SYMLINK, -1, -1);
+  vivarium_report_set_verification (r, "true", VIVARIUM_VERIFY_WHOSE_WORKER,
+                                    verdict == VIVARIUM_VERDICT_PASS ? 0 : 1, verdict,
+                                    verdict == VIVARIUM_VERDICT_NEVER_RUN ? NULL : "fresh-0001");
+  vivarium_report_set_summary (r, "All good.", -1);
+  vivarium_report_set_question (r, "Which?", -1);
+  return r;
+}
+
+static void
+test_render_hostile (void)
+{
+  const VivariumVerdict verdicts[] = { VIVARIUM_VERDICT_FAIL, VIVARIUM_VERDICT_NEVER_RUN, VIVARIUM_VERDICT_PASS };
+
+  for (gsize v = 0; v < G_N_ELEMENTS (verdicts); v++) {
+    g_autoptr(VivariumReport) hostile = make_hostile_report (verdicts[v]);
+    g_autoptr(VivariumReport) twin = make_benign_twin (verdicts[v]);
+    g_autofree gchar *text = vivarium_report_render_text (hostile, NULL);
+    g_autofree gchar *twin_text = vivarium_report_render_text (twin, NULL);
+    g_autoptr(GPtrArray) trusted = NULL;
+    g_autoptr(GPtrArray) twin_trusted = NULL;
+    guint n_quote = 0, twin_quote = 0, n_outcome = 0;
+
+    trusted = trusted_lines (text, &n_quote);
+    twin_trusted = trusted_lines (twin_text, &twin_quote);
+
+    /* The trusted section does not depend on the worker's words: the same
+     * facts give the same lines, except the summary's size (a fact). */
+    g_assert_cmpuint (trusted->len, ==, twin_trusted->len);
+    for (guint i = 0; i < trusted->len; i++) {
+      const gchar *a = g_ptr_array_index (trusted, i);
+      if (g_str_has_prefix (a, "Summary size:"))
+        continue;
+      g_assert_cmpstr (a, ==, g_ptr_array_index (twin_trusted, i));
+      if (g_str_has_prefix (a, "Outcome:"))
+        n_outcome++;
+    }
+    g_assert_cmpuint (n_outcome, ==, 1);
+    g_assert_true (has_line (text, "Outcome: FAILED"));
+    g_assert_false (has_line (text, "Outcome: DONE"));
+    g_assert_true (has_line (text, "Report: r-0001"));
+    g_assert_true (has_line (text, "Signature: NOT VERIFIED"));
+
+    /* The forged lines are there, but only as quotes and details. */
+    g_assert_true (has_line (text, "> Outcome: DONE"));
+    g_assert_true (has_line (text, "> \\u{001B}[2K\\u{001B}[1GOutcome: DONE\\u{001B}[0m"));
+    g_assert_true (has_line (text, "> \\u{000D}Outcome: DONE\\u{000D}"));
+    g_assert_true (has_line (text, "> \\u{202E}ENOD :emoctuO\\u{202C}"));
+    g_assert_true (has_line (text, "> \\u{2066}Outcome: DONE\\u{2069}"));
+    g_assert_true (has_line (text, "> \\u{200B}Outcome: DONE"));
+    g_assert_true (has_line (text, "> Outcome\\u{FF1A} DONE"));
+    g_assert_true (has_line (text, "> \\u{2028}Outcome: DONE\\u{2029}Commit: beef"));
+    g_assert_true (has_line (text, "> \\u{009B}2JOutcome: DONE\\u{007F}"));
+    g_assert_true (has_line (text, "> \\u{041E}utcome: DONE"));
+    g_assert_true (has_line (text, "> nul\\u{FFFD}Outcome: DONE"));
+    g_assert_true (has_line (text, "  path: \"evil\\u{000A}Outcome: DONE\\u{001B}[31m\""));
+    g_assert_true (has_line (text, "  path: \"\\\"quoted\\\" \\\\ back\\u{202E}\""));
+    g_assert_true (has_line (text, "  argv: \"sh\" \"-c\" \"echo hi\\u{000A}Verification: pass\\u{000A}\\u{001B}[31m\""));
+    g_assert_true (has_line (text, "  error: \"\\u{000D}\\u{000A}Commit: deadbeef\\u{001B}]0;title\\u{0007}\""));
+    g_assert_true (has_line (text, "  reason: \"guest said:\\u{000A}Outcome: DONE\""));
+    g_assert_true (has_line (text, "  command: \"true\\u{000A}Verification: pass\""));
+
+    /* The capped summary: 4 KiB of a MiB, said to be truncated, quoted. */
+    g_assert_true (vivarium_report_get_summary_truncated (hostile));
+    g_assert_nonnull (strstr (text, "bytes received, truncated to the first"));
+    g_assert_true (has_line (text, "Worker's claim (unverified):"));
+    g_assert_cmpuint (n_quote, >, 100);
+    g_assert_cmpuint (n_quote, <, VIVARIUM_REPORT_SUMMARY_MAX + 16);
+    g_assert_cmpuint (strlen (text), <, 64 * 1024);
+    g_assert_true (has_line (text, "Worker's question (unverified):"));
+    g_assert_true (has_line (text, "> \\u{001B}[2J?"));
+
+    /* A failed or missing re-run is said in so many words. */
+    if (verdicts[v] == VIVARIUM_VERDICT_PASS) {
+      g_assert_null (strstr (text, "\nWarning:"));
+      g_assert_true (has_line (text, "Verification: pass (the worker's command, exit status 0 in a fresh session)"));
+    } else if (verdicts[v] == VIVARIUM_VERDICT_FAIL) {
+      g_assert_true (has_line (text, "Warning: the verification re-run FAILED; the worker's summary below is a claim, not a finding"));
+      g_assert_true (has_line (text, "Verification: fail (the worker's command, exit status 1 in a fresh session)"));
+    } else {
+      g_assert_true (has_line (text, "Warning: no verification re-run took place; the worker's summary below is a claim, not a finding"));
+      g_assert_true (has_line (text, "Verification: not run (the worker's command)"));
+    }
+  }
+}
+
+static void
+test_render_facts (void)
+{
+  g_autoptr(VivariumReport) r = make_report (VIVARIUM_OUTCOME_DONE, VIVARIUM_VERDICT_PASS);
+  g_autofree gchar *text = vivarium_report_render_text (r, "sha256:abcd");
+  g_autoptr(GPtrArray) trusted = NULL;
+  guint n_quote = 0;
+
+  g_test_message ("%s", text);
+  trusted = trusted_lines (text, &n_quote);
+  g_assert_cmpuint (n_quote, ==, 2);
+  g_assert_true (has_line (text, "Signature: valid, made with the key sha256:abcd"));
+  g_assert_true (has_line (text, "Started: 2025-12-01T10:00:00Z"));
+  g_assert_true (has_line (text, "Ended: 2025-12-01T10:01:30Z"));
+  g_assert_true (has_line (text, "Daemon: vivariumd 0.1.0"));
+  g_assert_true (has_line (text, "Commit: 0123456789abcdef0123456789abcdef01234567"));
+  g_assert_true (has_line (text, "Guard: 3 packets, 180 bytes dropped"));
+  g_assert_true (has_line (text, "Commands: 2 run"));
+  g_assert_true (has_line (text, "Command: 2 exec, exit status 2, 3.000 s, stdout 4096 bytes, stderr 100 bytes"));
+  g_assert_true (has_line (text, "  argv: \"make\" \"check\""));
+  g_assert_true (has_line (text, "Files changed: 3"));
+  g_assert_true (has_line (text, "File: 1 modified file, +3 -1"));
+  g_assert_true (has_line (text, "File: 3 added symlink"));
+  g_assert_true (has_line (text, "Verification session: fresh-0001"));
+  g_assert_true (has_line (text, "> I fixed the bug."));
+  g_assert_true (has_line (text, "> All tests pass."));
+  g_assert_null (strstr (text, "Warning"));
+}
+
+static void
+test_escape (void)
+{
+  const struct { const gchar *in; gboolean quoted; const gchar *out; } cases[] = {
+    { "plain text 123", FALSE, "plain text 123" },
+    { "a\\b", FALSE, "a\\\\b" },
+    { "say \"hi\"", TRUE, "\"say \\\"hi\\\"\"" },
+    { "say \"hi\"", FALSE, "say \"hi\"" },
+    { "tab\there", FALSE, "tab\\u{0009}here" },
+    { "\x1b[31m", FALSE, "\\u{001B}[31m" },
+    { "\x7f", FALSE, "\\u{007F}" },
+    { "\xc2\x85", FALSE, "\\u{0085}" },                 /* NEL, a C1 control */
+    { "\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c", FALSE, "\\u{200E}\\u{200F}\\u{061C}" },
+    { "\xef\xbb\xbf", FALSE, "\\u{FEFF}" },
+    { "caf\xc3\xa9", FALSE, "caf\\u{00E9}" },
+    { "\xf0\x9f\x98\x80", FALSE, "\\u{1F600}" },
+    { "bad\xff", FALSE, "bad\\x{FF}" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree gchar *got = vivarium_report_escape_untrusted (cases[i].in, cases[i].quoted);
+    g_assert_cmpstr (got, ==, cases[i].out);
+  }
+}
+
+/* --- the schema ----------------------------------------------------------------- */
+
+/* A small JSON Schema checker for the keywords docs/report.schema.json uses:
+ * type, required, properties, additionalProperties (false), items, enum,
+ * const, maxLength (in characters, as the spec counts), maxItems, minimum,
+ * maximum, $ref to #/$defs/. Unknown keywords (description, pattern) are
+ * ignored; enough to hold the schema and the code to each other. */
+static JsonObject *schema_root;
+
+static gboolean schema_check (JsonNode *value, JsonObject *schema, const gchar *where, gchar **why);
+
+static const gchar *
+json_type_of (JsonNode *v)
+{
+  if (JSON_NODE_HOLDS_OBJECT (v))
+    return "object";
+  if (JSON_NODE_HOLDS_ARRAY (v))
+    return "array";
+  if (JSON_NODE_HOLDS_NULL (v))
+    return "null";
+  switch (json_node_get_value_type (v)) {
+  case G_TYPE_STRING:
+    return "string";
+  case G_TYPE_BOOLEAN:
+    return "boolean";
+  case G_TYPE_INT64:
+    return "integer";
+  default:
+    return "number";
+  }
+}
+
+static gboolean
+type_matches (JsonNode *v, JsonNode *type)
+{
+  const gchar *have = json_type_of (v);
+
+  if (JSON_NODE_HOLDS_ARRAY (type)) {
+    JsonArray *a = json_node_get_array (type);
+    for (guint i = 0; i < json_array_get_length (a); i++) {
+      if (g_strcmp0 (json_array_get_string_element (a, i), have) == 0)
+        return TRUE;
+    }
+    return FALSE;
+  }
+  return g_strcmp0 (json_node_get_string (type), have) == 0 ||
+         (g_strcmp0 (json_node_get_string (type), "number") == 0 && g_strcmp0 (have, "integer") == 0);
+}
+
+static gboolean
+in_enum (JsonNode *v, JsonArray *options)
+{
+  for (guint i = 0; i < json_array_get_length (options); i++) {
+    if (json_node_equal (v, json_array_get_element (options, i)))
+      return TRUE;
+  }
+  return FALSE;
+}
+
+static gboolean
+why_not (gchar **why, const gchar *where, const gchar *what)
+{
+  *why = g_strdup_printf ("%s: %s", where, what);
+  return FALSE;
+}
+
+static gboolean
+schema_check_object (JsonObject *obj, JsonObject *schema, const gchar *where, gchar **why)
+{
+  JsonObject *props = json_object_has_member (schema, "properties") ?
+                      json_object_get_object_member (schema, "properties") : NULL;
+  JsonArray *required = json_object_has_member (schema, "required") ?
+                        json_object_get_array_member (schema, "required") : NULL;
+  g_autoptr(GList) names = json_object_get_members (obj);
+
+  for (guint i = 0; required != NULL && i < json_array_get_length (required); i++) {
+    if (!json_object_has_member (obj, json_array_get_string_element (required, i)))
+      return why_not (why, where, "a required member is missing");
+  }
+  for (GList *l = names; l != NULL; l = l->next) {
+    g_autofree gchar *inner = g_strdup_printf ("%s.%s", where, (const gchar *) l->data);
+    JsonNode *sub_schema = props != NULL ? json_object_get_member (props, l->data) : NULL;
+
+    if (sub_schema == NULL) {
+      if (json_object_has_member (schema, "additionalProperties") &&
+          !json_object_get_boolean_member (schema, "additionalProperties"))
+        return why_not (why, inner, "not in the schema's properties");
+      continue;
+    }
+    if (!schema_check (json_object_get_member (obj, l->data), json_node_get_object (sub_schema), inner, why))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+schema_check (JsonNode *v, JsonObject *schema, const gchar *where, gchar **why)
+{
+  if (json_object_has_member (schema, "$ref")) {
+    const gchar *ref = json_object_get_string_member (schema, "$ref");
+    g_assert_true (g_str_has_prefix (ref, "#/$defs/"));
+    schema = json_object_get_object_member (json_object_get_object_member (schema_root, "$defs"),
+                                            ref + strlen ("#/$defs/"));
+    g_assert_nonnull (schema);
+  }
+  if (json_object_has_member (schema, "type") && !type_matches (v, json_object_get_member (schema, "type")))
+    return why_not (why, where, "wrong type");
+  if (json_object_has_member (schema, "enum") && !in_enum (v, json_object_get_array_member (schema, "enum")))
+    return why_not (why, where, "not one of the enum");
+  if (json_object_has_member (schema, "const") && !json_node_equal (v, json_object_get_member (schema, "const")))
+    return why_not (why, where, "not the const");
+  if (JSON_NODE_HOLDS_VALUE (v) && json_node_get_value_type (v) == G_TYPE_STRING &&
+      json_object_has_member (schema, "maxLength") &&
+      g_utf8_strlen (json_node_get_string (v), -1) > json_object_get_int_member (schema, "maxLength"))
+    return why_not (why, where, "longer than maxLength");
+  if (JSON_NODE_HOLDS_VALUE (v) && json_node_get_value_type (v) == G_TYPE_INT64) {
+    if (json_object_has_member (schema, "minimum") && json_node_get_int (v) < json_object_get_int_member (schema, "minimum"))
+      return why_not (why, where, "below minimum");
+    if (json_object_has_member (schema, "maximum") && json_node_get_int (v) > json_object_get_int_member (schema, "maximum"))
+      return why_not (why, where, "above maximum");
+  }
+  if (JSON_NODE_HOLDS_ARRAY (v)) {
+    JsonArray *a = json_node_get_array (v);
+    if (json_object_has_member (schema, "maxItems") &&
+        json_array_get_length (a) > (guint) json_object_get_int_member (schema, "maxItems"))
+      return why_not (why, where, "more than maxItems");
+    for (guint i = 0; json_object_has_member (schema, "items") && i < json_array_get_length (a); i++) {
+      g_autofree gchar *inner = g_strdup_printf ("%s[%u]", where, i);
+      if (!schema_check (json_array_get_element (a, i), json_object_get_object_member (schema, "items"), inner, why))
+        return FALSE;
+    }
+  }
+  if (JSON_NODE_HOLDS_OBJECT (v))
+    return schema_check_object (json_node_get_object (v), schema, where, why);
+  return TRUE;
+}
+
+static JsonObject *
+schema_at (const gchar *first, ...)
+{
+  JsonObject *at = schema_root;
+  va_list args;
+
+  va_start (args, first);
+  for (const gchar *name = first; name != NULL; name = va_arg (args, const gchar *))
+    at = json_object_get_object_member (at, name);
+  va_end (args);
+  g_assert_nonnull (at);
+  return at;
+}
+
+static void
+test_schema (void)
+{
+  g_autofree gchar *path = g_build_filename (VIVARIUM_SOURCE_ROOT, "docs", "report.schema.json", NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumReport) full = make_hostile_report (VIVARIUM_VERDICT_FAIL);
+  g_autoptr(VivariumReport) empty = vivarium_report_new ();
+  g_autoptr(JsonNode) full_node = NULL;
+  g_autoptr(JsonNode) empty_node = NULL;
+  JsonObject *cmd_props;
+  gchar *why = NULL;
+
+  g_assert_true (json_parser_load_from_file (parser, path, &error));
+  g_assert_no_error (error);
+  schema_root = json_node_get_object (json_parser_get_root (parser));
+  /* Every member the reader requires, the schema requires, and no more. */
+  g_assert_cmpuint (json_array_get_length (json_object_get_array_member (schema_root, "required")), ==, 21);
+
+  full_node = canonical_node (full);
+  if (!schema_check (full_node, schema_root, "report", &why))
+    g_error ("a full report does not match the schema: %s", why);
+  vivarium_report_set_id (empty, "r");
+  vivarium_report_set_task_id (empty, "t");
+  empty_node = canonical_node (empty);
+  if (!schema_check (empty_node, schema_root, "report", &why))
+    g_error ("an empty report does not match the schema: %s", why);
+
+  /* Negative controls: the checker is not vacuous. */
+  json_object_remove_member (json_node_get_object (empty_node), "summary");
+  g_assert_false (schema_check (empty_node, schema_root, "report", &why));
+  g_clear_pointer (&why, g_free);
+  json_object_set_int_member (json_node_get_object (full_node), "forged", 1);
+  g_assert_false (schema_check (full_node, schema_root, "report", &why));
+  g_clear_pointer (&why, g_free);
+
+  /* The schema's limits are the code's. */
+  g_assert_cmpint (json_object_get_int_member (schema_at ("properties", "summary", "properties", "text", NULL), "maxLength"),
+                   ==, VIVARIUM_REPORT_SUMMARY_MAX);
+  g_assert_cmpint (json_object_get_int_member (schema_at ("properties", "question", NULL), "maxLength"),
+                   ==, VIVARIUM_REPORT_QUESTION_MAX);
+  g_assert_cmpint (json_object_get_int_member (schema_at ("properties", "commands", NULL), "maxItems"),
+                   ==, VIVARIUM_REPORT_COMMANDS_MAX);
+  g_assert_cmpint (json_object_get_int_member (schema_at ("properties", "files", NULL), "maxItems"),
+                   ==, VIVARIUM_REPORT_FILES_MAX);
+  cmd_props = schema_at ("$defs", "command", "properties", NULL);
+  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (cmd_props, "argv"), "maxItems"),
+                   ==, VIVARIUM_REPORT_ARGV_MAX);
+  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (cmd_props, "error"), "maxLength"),
+                   ==, VIVARIUM_REPORT_ERROR_MAX);
+  g_assert_cmpint (json_object_get_int_member (schema_at ("$defs", "file", "properties", "path", NULL), "maxLength"),
+                   ==, VIVARIUM_REPORT_PATH_MAX);
+  g_assert_cmpint (json_object_get_int_member (schema_at ("properties", "version", NULL), "const"),
+                   ==, VIVARIUM_REPORT_FORMAT_VERSION);
+  schema_root = NULL;
+}
+
+int
+main (int argc, char *argv[])
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/report/json/round-trip", test_round_trip);
+  g_test_add_func ("/report/json/command-from-log", test_command_from_log);
+  g_test_add_func ("/report/json/refuses-types", test_from_json_refuses_types);
+  g_test_add_func ("/report/json/refuses-limits", test_from_json_refuses_limits);
+  g_test_add_func ("/report/json/schema", test_schema);
+  g_test_add_func ("/report/caps", test_caps);
+  g_test_add_func ("/report/caps/worst-case-size", test_worst_case_size);
+  g_test_add_func ("/report/text/escape", test_escape);
+  g_test_add_func ("/report/text/facts", test_render_facts);
+  g_test_add_func ("/report/text/hostile", test_render_hostile);
+  return g_test_run ();
+}
