@@ -28,4 +28,8 @@ gboolean vctl_cmd_session_stop    (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_guard_status    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_guard_selftest  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
+/* Offline: these read a file and never touch the bus. */
+gboolean vctl_cmd_report_verify   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_report_render   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
 G_END_DECLS

@@ -41,6 +41,10 @@ static const VctlCommand commands[] = {
     vctl_cmd_guard_status },
   { "guard", "selftest", "[--image NAME] [--session ID] [--json] [--junit FILE]",
     N_("Run the isolation self-test in real guests"), vctl_cmd_guard_selftest },
+  { "report", "verify", "FILE [--fingerprint sha256:HEX]",
+    N_("Check a signed report offline and print its key's fingerprint"), vctl_cmd_report_verify },
+  { "report", "render", "FILE [--no-verify] [--fingerprint sha256:HEX]",
+    N_("Check a signed report, then show it as text"), vctl_cmd_report_render },
 };
 
 #define SYNOPSIS_WIDTH 28
