@@ -324,10 +324,23 @@ vivarium_report_add_command (VivariumReport *self, const gchar *kind, const gcha
   g_ptr_array_add (self->commands, c);
 }
 
+static gboolean
+lookup_log_entry (GVariantDict *d, const gchar **kind, const gchar ***argv, guint64 *started_at,
+                  guint64 *duration, gint32 *exit_status, guint64 *out_size, guint64 *err_size)
+{
+  return g_variant_dict_lookup (d, "kind", "&s", kind) &&
+         g_variant_dict_lookup (d, "argv", "^a&s", argv) &&
+         g_variant_dict_lookup (d, "started-at", "t", started_at) &&
+         g_variant_dict_lookup (d, "duration", "t", duration) &&
+         g_variant_dict_lookup (d, "exit-status", "i", exit_status) &&
+         g_variant_dict_lookup (d, "stdout-size", "t", out_size) &&
+         g_variant_dict_lookup (d, "stderr-size", "t", err_size);
+}
+
 gboolean
 vivarium_report_add_command_from_log (VivariumReport *self, GVariant *entry, GError **error)
 {
-  g_auto(GVariantDict) d = G_VARIANT_DICT_INIT (NULL);
+  g_autoptr(GVariantDict) d = NULL;
   const gchar *kind = NULL;
   const gchar *message = "";
   g_autofree const gchar **argv = NULL;
@@ -340,20 +353,15 @@ vivarium_report_add_command_from_log (VivariumReport *self, GVariant *entry, GEr
                          "A command log entry must be a dictionary (a{sv})");
     return FALSE;
   }
-  g_variant_dict_init (&d, entry);
-  if (!g_variant_dict_lookup (&d, "kind", "&s", &kind) ||
-      !g_variant_dict_lookup (&d, "argv", "^a&s", &argv) ||
-      !g_variant_dict_lookup (&d, "started-at", "t", &started_at) ||
-      !g_variant_dict_lookup (&d, "duration", "t", &duration) ||
-      !g_variant_dict_lookup (&d, "exit-status", "i", &exit_status) ||
-      !g_variant_dict_lookup (&d, "stdout-size", "t", &out_size) ||
-      !g_variant_dict_lookup (&d, "stderr-size", "t", &err_size)) {
+  d = g_variant_dict_new (entry);
+  if (!lookup_log_entry (d, &kind, &argv, &started_at, &duration, &exit_status, &out_size,
+                         &err_size)) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                          "A command log entry lacks one of kind (s), argv (as), started-at (t), "
                          "duration (t), exit-status (i), stdout-size (t), stderr-size (t)");
     return FALSE;
   }
-  g_variant_dict_lookup (&d, "error", "&s", &message);
+  g_variant_dict_lookup (d, "error", "&s", &message);
   vivarium_report_add_command (self, kind, argv, (gint64) clamp_u64 (started_at),
                                (gint64) clamp_u64 (duration), exit_status, out_size, err_size,
                                message);

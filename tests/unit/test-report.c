@@ -155,6 +155,19 @@ test_command_from_log (void)
 
   g_assert_false (vivarium_report_add_command_from_log (r, bad, &error));
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  /* An entry without its argv is refused, not recorded as an empty one. */
+  {
+    g_autoptr(GVariantDict) partial = g_variant_dict_new (entry);
+    g_autoptr(GVariant) no_argv = NULL;
+
+    g_variant_dict_remove (partial, "argv");
+    no_argv = g_variant_ref_sink (g_variant_dict_end (partial));
+    g_assert_false (vivarium_report_add_command_from_log (r, no_argv, &error));
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_assert_cmpuint (vivarium_report_get_commands (r)->len, ==, 1);
+  }
 }
 
 static void
@@ -237,7 +250,10 @@ test_from_json_refuses_types (void)
   /* Positive control: after all that, the restored report reads. */
   still = vivarium_report_from_json (root, NULL);
   g_assert_nonnull (still);
-  assert_refused (json_node_init_string (json_node_alloc (), "x"), "member: not an object");
+  {
+    g_autoptr(JsonNode) not_object = json_node_init_string (json_node_alloc (), "x");
+    assert_refused (not_object, "not an object");
+  }
 }
 
 typedef void (*MutateFunc) (JsonObject *report);
