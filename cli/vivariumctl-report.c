@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 #include <glib/gi18n.h>
 
@@ -60,11 +61,17 @@ read_bounded (const gchar *path, GError **error)
   return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
 }
 
+/* Hex pasted from elsewhere may be upper case; the fingerprint is not. */
 static gboolean
-parse_fingerprint (const gchar *fingerprint, GError **error)
+parse_fingerprint (gchar *fingerprint, GError **error)
 {
-  if (fingerprint == NULL || g_str_has_prefix (fingerprint, "sha256:"))
+  if (fingerprint == NULL)
     return TRUE;
+  if (g_str_has_prefix (fingerprint, "sha256:")) {
+    for (gchar *p = fingerprint + strlen ("sha256:"); *p != '\0'; p++)
+      *p = g_ascii_tolower (*p);
+    return TRUE;
+  }
   g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
                        _("A key fingerprint has the form sha256:HEX"));
   return FALSE;

@@ -336,7 +336,8 @@ vd_signing_key_load_or_generate (const gchar *keys_dir, GError **error)
     g_propagate_error (error, g_steal_pointer (&error_local));
     return NULL;
   }
-  g_info ("Using the report-signing key in %s", path);
+  if (written)
+    g_info ("Made a new report-signing key in %s", path);
   return vd_signing_key_load (keys_dir, error);
 }
 

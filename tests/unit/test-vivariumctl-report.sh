@@ -55,6 +55,7 @@ checks=$((checks + 1))
 expect 0 report verify "$tmp/good.json"
 grep -qF "$fp" "$tmp/out" || fail "report verify does not print the fingerprint $fp: $(cat "$tmp/out")"
 expect 0 report verify --fingerprint "$fp" "$tmp/good.json"
+expect 0 report verify --fingerprint "sha256:$(echo "${fp#sha256:}" | tr a-f A-F)" "$tmp/good.json"
 expect 0 report verify "$tmp/other.json"
 grep -qF "$other_fp" "$tmp/out" || fail "report verify does not print the other key's fingerprint"
 
