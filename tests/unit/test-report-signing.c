@@ -179,6 +179,38 @@ test_key_refusals (Fixture *f, gconstpointer data)
   g_assert_cmphex (mode_of (f->keys), ==, 0700);
 }
 
+static gpointer
+load_in_thread (gpointer keys_dir)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdSigningKey) key = vd_signing_key_load_or_generate (keys_dir, &error);
+
+  g_assert_no_error (error);
+  return g_strdup (vd_signing_key_get_fingerprint (key));
+}
+
+/* Daemons starting at once: whoever renames first wins, nobody replaces
+ * the key another one already handed out, all end with the same key. */
+static void
+test_key_race (Fixture *f, gconstpointer data)
+{
+  GThread *threads[6];
+  g_autofree gchar *first = NULL;
+  g_auto(GStrv) names = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("keygen", load_in_thread, f->keys);
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++) {
+    g_autofree gchar *fp = g_thread_join (threads[i]);
+
+    if (first == NULL)
+      first = g_strdup (fp);
+    g_assert_cmpstr (fp, ==, first);
+  }
+  names = vd_fs_list_dir (f->keys);
+  g_assert_cmpuint (g_strv_length (names), ==, 1);
+}
+
 static void
 assert_verifies (GBytes *file, const gchar *expected_fp, const gchar *want_fp)
 {
@@ -203,6 +235,7 @@ assert_refused (const gchar *data, gsize len, const gchar *what)
 
   if (r != NULL)
     g_error ("a signed report verified after %s", what);
+  g_test_message ("%s: %s", what, error->message);
   g_assert_nonnull (error);
   g_assert_true (error->domain == VIVARIUM_ERROR);
   g_assert_null (fp);
@@ -363,6 +396,7 @@ main (int argc, char *argv[])
   g_test_add ("/report-signing/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
   ADD ("key-files", test_key_files);
   ADD ("key-refusals", test_key_refusals);
+  ADD ("key-race", test_key_race);
   ADD ("sign-verify", test_sign_verify);
   ADD ("other-key", test_other_key);
   ADD ("hostile-files", test_hostile_files);
