@@ -86,10 +86,14 @@ copy_fd_to (gint fd, const gchar *path, GError **error)
   g_autoptr(GFile) file = g_file_new_for_path (path);
   g_autoptr(GFileOutputStream) out = g_file_create (file, G_FILE_CREATE_PRIVATE, NULL, error);
 
-  if (out == NULL)
+  /* A full disk is the likely failure here, and NoSpace says so. */
+  if (out == NULL ||
+      g_output_stream_splice (G_OUTPUT_STREAM (out), in, G_OUTPUT_STREAM_SPLICE_CLOSE_TARGET, NULL, error) < 0) {
+    g_prefix_error (error, "Cannot copy the disk to %s: ", path);
+    vivarium_error_convert (error);
     return FALSE;
-  return g_output_stream_splice (G_OUTPUT_STREAM (out), in,
-                                 G_OUTPUT_STREAM_SPLICE_CLOSE_TARGET, NULL, error) >= 0;
+  }
+  return TRUE;
 }
 
 static gboolean
@@ -156,8 +160,7 @@ import_into_staging (VdImageImport *self, GError **error)
       return FALSE;
     g_unlink (incoming);
   } else if (g_rename (incoming, disk) != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot move the imported disk: %s", g_strerror (errno));
-    return FALSE;
+    return vd_fs_set_error_errno (error, errno, "Cannot move the imported disk to %s", disk);
   }
   return vd_image_write_metadata (self->staging, "import", error);
 }
@@ -175,6 +178,7 @@ import_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c
     if (error == NULL)
       error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "An image named “%s” appeared meanwhile", self->name);
     vd_fs_rm_rf (self->staging, NULL);
+    vivarium_error_convert (&error);
     g_task_return_error (task, error);
     return;
   }
@@ -207,8 +211,10 @@ vd_image_import_take_fd (GDBusMethodInvocation *invocation, GVariant *handle, GE
     return -1;
   }
   fd = g_unix_fd_list_get (fds, g_variant_get_handle (handle), error);
-  if (fd < 0)
+  if (fd < 0) {
+    vivarium_error_convert (error);
     return -1;
+  }
   if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
     close (fd);
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The descriptor is not a readable regular file");
