@@ -38,6 +38,7 @@ struct _VdImageBuild {
   gint          fifo_keepalive;
   gulong        cancel_id;
   gchar        *last_line;     /* the builder's last words, for the error */
+  gchar        *no_space_line; /* its first "no space" line in this step */
   GError       *job_error;     /* set when the unit finished badly */
   gboolean      job_done;
   gboolean      builder_failed;
@@ -69,6 +70,7 @@ vd_image_build_finalize (GObject *object)
   g_free (self->staging);
   g_free (self->outdir);
   g_free (self->last_line);
+  g_free (self->no_space_line);
   g_clear_error (&self->job_error);
   g_clear_handle_id (&self->log_wait_id, g_source_remove);
   G_OBJECT_CLASS (vd_image_build_parent_class)->finalize (object);
@@ -131,27 +133,47 @@ vd_image_build_get_name (VdImageBuild *self)
   return self->name;
 }
 
+/* The builder's own narration, "[  12s] text" (its log()), or NULL. */
+static const gchar *
+narration (const gchar *line)
+{
+  const gchar *end;
+
+  if (line[0] != '[' || (end = strstr (line, "s] ")) == NULL)
+    return NULL;
+  for (const gchar *p = line + 1; p < end; p++) {
+    if (*p != ' ' && !g_ascii_isdigit (*p))
+      return NULL;
+  }
+  return end + 3;
+}
+
+/* A line of the builder's narration starts a step; what a tool says
+ * after it belongs to that step. */
+gboolean
+vd_image_build_is_step (const gchar *line)
+{
+  return narration (line) != NULL;
+}
+
 /* The builder's closing words ("build failed (status 1); removed …") and
  * its clean-up warnings say nothing about the cause: the line before them
  * does. */
 gboolean
 vd_image_build_is_epilogue (const gchar *line)
 {
-  const gchar *text = line;
+  const gchar *text = narration (line);
 
   if (g_str_has_prefix (line, BUILDER_PREFIX "warning: "))
     return TRUE;
-  /* log() lines are "[  12s] text". */
-  if (text[0] == '[' && (text = strstr (text, "s] ")) != NULL)
-    return g_str_has_prefix (text + 3, "build failed (status ");
-  return FALSE;
+  return text != NULL && g_str_has_prefix (text, "build failed (status ");
 }
 
 /* Only the system's own words for ENOSPC and EDQUOT, in the C locale the
  * builder runs in: a guess from anything vaguer would send people to free
  * space that was never short. */
-static gboolean
-says_no_space (const gchar *line)
+gboolean
+vd_image_build_says_no_space (const gchar *line)
 {
   return strstr (line, "No space left on device") != NULL || strstr (line, "Disk quota exceeded") != NULL;
 }
@@ -172,7 +194,7 @@ vd_image_build_failure (const gchar *name, const gchar *recipe, const gchar *bui
   if (builder_line == NULL)
     return g_error_new (VIVARIUM_ERROR, e->code, "Building “%s” from the recipe “%s” failed: %s",
                         name, recipe, e->message);
-  return g_error_new (VIVARIUM_ERROR, says_no_space (builder_line) ? VIVARIUM_ERROR_NO_SPACE : VIVARIUM_ERROR_FAILED,
+  return g_error_new (VIVARIUM_ERROR, vd_image_build_says_no_space (builder_line) ? VIVARIUM_ERROR_NO_SPACE : VIVARIUM_ERROR_FAILED,
                       "Building “%s” from the recipe “%s” failed. The builder's last words: “%s”",
                       name, recipe, builder_line);
 }
@@ -192,6 +214,10 @@ read_log_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   if (line[0] != '\0' && !vd_image_build_is_epilogue (line)) {
+    if (vd_image_build_is_step (line))
+      g_clear_pointer (&self->no_space_line, g_free);
+    if (self->no_space_line == NULL && vd_image_build_says_no_space (line))
+      self->no_space_line = vivarium_escape_untrusted (line, strlen (line), BUILDER_LINE_CAP, NULL);
     g_free (self->last_line);
     self->last_line = vivarium_escape_untrusted (line, strlen (line), BUILDER_LINE_CAP, NULL);
   }
@@ -344,8 +370,12 @@ finish (VdImageBuild *self)
   cleanup_staging (self);
   if (error != NULL) {
     vd_log_image (G_LOG_LEVEL_WARNING, self->name, "build of %s from %s failed: %s", self->name, self->recipe, error->message);
+    /* In a pipeline the tool that ran out of space speaks first and the
+     * others follow ("Broken pipe"): its line names the cause. */
     g_task_return_error (gtask, vd_image_build_failure (self->name, self->recipe,
-                                                        self->builder_failed ? self->last_line : NULL, error));
+                                                        !self->builder_failed ? NULL :
+                                                        self->no_space_line != NULL ? self->no_space_line :
+                                                        self->last_line, error));
     return;
   }
   vd_log_image (G_LOG_LEVEL_INFO, self->name, "built image %s from %s", self->name, self->recipe);
