@@ -95,6 +95,15 @@ vd_fs_list_dir (const gchar *path)
   return g_strv_builder_end (builder);
 }
 
+/* Whether a tool's message is the system's own words for ENOSPC or EDQUOT
+ * in the C locale (the builder and the tools we run use it). Nothing
+ * vaguer: a guess would send people to free space that was never short. */
+gboolean
+vd_fs_says_no_space (const gchar *text)
+{
+  return strstr (text, "No space left on device") != NULL || strstr (text, "Disk quota exceeded") != NULL;
+}
+
 gboolean
 vd_fs_fsync_dir (const gchar *dir, GError **error)
 {

@@ -169,14 +169,6 @@ vd_image_build_is_epilogue (const gchar *line)
   return text != NULL && g_str_has_prefix (text, "build failed (status ");
 }
 
-/* Only the system's own words for ENOSPC and EDQUOT, in the C locale the
- * builder runs in: a guess from anything vaguer would send people to free
- * space that was never short. */
-gboolean
-vd_image_build_says_no_space (const gchar *line)
-{
-  return strstr (line, "No space left on device") != NULL || strstr (line, "Disk quota exceeded") != NULL;
-}
 
 /* The error a failed build returns. @builder_line, already escaped and
  * capped, is the builder's last meaningful line when the builder itself
@@ -194,7 +186,7 @@ vd_image_build_failure (const gchar *name, const gchar *recipe, const gchar *bui
   if (builder_line == NULL)
     return g_error_new (VIVARIUM_ERROR, e->code, "Building “%s” from the recipe “%s” failed: %s",
                         name, recipe, e->message);
-  return g_error_new (VIVARIUM_ERROR, vd_image_build_says_no_space (builder_line) ? VIVARIUM_ERROR_NO_SPACE : VIVARIUM_ERROR_FAILED,
+  return g_error_new (VIVARIUM_ERROR, vd_fs_says_no_space (builder_line) ? VIVARIUM_ERROR_NO_SPACE : VIVARIUM_ERROR_FAILED,
                       "Building “%s” from the recipe “%s” failed. The builder's last words: “%s”",
                       name, recipe, builder_line);
 }
@@ -216,7 +208,7 @@ read_log_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (line[0] != '\0' && !vd_image_build_is_epilogue (line)) {
     if (vd_image_build_is_step (line))
       g_clear_pointer (&self->no_space_line, g_free);
-    if (self->no_space_line == NULL && vd_image_build_says_no_space (line))
+    if (self->no_space_line == NULL && vd_fs_says_no_space (line))
       self->no_space_line = vivarium_escape_untrusted (line, strlen (line), BUILDER_LINE_CAP, NULL);
     g_free (self->last_line);
     self->last_line = vivarium_escape_untrusted (line, strlen (line), BUILDER_LINE_CAP, NULL);

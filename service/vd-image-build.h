@@ -14,7 +14,6 @@ G_DECLARE_FINAL_TYPE (VdImageBuild, vd_image_build, VD, IMAGE_BUILD, GObject)
 
 gboolean      vd_image_build_is_step     (const gchar *line);
 gboolean      vd_image_build_is_epilogue (const gchar *line);
-gboolean      vd_image_build_says_no_space (const gchar *line);
 GError       *vd_image_build_failure     (const gchar  *name,
                                           const gchar  *recipe,
                                           const gchar  *builder_line,

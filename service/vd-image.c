@@ -511,16 +511,20 @@ restore_state (const gchar *dir, JsonObject *entry, GError **error)
 }
 
 /* Carries on past a failure, so that as much as can be is put back, and
- * reports the first one. */
+ * reports the first one. A file that is gone has nothing to put back. */
 static gboolean
 restore_files (const gchar *dir, JsonArray *before, GError **error)
 {
   gboolean ok = TRUE;
 
   for (guint i = 0; i < json_array_get_length (before); i++) {
+    JsonObject *entry = json_array_get_object_element (before, i);
+    g_autofree gchar *path = g_build_filename (dir, json_object_get_string_member (entry, "name"), NULL);
     g_autoptr(GError) local_error = NULL;
 
-    if (!restore_state (dir, json_array_get_object_element (before, i), &local_error)) {
+    if (!g_file_test (path, G_FILE_TEST_EXISTS))
+      continue;
+    if (!restore_state (dir, entry, &local_error)) {
       g_warning ("%s", local_error->message);
       if (ok)
         g_propagate_error (error, g_steal_pointer (&local_error));
@@ -774,6 +778,46 @@ vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
   return TRUE;
 }
 
+/* The journal names only files a freeze seals, so that undoing it can
+ * never change anything outside the image. */
+static gboolean
+state_is_whole (JsonNode *node)
+{
+  const gchar *keys[] = { "name", "mode", "uid", "gid", "immutable", NULL };
+
+  if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node))
+    return FALSE;
+  for (guint i = 0; keys[i] != NULL; i++) {
+    if (!json_object_has_member (json_node_get_object (node), keys[i]))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+journal_is_sane (JsonObject *journal, GError **error)
+{
+  JsonNode *before = json_object_get_member (journal, "before");
+  JsonNode *dir_before = json_object_get_member (journal, "dir-before");
+
+  if (before == NULL || !JSON_NODE_HOLDS_ARRAY (before) || !state_is_whole (dir_before) ||
+      g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (dir_before), "name", ""), ".") != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "its journal is not one the daemon wrote");
+    return FALSE;
+  }
+  for (guint i = 0; i < json_array_get_length (json_node_get_array (before)); i++) {
+    JsonNode *node = json_array_get_element (json_node_get_array (before), i);
+    const gchar *name = state_is_whole (node) ?
+      json_object_get_string_member_with_default (json_node_get_object (node), "name", "") : "";
+
+    if (!g_strv_contains (boot_files, name) && !g_strv_contains (sealed_extra, name)) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "its journal names “%s”, which a freeze never seals", name);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 /* A freeze a crash interrupted (see above): settled before the image is
  * shown, so that it is either frozen whole or not frozen at all. */
 static gboolean
@@ -796,7 +840,7 @@ recover_freeze (const gchar *dir, const gchar *name, GError **error)
   /* The pending file is renamed into place whole, so one that cannot be
    * read is damage, not an interrupted write: leave it for a person. */
   journal = read_json_object (pending, error);
-  if (journal == NULL || !json_object_has_member (journal, "before") || !json_object_has_member (journal, "dir-before")) {
+  if (journal == NULL || !journal_is_sane (journal, error)) {
     g_prefix_error (error, "Cannot undo the interrupted freeze of %s: ", dir);
     return FALSE;
   }

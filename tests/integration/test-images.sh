@@ -25,6 +25,8 @@ for tool in gdbus qemu-img mkfs.ext4 losetup mount umount chattr lsattr dd; do
   command -v "$tool" >/dev/null || bail_out "$tool is not installed"
 done
 
+vivariumctl=$(dirname -- "$(dirname -- "$VIVARIUM_TEST_DAEMON")")/cli/vivariumctl
+[ -x "$vivariumctl" ] || bail_out "no vivariumctl at $vivariumctl (build first)"
 images=$VIVARIUM_STATE_DIR/images
 backing=$VIVARIUM_TEST_RUN_DIR/images.ext4
 dir=$images/$IMAGE
@@ -93,11 +95,24 @@ at_exit unseal "$images/$CRASHED"
 
 # --- 2. a full disk: NoSpace, and nothing changed --------------------------------
 
+# One big file, then one-block files up to the last block, so that single
+# blocks can be handed back below.
 dd if=/dev/zero of="$images/.filler" bs=1M status=none 2>/dev/null
-dd if=/dev/zero of="$images/.filler-tail" bs=4k status=none 2>/dev/null
+mkdir "$images/.blocks" || bail_out "cannot create $images/.blocks"
+for ((n = 0; n < 100000; n++)); do
+  dd if=/dev/zero of="$images/.blocks/$n" bs=4k count=1 status=none 2>/dev/null || break
+done
+rm -f "$images/.blocks/$n"
 sync
 diag "free space on images/: $(df --output=avail -B1 "$images" | tail -1) bytes"
 before=$(image_states "$dir")
+
+# An import copies into images/.staging, on the same full filesystem; it
+# was an unmapped GIOError.
+qemu-img create -q -f qcow2 "$VIVARIUM_TEST_RUN_DIR/import.qcow2" 16M || bail_out "qemu-img create failed"
+assert_dbus_error "$ERR.NoSpace" -- "$vivariumctl" --no-interaction image import imported "$VIVARIUM_TEST_RUN_DIR/import.qcow2"
+assert_eq "0 no" "$(find "$images/.staging" -mindepth 1 2>/dev/null | wc -l) \
+$([ -e "$images/imported" ] && echo yes || echo no)" "a failed import leaves nothing behind"
 
 err=$(call "$OBJ/images/$IMAGE" Image.Freeze 2>&1 >/dev/null)
 rc=$?
@@ -110,9 +125,32 @@ assert_eq "$before" "$(image_states "$dir")" "every file keeps its mode, owner a
 assert_eq "no no" "$([ -e "$dir/manifest.json" ] && echo yes || echo no) \
 $([ -e "$dir/manifest.json.pending" ] && echo yes || echo no)" "no manifest is left behind"
 
-# --- 3. with space again, the same image freezes ---------------------------------
+# --- 3. space for the pending manifest, none for the final one: undone -----------
 
-rm -f "$images/.filler" "$images/.filler-tail"
+# One block (4 KiB) free: the pending manifest fits, manifest.json does not,
+# so the files are sealed and then have to be put back. Freeing a file may
+# free more than its block; take the rest back one block at a time.
+free_bytes () { sync; df --output=avail -B1 "$images" | tail -1 | tr -d ' '; }
+for ((k = 0; k < n && $(free_bytes) < 4096; k++)); do rm -f "$images/.blocks/$k"; done
+for ((m = 0; m < 100 && $(free_bytes) > 4096; m++)); do
+  dd if=/dev/zero of="$images/.blocks/again-$m" bs=4k count=1 status=none 2>/dev/null || break
+done
+[ "$(free_bytes)" = 4096 ] || diag "expected 4096 bytes free; expect failures below"
+diag "free space on images/: $(df --output=avail -B1 "$images" | tail -1) bytes"
+err=$(call "$OBJ/images/$IMAGE" Image.Freeze 2>&1 >/dev/null)
+rc=$?
+assert_ne 0 "$rc" "Freeze with room for one block fails"
+assert_contains "$err" "$ERR.NoSpace" "... with $ERR.NoSpace"
+assert_contains "$err" "$dir/manifest.json:" "... naming manifest.json"
+assert_contains "$err" "Nothing was changed" "... and saying that nothing changed"
+assert_eq false "$(frozen "$IMAGE")" "the image is still not frozen"
+assert_eq "$before" "$(image_states "$dir")" "every file is back to its mode, owner and flags"
+assert_eq "no no" "$([ -e "$dir/manifest.json" ] && echo yes || echo no) \
+$([ -e "$dir/manifest.json.pending" ] && echo yes || echo no)" "no manifest is left behind"
+
+# --- 4. with space again, the same image freezes ---------------------------------
+
+rm -rf "$images/.filler" "$images/.blocks"
 sync
 assert_success "after freeing space, Freeze succeeds" -- call "$OBJ/images/$IMAGE" Image.Freeze
 assert_eq true "$(frozen "$IMAGE")" "the image is frozen"

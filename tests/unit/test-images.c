@@ -127,10 +127,10 @@ test_build_epilogue (void)
   g_assert_true (vd_image_build_is_step ("[   3s] Writing the initrd"));
   g_assert_false (vd_image_build_is_step ("gzip: stdout: No space left on device"));
   g_assert_false (vd_image_build_is_step ("[a] s] x"));
-  g_assert_true (vd_image_build_says_no_space ("gzip: stdout: No space left on device"));
-  g_assert_true (vd_image_build_says_no_space ("cp: cannot create 'x': Disk quota exceeded"));
-  g_assert_false (vd_image_build_says_no_space ("cpio: write error: Broken pipe"));
-  g_assert_false (vd_image_build_says_no_space ("no space for doubt"));
+  g_assert_true (vd_fs_says_no_space ("gzip: stdout: No space left on device"));
+  g_assert_true (vd_fs_says_no_space ("cp: cannot create 'x': Disk quota exceeded"));
+  g_assert_false (vd_fs_says_no_space ("cpio: write error: Broken pipe"));
+  g_assert_false (vd_fs_says_no_space ("no space for doubt"));
 }
 
 static void
