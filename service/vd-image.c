@@ -35,6 +35,7 @@ struct _VdImage {
   JsonObject         *manifest;   /* NULL until frozen */
   VivariumDBusImage  *skeleton;
   GPtrArray          *users;      /* session object paths */
+  gboolean            freezing;   /* a freeze thread owns the files */
 };
 
 G_DEFINE_TYPE (VdImage, vd_image, G_TYPE_OBJECT)
@@ -761,14 +762,26 @@ vd_image_freeze_async (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, g
                              "The image “%s” is already frozen", self->name);
     return;
   }
+  /* Two freezes at once would each undo the other's work. */
+  if (self->freezing) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                             "The image “%s” is being frozen already", self->name);
+    return;
+  }
+  self->freezing = TRUE;
+  g_task_set_source_tag (task, vd_image_freeze_async);
   g_task_run_in_thread (task, freeze_thread);
 }
 
 gboolean
 vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
 {
-  JsonObject *manifest = g_task_propagate_pointer (G_TASK (res), error);
+  JsonObject *manifest;
 
+  /* Only a task that ran the thread held the flag. */
+  if (g_task_get_source_tag (G_TASK (res)) == vd_image_freeze_async)
+    self->freezing = FALSE;
+  manifest = g_task_propagate_pointer (G_TASK (res), error);
   if (manifest == NULL)
     return FALSE;
   self->manifest = manifest;
@@ -938,6 +951,10 @@ vd_image_delete (VdImage *self, GError **error)
   if (vd_image_is_in_use (self)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
                  "The image “%s” is used by %u session(s)", self->name, self->users->len);
+    return FALSE;
+  }
+  if (self->freezing) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "The image “%s” is being frozen", self->name);
     return FALSE;
   }
   dir = g_dir_open (self->dir, 0, error);
