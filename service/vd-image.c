@@ -213,8 +213,12 @@ vd_image_load (const gchar *dir, GError **error)
 gboolean
 vd_image_export (VdImage *self, GDBusConnection *connection, GError **error)
 {
-  return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self->skeleton), connection,
-                                           self->object_path, error);
+  if (!g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self->skeleton), connection,
+                                         self->object_path, error)) {
+    vivarium_error_convert (error);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 void

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <glib/gstdio.h>
 
 #include "vivarium-error.h"
@@ -111,6 +112,40 @@ test_load_damaged (gconstpointer data)
   g_rmdir (dir);
 }
 
+/* The roll-back trusts only a journal that names files a freeze seals:
+ * one naming a path outside the image changes nothing. */
+static void
+test_load_foreign_journal (void)
+{
+  g_autofree gchar *dir = make_dir ();
+  g_autofree gchar *victim = g_strconcat (dir, "-victim", NULL);
+  g_autofree gchar *pending = g_build_filename (dir, "manifest.json.pending", NULL);
+  g_autofree gchar *journal = NULL;
+  g_autofree gchar *base = g_path_get_basename (victim);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdImage) image = NULL;
+  GStatBuf st;
+
+  g_assert_true (g_file_set_contents (victim, "x", -1, NULL));
+  g_assert_cmpint (g_chmod (victim, 0600), ==, 0);
+  journal = g_strdup_printf ("{\"before\": [{\"name\": \"../%s\", \"mode\": 511, \"uid\": %u, \"gid\": %u,"
+                             " \"immutable\": false}],"
+                             " \"dir-before\": {\"name\": \".\", \"mode\": 493, \"uid\": %u, \"gid\": %u,"
+                             " \"immutable\": false}}",
+                             base, getuid (), getgid (), getuid (), getgid ());
+  write_file (dir, "manifest.json.pending", journal);
+  image = vd_image_load (dir, &error);
+  g_assert_null (image);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "never seals"));
+  g_assert_cmpint (g_stat (victim, &st), ==, 0);
+  g_assert_cmpint (st.st_mode & 07777, ==, 0600);
+
+  g_unlink (pending);
+  g_unlink (victim);
+  g_rmdir (dir);
+}
+
 static void
 test_build_epilogue (void)
 {
@@ -179,6 +214,7 @@ main (int argc, char **argv)
   g_test_add_func ("/images/write-durably", test_write_durably);
   g_test_add_data_func ("/images/load/damaged-manifest", "manifest.json", test_load_damaged);
   g_test_add_data_func ("/images/load/damaged-pending-manifest", "manifest.json.pending", test_load_damaged);
+  g_test_add_func ("/images/load/foreign-journal", test_load_foreign_journal);
   g_test_add_func ("/images/build/epilogue", test_build_epilogue);
   g_test_add_func ("/images/build/failure", test_build_failure);
   return g_test_run ();
