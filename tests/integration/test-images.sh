@@ -8,7 +8,7 @@
 #   run-in-private-bus.sh BUILDDIR -- tests/integration/test-images.sh
 
 # shellcheck disable=SC2317  # functions called from at_exit and retry helpers
-# shellcheck source=../system/lib.sh
+# shellcheck source=SCRIPTDIR/../system/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/../system/lib.sh"
 
 readonly BUS=org.vivarium.Vivarium1
@@ -19,8 +19,9 @@ readonly IMAGE=full
 readonly CRASHED=crashed
 
 [ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -n "${VIVARIUM_STATE_DIR:-}" ] && [ -n "${VIVARIUM_TEST_RUN_DIR:-}" ] ||
+if [ -z "${VIVARIUM_STATE_DIR:-}" ] || [ -z "${VIVARIUM_TEST_RUN_DIR:-}" ]; then
   bail_out "run me through tests/integration/run-in-private-bus.sh"
+fi
 for tool in gdbus qemu-img mkfs.ext4 losetup mount umount chattr lsattr dd; do
   command -v "$tool" >/dev/null || bail_out "$tool is not installed"
 done
@@ -88,7 +89,7 @@ done
 printf '{"manifest":{},"before":[%s],"dir-before":{"name":".","mode":493,"uid":0,"gid":0,"immutable":false}}\n' \
   "$journal_before" >"$images/$CRASHED/manifest.json.pending"
 for f in "${files[@]}"; do
-  chmod 0444 "$images/$CRASHED/$f" && chattr +i "$images/$CRASHED/$f" || bail_out "cannot seal $f"
+  { chmod 0444 "$images/$CRASHED/$f" && chattr +i "$images/$CRASHED/$f"; } || bail_out "cannot seal $f"
 done
 unseal () { [ ! -e "$1" ] || chattr -R -i "$1"; }
 at_exit unseal "$images/$CRASHED"

@@ -39,6 +39,7 @@ rc=$?
 diag "vivariumctl said: $(tail -n 3 <<<"$out")"
 assert_ne 0 "$rc" "a build whose output does not fit fails"
 assert_contains "$out" "No space left on device" "the error gives the cause, not only the log"
+# shellcheck disable=SC1111  # the quotation mark is what the message uses
 assert_contains "$out" "The builder's last words: “" "... quoted and labelled as the builder's words"
 assert_not_contains "$out" "build failed (status" "... and not the builder's closing line"
 assert_eq "no" "$([ -e "$STATE/images/$NAME" ] && echo yes || echo no)" "a failed build leaves no image"
