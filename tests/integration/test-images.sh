@@ -17,6 +17,7 @@ readonly IFACE=org.vivarium.Vivarium1
 readonly ERR=org.vivarium.Vivarium1.Error
 readonly IMAGE=full
 readonly CRASHED=crashed
+readonly COMMITTED=committed
 
 [ "$(id -u)" = 0 ] || bail_out "must run as root"
 if [ -z "${VIVARIUM_STATE_DIR:-}" ] || [ -z "${VIVARIUM_TEST_RUN_DIR:-}" ]; then
@@ -94,6 +95,28 @@ done
 unseal () { [ ! -e "$1" ] || chattr -R -i "$1"; }
 at_exit unseal "$images/$CRASHED"
 
+# What it leaves when it dies after the commit: the files sealed and
+# manifest.json in place, but the manifest, the directory and the pending
+# file not yet dealt with. The digest is the daemon's: sha256 over
+# "<name> <sha256> <size>" lines of the boot files, in name order.
+make_image "$images/$COMMITTED" || bail_out "cannot make the third test image"
+lines='' entries=''
+for f in cmdline disk.qcow2 vmlinuz; do
+  sum=$(sha256sum "$images/$COMMITTED/$f" | cut -d' ' -f1)
+  size=$(stat -c %s "$images/$COMMITTED/$f")
+  lines+="$f $sum $size"$'\n'
+  entries+="${entries:+,}{\"name\":\"$f\",\"size\":$size,\"sha256\":\"$sum\"}"
+done
+digest=sha256:$(printf '%s' "$lines" | sha256sum | cut -d' ' -f1)
+printf '{"schema":1,"name":"%s","digest":"%s","frozen-at":1,"immutable":true,"files":[%s]}\n' \
+  "$COMMITTED" "$digest" "$entries" >"$images/$COMMITTED/manifest.json"
+printf '{"manifest":{},"before":[],"dir-before":{"name":".","mode":493,"uid":0,"gid":0,"immutable":false}}\n' \
+  >"$images/$COMMITTED/manifest.json.pending"
+for f in "${files[@]}"; do
+  { chmod 0444 "$images/$COMMITTED/$f" && chattr +i "$images/$COMMITTED/$f"; } || bail_out "cannot seal $f"
+done
+at_exit unseal "$images/$COMMITTED"
+
 # --- 2. a full disk: NoSpace, and nothing changed --------------------------------
 
 # One big file, then one-block files up to the last block, so that single
@@ -168,8 +191,18 @@ assert_eq "no" "$([ -e "$images/$CRASHED/manifest.json.pending" ] && echo yes ||
   "... and its pending manifest is gone"
 assert_success "... and it can be frozen" -- call "$OBJ/images/$CRASHED" Image.Freeze
 
+# --- 1, checked: the freeze interrupted after its commit was finished --------------
+
+assert_eq true "$(frozen "$COMMITTED")" "the image whose freeze was interrupted after the commit is frozen"
+assert_eq "$(printf 'manifest.json 444 0:0 i\ncommitted 555 0:0 ')" \
+  "$(file_states "$images/$COMMITTED/manifest.json" "$images/$COMMITTED")" "... its manifest and directory are sealed"
+assert_eq "no" "$([ -e "$images/$COMMITTED/manifest.json.pending" ] && echo yes || echo no)" \
+  "... and its pending manifest is gone"
+assert_eq "(true,)" "$(call "$OBJ/images/$COMMITTED" Image.Verify 2>&1)" "... and it verifies"
+
 # Deleting lifts the immutable flags, so that nothing sticks to the filesystem.
 assert_success "a frozen image can be deleted" -- call "$OBJ/images/$IMAGE" Image.Delete
-assert_success "the other one too" -- call "$OBJ/images/$CRASHED" Image.Delete
+assert_success "the other ones too" -- call "$OBJ/images/$CRASHED" Image.Delete
+assert_success "... all of them" -- call "$OBJ/images/$COMMITTED" Image.Delete
 
 done_testing
