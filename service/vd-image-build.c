@@ -169,7 +169,6 @@ vd_image_build_is_epilogue (const gchar *line)
   return text != NULL && g_str_has_prefix (text, "build failed (status ");
 }
 
-
 /* The error a failed build returns. @builder_line, already escaped and
  * capped, is the builder's last meaningful line when the builder itself
  * failed (NULL otherwise): quoted and labelled as the builder's words,
@@ -338,6 +337,17 @@ publish_image (VdImageBuild *self, gchar **final_dir, GError **error)
   return TRUE;
 }
 
+/* What the builder said that names the cause, when the builder is what
+ * failed. In a pipeline the tool that ran out of space speaks first and the
+ * others follow ("Broken pipe"): its line wins over the last one. */
+static const gchar *
+builder_words (VdImageBuild *self)
+{
+  if (!self->builder_failed)
+    return NULL;
+  return self->no_space_line != NULL ? self->no_space_line : self->last_line;
+}
+
 static void
 finish (VdImageBuild *self)
 {
@@ -362,12 +372,7 @@ finish (VdImageBuild *self)
   cleanup_staging (self);
   if (error != NULL) {
     vd_log_image (G_LOG_LEVEL_WARNING, self->name, "build of %s from %s failed: %s", self->name, self->recipe, error->message);
-    /* In a pipeline the tool that ran out of space speaks first and the
-     * others follow ("Broken pipe"): its line names the cause. */
-    g_task_return_error (gtask, vd_image_build_failure (self->name, self->recipe,
-                                                        !self->builder_failed ? NULL :
-                                                        self->no_space_line != NULL ? self->no_space_line :
-                                                        self->last_line, error));
+    g_task_return_error (gtask, vd_image_build_failure (self->name, self->recipe, builder_words (self), error));
     return;
   }
   vd_log_image (G_LOG_LEVEL_INFO, self->name, "built image %s from %s", self->name, self->recipe);
