@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -14,12 +16,30 @@
 #include "vivarium-error.h"
 #include "vd-fs.h"
 
+/* A failed system call as a Vivarium error: a full disk (or quota) is
+ * NoSpace, so that a caller can tell "free some space" from a fault. The
+ * message is FORMAT followed by ": " and the system's reason. */
+gboolean
+vd_fs_set_error_errno (GError **error, int errsv, const gchar *format, ...)
+{
+  g_autofree gchar *what = NULL;
+  va_list args;
+
+  va_start (args, format);
+  what = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errsv), "%s: %s", what, g_strerror (errsv));
+  vivarium_error_convert (error);
+  /* GLib has no GIOErrorEnum for EDQUOT; for the caller it is the same. */
+  if (errsv == EDQUOT && error != NULL && *error != NULL)
+    (*error)->code = VIVARIUM_ERROR_NO_SPACE;
+  return FALSE;
+}
+
 static gboolean
 fail_errno (GError **error, const gchar *what, const gchar *path)
 {
-  int saved = errno;
-  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot %s %s: %s", what, path, g_strerror (saved));
-  return FALSE;
+  return vd_fs_set_error_errno (error, errno, "Cannot %s %s", what, path);
 }
 
 /* Never follows symlinks: a session directory may hold links planted by
@@ -38,8 +58,10 @@ vd_fs_rm_rf (const gchar *path, GError **error)
   if (chmod (path, 0700) != 0)
     g_debug ("chmod %s: %s", path, g_strerror (errno));
   dir = g_dir_open (path, 0, error);
-  if (dir == NULL)
+  if (dir == NULL) {
+    vivarium_error_convert (error);
     return FALSE;
+  }
   while ((name = g_dir_read_name (dir)) != NULL) {
     g_autofree gchar *child = g_build_filename (path, name, NULL);
     if (!vd_fs_rm_rf (child, error))
@@ -71,4 +93,74 @@ vd_fs_list_dir (const gchar *path)
   while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
     g_strv_builder_add (builder, name);
   return g_strv_builder_end (builder);
+}
+
+/* Whether a tool's message is the system's own words for ENOSPC or EDQUOT
+ * in the C locale (the builder and the tools we run use it). Nothing
+ * vaguer: a guess would send people to free space that was never short. */
+gboolean
+vd_fs_says_no_space (const gchar *text)
+{
+  return strstr (text, "No space left on device") != NULL || strstr (text, "Disk quota exceeded") != NULL;
+}
+
+gboolean
+vd_fs_fsync_dir (const gchar *dir, GError **error)
+{
+  int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int saved;
+
+  if (fd < 0)
+    return fail_errno (error, "open", dir);
+  if (fsync (fd) != 0) {
+    saved = errno;
+    close (fd);
+    return vd_fs_set_error_errno (error, saved, "Cannot flush %s to disk", dir);
+  }
+  close (fd);
+  return TRUE;
+}
+
+static gboolean
+write_all (int fd, const gchar *text, gsize len)
+{
+  while (len > 0) {
+    gssize n = write (fd, text, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n == 0)
+      errno = EIO;
+    if (n <= 0)
+      return FALSE;
+    text += n;
+    len -= (gsize) n;
+  }
+  return TRUE;
+}
+
+/* PATH.tmp, written and flushed, then renamed over PATH and the directory
+ * flushed: after a crash PATH is the old file or the new one, whole. A
+ * failure leaves no temporary file behind and says which file it was. */
+gboolean
+vd_fs_write_durably (const gchar *path, const gchar *text, guint mode, GError **error)
+{
+  g_autofree gchar *tmp = g_strconcat (path, ".tmp", NULL);
+  g_autofree gchar *dir = g_path_get_dirname (path);
+  int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+  int saved = 0;
+
+  if (fd < 0)
+    return fail_errno (error, "create", tmp);
+  if (fchmod (fd, mode) != 0 || !write_all (fd, text, strlen (text)) || fsync (fd) != 0)
+    saved = errno;
+  /* close() is where some filesystems report a failed write. */
+  if (close (fd) != 0 && saved == 0)
+    saved = errno;
+  if (saved == 0 && rename (tmp, path) != 0)
+    saved = errno;
+  if (saved != 0) {
+    g_unlink (tmp);
+    return vd_fs_set_error_errno (error, saved, "Cannot write %s", path);
+  }
+  return vd_fs_fsync_dir (dir, error);
 }

@@ -13,5 +13,16 @@ gboolean vd_fs_mkdir          (const gchar *path,
                                gid_t        gid,
                                GError     **error);
 GStrv    vd_fs_list_dir       (const gchar *path);
+gboolean vd_fs_set_error_errno (GError     **error,
+                               int          errsv,
+                               const gchar *format,
+                               ...) G_GNUC_PRINTF (3, 4);
+gboolean vd_fs_says_no_space  (const gchar *text);
+gboolean vd_fs_fsync_dir      (const gchar *dir,
+                               GError     **error);
+gboolean vd_fs_write_durably  (const gchar *path,
+                               const gchar *text,
+                               guint        mode,
+                               GError     **error);
 
 G_END_DECLS

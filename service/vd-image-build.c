@@ -38,13 +38,19 @@ struct _VdImageBuild {
   gint          fifo_keepalive;
   gulong        cancel_id;
   gchar        *last_line;     /* the builder's last words, for the error */
+  gchar        *no_space_line; /* its first "no space" line in this step */
   GError       *job_error;     /* set when the unit finished badly */
   gboolean      job_done;
+  gboolean      builder_failed;
   gboolean      log_done;
   guint         log_wait_id;
 };
 
 G_DEFINE_TYPE (VdImageBuild, vd_image_build, G_TYPE_OBJECT)
+
+/* Bytes of the builder's own words that go into an error message. */
+#define BUILDER_LINE_CAP 300
+#define BUILDER_PREFIX   "vivarium-image-builder: "
 
 static void
 vd_image_build_finalize (GObject *object)
@@ -64,6 +70,7 @@ vd_image_build_finalize (GObject *object)
   g_free (self->staging);
   g_free (self->outdir);
   g_free (self->last_line);
+  g_free (self->no_space_line);
   g_clear_error (&self->job_error);
   g_clear_handle_id (&self->log_wait_id, g_source_remove);
   G_OBJECT_CLASS (vd_image_build_parent_class)->finalize (object);
@@ -126,6 +133,63 @@ vd_image_build_get_name (VdImageBuild *self)
   return self->name;
 }
 
+/* The builder's own narration, "[  12s] text" (its log()), or NULL. */
+static const gchar *
+narration (const gchar *line)
+{
+  const gchar *end;
+
+  if (line[0] != '[' || (end = strstr (line, "s] ")) == NULL)
+    return NULL;
+  for (const gchar *p = line + 1; p < end; p++) {
+    if (*p != ' ' && !g_ascii_isdigit (*p))
+      return NULL;
+  }
+  return end + 3;
+}
+
+/* A line of the builder's narration starts a step; what a tool says
+ * after it belongs to that step. */
+gboolean
+vd_image_build_is_step (const gchar *line)
+{
+  return narration (line) != NULL;
+}
+
+/* The builder's closing words ("build failed (status 1); removed …") and
+ * its clean-up warnings say nothing about the cause: the line before them
+ * does. */
+gboolean
+vd_image_build_is_epilogue (const gchar *line)
+{
+  const gchar *text = narration (line);
+
+  if (g_str_has_prefix (line, BUILDER_PREFIX "warning: "))
+    return TRUE;
+  return text != NULL && g_str_has_prefix (text, "build failed (status ");
+}
+
+/* The error a failed build returns. @builder_line, already escaped and
+ * capped, is the builder's last meaningful line when the builder itself
+ * failed (NULL otherwise): quoted and labelled as the builder's words,
+ * since they are output of a program, not the daemon's findings. */
+GError *
+vd_image_build_failure (const gchar *name, const gchar *recipe, const gchar *builder_line, const GError *cause)
+{
+  g_autoptr(GError) e = g_error_copy (cause);
+
+  vivarium_error_convert (&e);
+  if (e->code == VIVARIUM_ERROR_CANCELLED)
+    return g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
+                        "Building “%s” from the recipe “%s” was cancelled", name, recipe);
+  if (builder_line == NULL)
+    return g_error_new (VIVARIUM_ERROR, e->code, "Building “%s” from the recipe “%s” failed: %s",
+                        name, recipe, e->message);
+  return g_error_new (VIVARIUM_ERROR, vd_fs_says_no_space (builder_line) ? VIVARIUM_ERROR_NO_SPACE : VIVARIUM_ERROR_FAILED,
+                      "Building “%s” from the recipe “%s” failed. The builder's last words: “%s”",
+                      name, recipe, builder_line);
+}
+
 static void maybe_finish (VdImageBuild *self);
 
 static void
@@ -140,9 +204,13 @@ read_log_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     maybe_finish (self);
     return;
   }
-  if (line[0] != '\0') {
+  if (line[0] != '\0' && !vd_image_build_is_epilogue (line)) {
+    if (vd_image_build_is_step (line))
+      g_clear_pointer (&self->no_space_line, g_free);
+    if (self->no_space_line == NULL && vd_fs_says_no_space (line))
+      self->no_space_line = vivarium_escape_untrusted (line, strlen (line), BUILDER_LINE_CAP, NULL);
     g_free (self->last_line);
-    self->last_line = vivarium_escape_untrusted (line, strlen (line), 300, NULL);
+    self->last_line = vivarium_escape_untrusted (line, strlen (line), BUILDER_LINE_CAP, NULL);
   }
   vd_task_append_log (self->task, line);
   if (self->log_file != NULL)
@@ -187,15 +255,12 @@ open_progress_fifo (VdImageBuild *self, gchar **path_out, GError **error)
   g_autofree gchar *path = g_build_filename (self->staging, "progress", NULL);
   gint rfd;
 
-  if (mkfifo (path, 0600) != 0) {
-    int saved = errno;
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot create %s: %s", path, g_strerror (saved));
-    return FALSE;
-  }
+  if (mkfifo (path, 0600) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot create %s", path);
   rfd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   self->fifo_keepalive = open (path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (rfd < 0 || self->fifo_keepalive < 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot open %s", path);
+    vd_fs_set_error_errno (error, errno, "Cannot open %s", path);
     if (rfd >= 0)
       close (rfd);
     return FALSE;
@@ -215,6 +280,7 @@ unit_properties (VdImageBuild *self, const gchar *fifo)
     "/bin/sh", "-c", "exec \"$0\" --recipe \"$1\" --output \"$2\" --progress-fd 3 3>\"$3\"",
     builder, recipe, self->outdir, fifo, NULL
   };
+  const gchar *environment[] = { "LC_ALL=C.UTF-8", NULL };
   GVariantBuilder b;
 
   g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
@@ -223,6 +289,9 @@ unit_properties (VdImageBuild *self, const gchar *fifo)
   g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
   g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
   g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 (G_GUINT64_CONSTANT (7200) * G_USEC_PER_SEC));
+  /* The builder's messages, the tools' included, in one known language:
+   * the log is read by people, and "No space left on device" by us. */
+  g_variant_builder_add (&b, "(sv)", "Environment", g_variant_new_strv (environment, -1));
   g_variant_builder_add (&b, "(sv)", "StandardOutputFileDescriptor", g_variant_new_handle (0));
   g_variant_builder_add (&b, "(sv)", "StandardErrorFileDescriptor", g_variant_new_handle (0));
   g_variant_builder_add (&b, "(sv)", "ExecStart",
@@ -252,12 +321,12 @@ publish_image (VdImageBuild *self, gchar **final_dir, GError **error)
     return FALSE;
   }
   g_clear_pointer (&self->log_file, fclose);
-  if (g_rename (log_src, log_dst) != 0 || !vd_image_write_metadata (self->outdir, self->recipe, error) ||
-      chmod (self->outdir, 0755) != 0) {
-    if (error != NULL && *error == NULL)
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot finish the image: %s", g_strerror (errno));
+  if (g_rename (log_src, log_dst) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot move the build log to %s", log_dst);
+  if (!vd_image_write_metadata (self->outdir, self->recipe, error))
     return FALSE;
-  }
+  if (chmod (self->outdir, 0755) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot set the mode of %s", self->outdir);
   /* renameat2(RENAME_NOREPLACE) semantics by hand: rename() would replace an
    * empty directory, and an image of the same name may have appeared. */
   if (g_file_test (target, G_FILE_TEST_EXISTS) || g_rename (self->outdir, target) != 0) {
@@ -266,6 +335,17 @@ publish_image (VdImageBuild *self, gchar **final_dir, GError **error)
   }
   *final_dir = g_steal_pointer (&target);
   return TRUE;
+}
+
+/* What the builder said that names the cause, when the builder is what
+ * failed. In a pipeline the tool that ran out of space speaks first and the
+ * others follow ("Broken pipe"): its line wins over the last one. */
+static const gchar *
+builder_words (VdImageBuild *self)
+{
+  if (!self->builder_failed)
+    return NULL;
+  return self->no_space_line != NULL ? self->no_space_line : self->last_line;
 }
 
 static void
@@ -281,17 +361,18 @@ finish (VdImageBuild *self)
     close (self->fifo_keepalive);
     self->fifo_keepalive = -1;
   }
-  if (error == NULL && g_cancellable_set_error_if_cancelled (vd_task_get_cancellable (self->task), &error) == FALSE)
+  /* A cancelled build's unit was stopped, so it "failed" too: what the
+   * caller asked for decides how it is reported. */
+  if (g_cancellable_is_cancelled (vd_task_get_cancellable (self->task))) {
+    g_clear_error (&error);
+    g_cancellable_set_error_if_cancelled (vd_task_get_cancellable (self->task), &error);
+  } else if (error == NULL) {
     publish_image (self, &final_dir, &error);
+  }
   cleanup_staging (self);
   if (error != NULL) {
-    gboolean cancelled = g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
     vd_log_image (G_LOG_LEVEL_WARNING, self->name, "build of %s from %s failed: %s", self->name, self->recipe, error->message);
-    /* The builder's last line is what a person needs; the unit's result
-     * ("failed") says little. */
-    g_task_return_new_error (gtask, VIVARIUM_ERROR, cancelled ? VIVARIUM_ERROR_CANCELLED : VIVARIUM_ERROR_FAILED,
-                             "Building “%s” from the recipe “%s” failed: %s", self->name, self->recipe,
-                             cancelled ? "cancelled" : self->last_line != NULL ? self->last_line : error->message);
+    g_task_return_error (gtask, vd_image_build_failure (self->name, self->recipe, builder_words (self), error));
     return;
   }
   vd_log_image (G_LOG_LEVEL_INFO, self->name, "built image %s from %s", self->name, self->recipe);
@@ -331,7 +412,9 @@ build_unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 
   g_cancellable_disconnect (vd_task_get_cancellable (self->task), self->cancel_id);
   self->cancel_id = 0;
-  vd_systemd_start_transient_finish (self->systemd, res, &self->job_error);
+  /* Only this failure is the builder's own; the ones before and after it
+   * (staging, publishing) are the daemon's and say so themselves. */
+  self->builder_failed = !vd_systemd_start_transient_finish (self->systemd, res, &self->job_error);
   self->job_done = TRUE;
   maybe_finish (self);
 }
@@ -357,15 +440,12 @@ prepare (VdImageBuild *self, GUnixFDList **fds_out, gchar **fifo, GError **error
   if (!vd_fs_mkdir (parent, 0700, 0, 0, error) || !vd_fs_mkdir (self->staging, 0700, 0, 0, error))
     return FALSE;
   self->log_file = fopen (log_path, "we");
-  if (self->log_file == NULL || !open_progress_fifo (self, fifo, error)) {
-    if (error != NULL && *error == NULL)
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot create the build log");
+  if (self->log_file == NULL)
+    return vd_fs_set_error_errno (error, errno, "Cannot create the build log %s", log_path);
+  if (!open_progress_fifo (self, fifo, error))
     return FALSE;
-  }
-  if (pipe2 (pipefd, O_CLOEXEC) != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "pipe: %s", g_strerror (errno));
-    return FALSE;
-  }
+  if (pipe2 (pipefd, O_CLOEXEC) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot make a pipe for the builder's output");
   if (g_unix_fd_list_append (fds, pipefd[1], error) < 0) {
     close (pipefd[0]);
     close (pipefd[1]);
@@ -387,7 +467,8 @@ vd_image_build_run_async (VdImageBuild *self, GAsyncReadyCallback callback, gpoi
   self->gtask = g_task_new (self, NULL, callback, user_data);
   if (!prepare (self, &fds, &fifo, &error)) {
     cleanup_staging (self);
-    g_task_return_error (g_steal_pointer (&self->gtask), g_steal_pointer (&error));
+    g_task_return_error (g_steal_pointer (&self->gtask),
+                         vd_image_build_failure (self->name, self->recipe, NULL, error));
     return;
   }
   vd_task_progress (self->task, 1, "Starting the builder");

@@ -15,6 +15,7 @@
 #include <json-glib/json-glib.h>
 
 #include "vivarium-error.h"
+#include "vivarium-names.h"
 #include "vd-fs.h"
 #include "vd-image.h"
 #include "vd-image-import.h"
@@ -86,17 +87,44 @@ copy_fd_to (gint fd, const gchar *path, GError **error)
   g_autoptr(GFile) file = g_file_new_for_path (path);
   g_autoptr(GFileOutputStream) out = g_file_create (file, G_FILE_CREATE_PRIVATE, NULL, error);
 
-  if (out == NULL)
+  /* A full disk is the likely failure here, and NoSpace says so. */
+  if (out == NULL ||
+      g_output_stream_splice (G_OUTPUT_STREAM (out), in, G_OUTPUT_STREAM_SPLICE_CLOSE_TARGET, NULL, error) < 0) {
+    g_prefix_error (error, "Cannot copy the disk to %s: ", path);
+    vivarium_error_convert (error);
     return FALSE;
-  return g_output_stream_splice (G_OUTPUT_STREAM (out), in,
-                                 G_OUTPUT_STREAM_SPLICE_CLOSE_TARGET, NULL, error) >= 0;
+  }
+  return TRUE;
+}
+
+/* A tool that ran out of space says so on its last line (qemu-img: "error
+ * while writing …: No space left on device"): NoSpace, in its own words,
+ * escaped. Anything else is what it always was: the disk was not usable. */
+static gboolean
+tool_failed (GError **error, const gchar *what, GBytes *err)
+{
+  gsize len = 0;
+  const gchar *data = err != NULL ? g_bytes_get_data (err, &len) : NULL;
+  g_autofree gchar *text = g_strstrip (g_strndup (data != NULL ? data : "", len));
+  const gchar *last = strrchr (text, '\n') != NULL ? strrchr (text, '\n') + 1 : text;
+  g_autofree gchar *said = vivarium_escape_untrusted (last, strlen (last), 300, NULL);
+
+  if (vd_fs_says_no_space (last)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NO_SPACE, "%s failed; the tool said: “%s”", what, said);
+    return FALSE;
+  }
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "%s failed", what);
+  return FALSE;
 }
 
 static gboolean
 run_tool (GError **error, const gchar *what, const gchar *first, ...)
 {
   g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE |
+                                                                      G_SUBPROCESS_FLAGS_STDERR_PIPE);
   g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GBytes) err = NULL;
   va_list args;
 
   va_start (args, first);
@@ -104,14 +132,17 @@ run_tool (GError **error, const gchar *what, const gchar *first, ...)
     g_ptr_array_add (argv, (gpointer) a);
   va_end (args);
   g_ptr_array_add (argv, NULL);
-  proc = g_subprocess_newv ((const gchar * const *) argv->pdata, G_SUBPROCESS_FLAGS_STDOUT_SILENCE |
-                            G_SUBPROCESS_FLAGS_STDERR_SILENCE, error);
-  if (proc == NULL || !g_subprocess_wait_check (proc, NULL, error)) {
-    g_clear_error (error);
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "%s failed", what);
+  /* The C locale, so that a full disk reads as the words we look for. */
+  g_subprocess_launcher_setenv (launcher, "LC_ALL", "C.UTF-8", TRUE);
+  proc = g_subprocess_launcher_spawnv (launcher, (const gchar * const *) argv->pdata, error);
+  if (proc == NULL || !g_subprocess_communicate (proc, NULL, NULL, NULL, &err, error)) {
+    g_prefix_error (error, "%s failed: ", what);
+    vivarium_error_convert (error);
     return FALSE;
   }
-  return TRUE;
+  if (g_subprocess_get_successful (proc))
+    return TRUE;
+  return tool_failed (error, what, err);
 }
 
 /* Only self-contained qcow2 or raw disks: other formats (and qcow2 with a
@@ -156,8 +187,7 @@ import_into_staging (VdImageImport *self, GError **error)
       return FALSE;
     g_unlink (incoming);
   } else if (g_rename (incoming, disk) != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot move the imported disk: %s", g_strerror (errno));
-    return FALSE;
+    return vd_fs_set_error_errno (error, errno, "Cannot move the imported disk to %s", disk);
   }
   return vd_image_write_metadata (self->staging, "import", error);
 }
@@ -175,6 +205,7 @@ import_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c
     if (error == NULL)
       error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "An image named “%s” appeared meanwhile", self->name);
     vd_fs_rm_rf (self->staging, NULL);
+    vivarium_error_convert (&error);
     g_task_return_error (task, error);
     return;
   }
@@ -207,8 +238,10 @@ vd_image_import_take_fd (GDBusMethodInvocation *invocation, GVariant *handle, GE
     return -1;
   }
   fd = g_unix_fd_list_get (fds, g_variant_get_handle (handle), error);
-  if (fd < 0)
+  if (fd < 0) {
+    vivarium_error_convert (error);
     return -1;
+  }
   if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
     close (fd);
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The descriptor is not a readable regular file");

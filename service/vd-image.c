@@ -15,6 +15,7 @@
 #include "vivarium-dbus-generated.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vd-fs.h"
 #include "vd-image.h"
 #include "vd-log.h"
 
@@ -34,6 +35,7 @@ struct _VdImage {
   JsonObject         *manifest;   /* NULL until frozen */
   VivariumDBusImage  *skeleton;
   GPtrArray          *users;      /* session object paths */
+  gboolean            freezing;   /* a freeze thread owns the files */
 };
 
 G_DEFINE_TYPE (VdImage, vd_image, G_TYPE_OBJECT)
@@ -72,8 +74,11 @@ read_json_object (const gchar *path, GError **error)
   g_autoptr(JsonParser) parser = json_parser_new ();
   JsonNode *root;
 
-  if (!json_parser_load_from_file (parser, path, error))
+  if (!json_parser_load_from_file (parser, path, error)) {
+    g_prefix_error (error, "Cannot read %s: ", path);
+    vivarium_error_convert (error);
     return NULL;
+  }
   root = json_parser_get_root (parser);
   if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "%s is not a JSON object", path);
@@ -82,15 +87,16 @@ read_json_object (const gchar *path, GError **error)
   return json_object_ref (json_node_get_object (root));
 }
 
+static gchar   *json_text      (JsonObject *object);
+static gboolean recover_freeze (const gchar *dir, const gchar *name, GError **error);
+
 /* Atomic: a crash leaves the old file or the new one, never half of one. */
 static gboolean
 write_json_object (const gchar *path, JsonObject *object, GError **error)
 {
-  g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), object);
-  g_autofree gchar *text = json_to_string (node, TRUE);
+  g_autofree gchar *text = json_text (object);
 
-  return g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                   0644, error);
+  return vd_fs_write_durably (path, text, 0644, error);
 }
 
 gboolean
@@ -117,15 +123,21 @@ vd_image_query_disk (const gchar *disk, GError **error)
   /* -U: a session may hold the image open; we only read its header. */
   proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, error,
                            "qemu-img", "info", "-U", "--output=json", disk, NULL);
-  if (proc == NULL || !g_subprocess_communicate (proc, NULL, NULL, &out, NULL, error))
+  if (proc == NULL || !g_subprocess_communicate (proc, NULL, NULL, &out, NULL, error)) {
+    g_prefix_error (error, "Cannot run qemu-img info on %s: ", disk);
+    vivarium_error_convert (error);
     return NULL;
+  }
   if (!g_subprocess_get_successful (proc)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                  "qemu-img does not recognise %s as a disk image", disk);
     return NULL;
   }
-  if (!json_parser_load_from_data (parser, g_bytes_get_data (out, NULL), g_bytes_get_size (out), error))
+  if (!json_parser_load_from_data (parser, g_bytes_get_data (out, NULL), g_bytes_get_size (out), error)) {
+    g_prefix_error (error, "qemu-img info gave no JSON for %s: ", disk);
+    vivarium_error_convert (error);
     return NULL;
+  }
   root = json_parser_get_root (parser);
   if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "qemu-img info gave no object");
@@ -183,6 +195,8 @@ vd_image_load (const gchar *dir, GError **error)
   if (!vivarium_name_validate ("image", self->name, error))
     return NULL;
   self->object_path = vivarium_object_path_for (VIVARIUM_DBUS_PATH_IMAGES, self->name);
+  if (!recover_freeze (dir, self->name, error))
+    return NULL;
   if (g_file_test (manifest, G_FILE_TEST_EXISTS)) {
     self->manifest = read_json_object (manifest, error);
     if (self->manifest == NULL)
@@ -199,8 +213,12 @@ vd_image_load (const gchar *dir, GError **error)
 gboolean
 vd_image_export (VdImage *self, GDBusConnection *connection, GError **error)
 {
-  return g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self->skeleton), connection,
-                                           self->object_path, error);
+  if (!g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self->skeleton), connection,
+                                         self->object_path, error)) {
+    vivarium_error_convert (error);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 void
@@ -280,12 +298,17 @@ hash_file (const gchar *path, GCancellable *cancellable, GError **error)
   g_autofree guchar *buf = g_malloc (HASH_CHUNK);
   gssize n;
 
-  if (in == NULL)
+  if (in == NULL) {
+    vivarium_error_convert (error);
     return NULL;
+  }
   while ((n = g_input_stream_read (G_INPUT_STREAM (in), buf, HASH_CHUNK, cancellable, error)) > 0)
     g_checksum_update (sum, buf, (gsize) n);
-  if (n < 0)
+  if (n < 0) {
+    g_prefix_error (error, "Cannot read %s: ", path);
+    vivarium_error_convert (error);
     return NULL;
+  }
   return g_strdup (g_checksum_get_string (sum));
 }
 
@@ -349,48 +372,185 @@ describe_boot_files (const gchar *dir, gboolean with_hash, gchar **digest, GCanc
 
 /* --- freezing -------------------------------------------------------- */
 
-static gboolean
-set_immutable (const gchar *path, gboolean on, GError **error)
+/* A freeze is all-or-nothing, and the presence of manifest.json is what
+ * "frozen" means. Before anything changes, the manifest, with what each
+ * file was like before (mode, owner, immutable flag), is written durably
+ * as manifest.json.pending: a full disk fails there, with nothing changed.
+ * Then the files are sealed, manifest.json is renamed into place (the
+ * commit point), the manifest and the directory are sealed, and the
+ * pending file goes last. A failure undoes what was done; a crash is
+ * settled by vd_image_load: a pending file without manifest.json is rolled
+ * back, a pending file next to manifest.json is rolled forward. */
+
+#define PENDING       MANIFEST ".pending"
+#define SEALED_MODE   0444
+#define SEALED_DIR    0555
+
+/* Besides the boot files, these are sealed too: they say where the image
+ * came from. */
+static const gchar *sealed_extra[] = { METADATA, BUILD_LOG, NULL };
+
+static gchar *
+json_text (JsonObject *object)
 {
-  int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), object);
+  return json_to_string (node, TRUE);
+}
+
+/* By descriptor, never following a link planted in the directory. */
+static int
+open_node (const gchar *path, GError **error)
+{
+  int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+
+  if (fd < 0)
+    vd_fs_set_error_errno (error, errno, "Cannot open %s", path);
+  return fd;
+}
+
+/* Mode, owner and immutable flag, in the order the kernel allows: the flag
+ * must be off while the rest changes. Where the filesystem has no such
+ * flag (tmpfs, some overlays, NFS) that part is skipped, and *flag_set
+ * says whether the flag is now on. */
+static gboolean
+set_node_state (const gchar *path, guint mode, uid_t uid, gid_t gid, gboolean immutable,
+                gboolean *flag_set, GError **error)
+{
+  int fd = open_node (path, error);
   int flags = 0;
+  gboolean have_flags;
   int saved = 0;
 
-  if (fd < 0) {
-    saved = errno;
-  } else if (ioctl (fd, FS_IOC_GETFLAGS, &flags) < 0) {
-    saved = errno;
-  } else {
-    flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
-    if (ioctl (fd, FS_IOC_SETFLAGS, &flags) < 0)
+  if (fd < 0)
+    return FALSE;
+  have_flags = ioctl (fd, FS_IOC_GETFLAGS, &flags) == 0;
+  if (have_flags && (flags & FS_IMMUTABLE_FL) != 0) {
+    flags &= ~FS_IMMUTABLE_FL;
+    if (ioctl (fd, FS_IOC_SETFLAGS, &flags) != 0)
       saved = errno;
   }
-  if (fd >= 0)
-    close (fd);
-  if (saved != 0) {
-    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved),
-                 "cannot change the immutable flag of %s: %s", path, g_strerror (saved));
-    return FALSE;
+  if (saved == 0 && (fchown (fd, uid, gid) != 0 || fchmod (fd, mode) != 0))
+    saved = errno;
+  if (saved == 0 && immutable && have_flags) {
+    flags |= FS_IMMUTABLE_FL;
+    have_flags = ioctl (fd, FS_IOC_SETFLAGS, &flags) == 0;
   }
+  close (fd);
+  if (saved != 0)
+    return vd_fs_set_error_errno (error, saved, "Cannot change the mode, owner or flags of %s", path);
+  if (flag_set != NULL)
+    *flag_set = immutable && have_flags;
   return TRUE;
 }
 
-static gboolean
-lock_down_file (const gchar *path, gboolean *immutable, GError **error)
+static JsonObject *
+describe_state (const gchar *dir, const gchar *name, GError **error)
 {
-  g_autoptr(GError) local_error = NULL;
+  g_autofree gchar *path = g_build_filename (dir, name, NULL);
+  g_autoptr(JsonObject) entry = json_object_new ();
+  struct stat st;
+  int flags = 0;
+  int fd = open_node (path, error);
 
-  if (chown (path, 0, 0) != 0 || chmod (path, 0444) != 0) {
+  if (fd < 0)
+    return NULL;
+  if (fstat (fd, &st) != 0) {
     int saved = errno;
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
-                 "Cannot make %s read-only: %s", path, g_strerror (saved));
-    return FALSE;
+    close (fd);
+    vd_fs_set_error_errno (error, saved, "Cannot inspect %s", path);
+    return NULL;
   }
-  /* Where the filesystem has no immutable flag (some overlays, NFS) the
-   * image is still read-only and root-owned, and the digest catches the rest. */
-  if (!set_immutable (path, TRUE, &local_error)) {
-    g_debug ("%s", local_error->message);
-    *immutable = FALSE;
+  if (ioctl (fd, FS_IOC_GETFLAGS, &flags) != 0)
+    flags = 0;
+  close (fd);
+  json_object_set_string_member (entry, "name", name);
+  json_object_set_int_member (entry, "mode", st.st_mode & 07777);
+  json_object_set_int_member (entry, "uid", st.st_uid);
+  json_object_set_int_member (entry, "gid", st.st_gid);
+  json_object_set_boolean_member (entry, "immutable", (flags & FS_IMMUTABLE_FL) != 0);
+  return g_steal_pointer (&entry);
+}
+
+static gboolean
+add_state (JsonArray *states, const gchar *dir, const gchar *name, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, name, NULL);
+  JsonObject *entry;
+
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    return TRUE;
+  entry = describe_state (dir, name, error);
+  if (entry == NULL)
+    return FALSE;
+  json_array_add_object_element (states, entry);
+  return TRUE;
+}
+
+/* Every file a freeze seals, as it is now: the list both sealing and
+ * undoing walk. */
+static JsonArray *
+capture_before (const gchar *dir, GError **error)
+{
+  g_autoptr(JsonArray) states = json_array_new ();
+
+  for (guint i = 0; boot_files[i] != NULL; i++) {
+    if (!add_state (states, dir, boot_files[i], error))
+      return NULL;
+  }
+  for (guint i = 0; sealed_extra[i] != NULL; i++) {
+    if (!add_state (states, dir, sealed_extra[i], error))
+      return NULL;
+  }
+  return g_steal_pointer (&states);
+}
+
+static gboolean
+restore_state (const gchar *dir, JsonObject *entry, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, json_object_get_string_member (entry, "name"), NULL);
+
+  return set_node_state (path, (guint) json_object_get_int_member (entry, "mode"),
+                         (uid_t) json_object_get_int_member (entry, "uid"),
+                         (gid_t) json_object_get_int_member (entry, "gid"),
+                         json_object_get_boolean_member (entry, "immutable"), NULL, error);
+}
+
+/* Carries on past a failure, so that as much as can be is put back, and
+ * reports the first one. A file that is gone has nothing to put back. */
+static gboolean
+restore_files (const gchar *dir, JsonArray *before, GError **error)
+{
+  gboolean ok = TRUE;
+
+  for (guint i = 0; i < json_array_get_length (before); i++) {
+    JsonObject *entry = json_array_get_object_element (before, i);
+    g_autofree gchar *path = g_build_filename (dir, json_object_get_string_member (entry, "name"), NULL);
+    g_autoptr(GError) local_error = NULL;
+
+    if (!g_file_test (path, G_FILE_TEST_EXISTS))
+      continue;
+    if (!restore_state (dir, entry, &local_error)) {
+      g_warning ("%s", local_error->message);
+      if (ok)
+        g_propagate_error (error, g_steal_pointer (&local_error));
+      ok = FALSE;
+    }
+  }
+  return ok;
+}
+
+static gboolean
+seal_files (const gchar *dir, JsonArray *before, gboolean *immutable, GError **error)
+{
+  for (guint i = 0; i < json_array_get_length (before); i++) {
+    JsonObject *entry = json_array_get_object_element (before, i);
+    g_autofree gchar *path = g_build_filename (dir, json_object_get_string_member (entry, "name"), NULL);
+    gboolean flag_set = FALSE;
+
+    if (!set_node_state (path, SEALED_MODE, 0, 0, TRUE, &flag_set, error))
+      return FALSE;
+    if (!flag_set)
+      *immutable = FALSE;
   }
   return TRUE;
 }
@@ -433,56 +593,139 @@ build_manifest (VdImage *self, JsonObject *info, GCancellable *c, GError **error
   return g_steal_pointer (&m);
 }
 
-/* The stat data recorded after lock-down lets the start path skip the
- * full re-hash while nothing about the files changed. */
+/* The stat data recorded after sealing lets the start path skip the full
+ * re-hash while nothing about the files changed. The files were hashed
+ * before they were sealed: one that changed meanwhile fails the freeze. */
 static gboolean
 record_stat (JsonObject *manifest, const gchar *dir, GError **error)
 {
   JsonArray *files = json_object_get_array_member (manifest, "files");
+  const gchar *same[] = { "size", "inode", "mtime-ns", NULL };
 
   for (guint i = 0; i < json_array_get_length (files); i++) {
     JsonObject *entry = json_array_get_object_element (files, i);
-    g_autoptr(JsonObject) now = describe_file (dir, json_object_get_string_member (entry, "name"), FALSE, NULL, error);
+    const gchar *name = json_object_get_string_member (entry, "name");
+    g_autoptr(JsonObject) now = describe_file (dir, name, FALSE, NULL, error);
+
     if (now == NULL)
       return FALSE;
-    json_object_set_int_member (entry, "inode", json_object_get_int_member (now, "inode"));
-    json_object_set_int_member (entry, "mtime-ns", json_object_get_int_member (now, "mtime-ns"));
+    for (guint k = 0; same[k] != NULL; k++) {
+      if (json_object_get_int_member (now, same[k]) != json_object_get_int_member (entry, same[k])) {
+        g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                     "%s changed while the image was being frozen", name);
+        return FALSE;
+      }
+    }
     json_object_set_int_member (entry, "ctime-ns", json_object_get_int_member (now, "ctime-ns"));
   }
   return TRUE;
 }
 
+/* The journal: the manifest as it will be, plus what to put back. */
+static gboolean
+write_pending (const gchar *dir, JsonObject *manifest, JsonArray *before, JsonObject *dir_before, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, PENDING, NULL);
+  g_autoptr(JsonObject) journal = json_object_new ();
+  g_autofree gchar *text = NULL;
+
+  json_object_set_object_member (journal, "manifest", json_object_ref (manifest));
+  json_object_set_array_member (journal, "before", json_array_ref (before));
+  json_object_set_object_member (journal, "dir-before", json_object_ref (dir_before));
+  text = json_text (journal);
+  return vd_fs_write_durably (path, text, 0600, error);
+}
+
+/* What follows the commit point; also how vd_image_load finishes a freeze
+ * that a crash interrupted after it. The pending file goes last, so that
+ * until then a crash still rolls forward. */
+static gboolean
+finish_seal (const gchar *dir, gboolean immutable, GError **error)
+{
+  g_autofree gchar *manifest = g_build_filename (dir, MANIFEST, NULL);
+  g_autofree gchar *pending = g_build_filename (dir, PENDING, NULL);
+  g_autofree gchar *self_dir = g_build_filename (dir, ".", NULL);
+
+  if (!set_node_state (manifest, SEALED_MODE, 0, 0, immutable, NULL, error) ||
+      !set_node_state (self_dir, SEALED_DIR, 0, 0, FALSE, NULL, error))
+    return FALSE;
+  if (g_unlink (pending) != 0 && errno != ENOENT)
+    return vd_fs_set_error_errno (error, errno, "Cannot remove %s", pending);
+  return vd_fs_fsync_dir (dir, error);
+}
+
+static gboolean
+seal_and_commit (const gchar *dir, JsonObject *manifest, JsonArray *before, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, MANIFEST, NULL);
+  g_autofree gchar *text = NULL;
+  gboolean immutable = TRUE;
+
+  if (!seal_files (dir, before, &immutable, error) || !record_stat (manifest, dir, error))
+    return FALSE;
+  json_object_set_boolean_member (manifest, "immutable", immutable);
+  text = json_text (manifest);
+  if (!vd_fs_write_durably (path, text, SEALED_MODE, error))
+    return FALSE;
+  return finish_seal (dir, immutable, error);
+}
+
+static gboolean
+remove_node (const gchar *path, GError **error)
+{
+  if (g_file_test (path, G_FILE_TEST_EXISTS) && !set_node_state (path, 0600, 0, 0, FALSE, NULL, error))
+    return FALSE;
+  if (g_unlink (path) != 0 && errno != ENOENT)
+    return vd_fs_set_error_errno (error, errno, "Cannot remove %s", path);
+  return TRUE;
+}
+
+/* Back to what it was before the freeze began: no manifest, every file
+ * with its old mode, owner and flag, the directory as it was. */
+static gboolean
+undo_freeze (const gchar *dir, JsonArray *before, JsonObject *dir_before, GError **error)
+{
+  g_autofree gchar *manifest = g_build_filename (dir, MANIFEST, NULL);
+  g_autofree gchar *manifest_tmp = g_build_filename (dir, MANIFEST ".tmp", NULL);
+  g_autofree gchar *pending = g_build_filename (dir, PENDING, NULL);
+  g_autofree gchar *pending_tmp = g_build_filename (dir, PENDING ".tmp", NULL);
+
+  /* The directory first: root may write in it anyway, but its old mode is
+   * part of "as it was". */
+  return restore_state (dir, dir_before, error) &&
+         remove_node (manifest, error) && remove_node (manifest_tmp, error) &&
+         restore_files (dir, before, error) &&
+         remove_node (pending, error) && remove_node (pending_tmp, error) &&
+         vd_fs_fsync_dir (dir, error);
+}
+
 static gboolean
 freeze_files (VdImage *self, JsonObject *manifest, GError **error)
 {
-  g_autofree gchar *manifest_path = g_build_filename (self->dir, MANIFEST, NULL);
-  gboolean immutable = TRUE;
-  const gchar *extra[] = { METADATA, BUILD_LOG, NULL };
+  g_autoptr(JsonArray) before = NULL;
+  g_autoptr(JsonObject) dir_before = NULL;
+  g_autoptr(GError) local_error = NULL;
+  g_autoptr(GError) undo_error = NULL;
 
-  for (guint i = 0; boot_files[i] != NULL; i++) {
-    g_autofree gchar *path = g_build_filename (self->dir, boot_files[i], NULL);
-    if (g_file_test (path, G_FILE_TEST_EXISTS) && !lock_down_file (path, &immutable, error))
-      return FALSE;
-  }
-  for (guint i = 0; extra[i] != NULL; i++) {
-    g_autofree gchar *path = g_build_filename (self->dir, extra[i], NULL);
-    if (g_file_test (path, G_FILE_TEST_EXISTS) && !lock_down_file (path, &immutable, error))
-      return FALSE;
-  }
-  if (!record_stat (manifest, self->dir, error))
-    return FALSE;
-  json_object_set_boolean_member (manifest, "immutable", immutable);
-  if (!write_json_object (manifest_path, manifest, error))
-    return FALSE;
-  if (!lock_down_file (manifest_path, &immutable, error))
-    return FALSE;
-  if (chown (self->dir, 0, 0) != 0 || chmod (self->dir, 0555) != 0) {
-    int saved = errno;
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
-                 "Cannot make %s read-only: %s", self->dir, g_strerror (saved));
+  before = capture_before (self->dir, &local_error);
+  if (before != NULL)
+    dir_before = describe_state (self->dir, ".", &local_error);
+  if (dir_before == NULL || !write_pending (self->dir, manifest, before, dir_before, &local_error)) {
+    g_set_error (error, VIVARIUM_ERROR, local_error->code,
+                 "Cannot freeze the image “%s”: %s. Nothing was changed.", self->name, local_error->message);
     return FALSE;
   }
-  return TRUE;
+  if (seal_and_commit (self->dir, manifest, before, &local_error))
+    return TRUE;
+  if (!undo_freeze (self->dir, before, dir_before, &undo_error)) {
+    g_set_error (error, VIVARIUM_ERROR, local_error->code,
+                 "Cannot freeze the image “%s”: %s. Undoing it failed too (%s); the daemon tries again when it next starts.",
+                 self->name, local_error->message, undo_error->message);
+    return FALSE;
+  }
+  g_set_error (error, VIVARIUM_ERROR, local_error->code,
+               "Cannot freeze the image “%s”: %s. Nothing was changed.", self->name, local_error->message);
+  return FALSE;
 }
 
 static void
@@ -506,6 +749,7 @@ freeze_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c
   }
   manifest = build_manifest (self, info, c, &error);
   if (manifest == NULL || !freeze_files (self, manifest, &error)) {
+    vivarium_error_convert (&error);
     g_task_return_error (task, error);
     return;
   }
@@ -522,20 +766,105 @@ vd_image_freeze_async (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, g
                              "The image “%s” is already frozen", self->name);
     return;
   }
+  /* Two freezes at once would each undo the other's work. */
+  if (self->freezing) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                             "The image “%s” is being frozen already", self->name);
+    return;
+  }
+  self->freezing = TRUE;
+  g_task_set_source_tag (task, vd_image_freeze_async);
   g_task_run_in_thread (task, freeze_thread);
 }
 
 gboolean
 vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
 {
-  JsonObject *manifest = g_task_propagate_pointer (G_TASK (res), error);
+  JsonObject *manifest;
 
+  /* Only a task that ran the thread held the flag. */
+  if (g_task_get_source_tag (G_TASK (res)) == vd_image_freeze_async)
+    self->freezing = FALSE;
+  manifest = g_task_propagate_pointer (G_TASK (res), error);
   if (manifest == NULL)
     return FALSE;
   self->manifest = manifest;
   update_skeleton (self, NULL, manifest);
   vd_log_image (G_LOG_LEVEL_INFO, self->name, "froze image %s: %s", self->name,
                 json_object_get_string_member (manifest, "digest"));
+  return TRUE;
+}
+
+/* The journal names only files a freeze seals, so that undoing it can
+ * never change anything outside the image. */
+static gboolean
+state_is_whole (JsonNode *node)
+{
+  const gchar *keys[] = { "name", "mode", "uid", "gid", "immutable", NULL };
+
+  if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node))
+    return FALSE;
+  for (guint i = 0; keys[i] != NULL; i++) {
+    if (!json_object_has_member (json_node_get_object (node), keys[i]))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+journal_is_sane (JsonObject *journal, GError **error)
+{
+  JsonNode *before = json_object_get_member (journal, "before");
+  JsonNode *dir_before = json_object_get_member (journal, "dir-before");
+
+  if (before == NULL || !JSON_NODE_HOLDS_ARRAY (before) || !state_is_whole (dir_before) ||
+      g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (dir_before), "name", ""), ".") != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "its journal is not one the daemon wrote");
+    return FALSE;
+  }
+  for (guint i = 0; i < json_array_get_length (json_node_get_array (before)); i++) {
+    JsonNode *node = json_array_get_element (json_node_get_array (before), i);
+    const gchar *name = state_is_whole (node) ?
+      json_object_get_string_member_with_default (json_node_get_object (node), "name", "") : "";
+
+    if (!g_strv_contains (boot_files, name) && !g_strv_contains (sealed_extra, name)) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "its journal names “%s”, which a freeze never seals", name);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* A freeze a crash interrupted (see above): settled before the image is
+ * shown, so that it is either frozen whole or not frozen at all. */
+static gboolean
+recover_freeze (const gchar *dir, const gchar *name, GError **error)
+{
+  g_autofree gchar *pending = g_build_filename (dir, PENDING, NULL);
+  g_autofree gchar *manifest = g_build_filename (dir, MANIFEST, NULL);
+  g_autoptr(JsonObject) journal = NULL;
+  g_autoptr(JsonObject) m = NULL;
+
+  if (!g_file_test (pending, G_FILE_TEST_EXISTS))
+    return TRUE;
+  if (g_file_test (manifest, G_FILE_TEST_EXISTS)) {
+    m = read_json_object (manifest, error);
+    if (m == NULL || !finish_seal (dir, json_object_get_boolean_member_with_default (m, "immutable", FALSE), error))
+      return FALSE;
+    vd_log_image (G_LOG_LEVEL_WARNING, name, "finished the freeze of %s that was interrupted", name);
+    return TRUE;
+  }
+  /* The pending file is renamed into place whole, so one that cannot be
+   * read is damage, not an interrupted write: leave it for a person. */
+  journal = read_json_object (pending, error);
+  if (journal == NULL || !journal_is_sane (journal, error)) {
+    g_prefix_error (error, "Cannot undo the interrupted freeze of %s: ", dir);
+    return FALSE;
+  }
+  if (!undo_freeze (dir, json_object_get_array_member (journal, "before"),
+                    json_object_get_object_member (journal, "dir-before"), error))
+    return FALSE;
+  vd_log_image (G_LOG_LEVEL_WARNING, name, "rolled back the freeze of %s that was interrupted", name);
   return TRUE;
 }
 
@@ -628,25 +957,26 @@ vd_image_delete (VdImage *self, GError **error)
                  "The image “%s” is used by %u session(s)", self->name, self->users->len);
     return FALSE;
   }
-  dir = g_dir_open (self->dir, 0, error);
-  if (dir == NULL)
+  if (self->freezing) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "The image “%s” is being frozen", self->name);
     return FALSE;
+  }
+  dir = g_dir_open (self->dir, 0, error);
+  if (dir == NULL) {
+    vivarium_error_convert (error);
+    return FALSE;
+  }
   if (chmod (self->dir, 0755) != 0)
     g_debug ("chmod %s: %s", self->dir, g_strerror (errno));
   while ((name = g_dir_read_name (dir)) != NULL) {
     g_autofree gchar *path = g_build_filename (self->dir, name, NULL);
-    set_immutable (path, FALSE, NULL);
-    if (g_unlink (path) != 0) {
-      int saved = errno;
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot remove %s: %s", path, g_strerror (saved));
-      return FALSE;
-    }
+    /* Only to lift the immutable flag; a link or a directory just fails. */
+    set_node_state (path, 0600, 0, 0, FALSE, NULL, NULL);
+    if (g_unlink (path) != 0)
+      return vd_fs_set_error_errno (error, errno, "Cannot remove %s", path);
   }
-  if (g_rmdir (self->dir) != 0) {
-    int saved = errno;
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot remove %s: %s", self->dir, g_strerror (saved));
-    return FALSE;
-  }
+  if (g_rmdir (self->dir) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot remove %s", self->dir);
   vd_log_image (G_LOG_LEVEL_INFO, self->name, "deleted image %s", self->name);
   return TRUE;
 }
