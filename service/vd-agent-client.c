@@ -13,6 +13,10 @@
 #define VD_AGENT_CONNECT_TIMEOUT_MS 5000
 #define VD_AGENT_POLL_FIRST_MS      50
 #define VD_AGENT_POLL_MAX_MS        200
+/* A command that outlived its caller's timeout is polled at a leisurely
+ * pace: nobody waits on it, and it must not crowd the agent. */
+#define VD_AGENT_REAP_POLL_FIRST_MS 500
+#define VD_AGENT_REAP_POLL_MAX_MS   5000
 #define VD_AGENT_FILE_CHUNK         (512 * 1024)
 /* Closing a guest file after a failure gets its own short allowance. */
 #define VD_AGENT_CLOSE_TIMEOUT_MS   1000
@@ -368,8 +372,9 @@ typedef struct {
   gint64          deadline_us;
   /* exec */
   gsize           output_cap;
-  gint64          pid;
+  gint64          pid;          /* the guest's, once guest-exec answered; else -1 */
   guint           poll_ms;
+  guint           poll_max_ms;
   /* files */
   gchar          *path;
   gint64          handle;
@@ -568,7 +573,7 @@ vd_agent_exec_on_status (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   if (!exited) {
     guint delay = MIN (op->poll_ms, vd_agent_op_remaining_ms (op));
-    op->poll_ms = MIN (op->poll_ms * 2, VD_AGENT_POLL_MAX_MS);
+    op->poll_ms = MIN (op->poll_ms * 2, op->poll_max_ms);
     vd_agent_op_schedule (task, delay, vd_agent_exec_poll);
     return;
   }
@@ -627,13 +632,37 @@ vd_agent_strv_to_array (const gchar * const *strv)
   return array;
 }
 
+/* guest-exec has no working-directory argument in every agent version, so
+ * the guest's shell changes directory first. The wrapper is ours: the
+ * limits apply to the caller's argv, checked before it is wrapped. */
+static GStrv
+vd_agent_wrap_cwd (const gchar * const *argv, const gchar *cwd)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+
+  if (cwd == NULL || cwd[0] == '\0')
+    return g_strdupv ((gchar **) argv);
+  g_strv_builder_add_many (b, "/bin/sh", "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", cwd, NULL);
+  g_strv_builder_addv (b, (const gchar **) argv);
+  return g_strv_builder_end (b);
+}
+
+static gboolean
+vd_agent_exec_validate (const gchar * const *argv, const gchar * const *env, const gchar *cwd, GError **error)
+{
+  if (!vivarium_argv_validate (argv, error) || !vivarium_env_validate (env, error))
+    return FALSE;
+  return cwd == NULL || cwd[0] == '\0' || vivarium_guest_path_validate (cwd, error);
+}
+
 void
 vd_agent_client_exec_async (VdAgentClient *self, const gchar * const *argv, const gchar * const *env,
-                            guint timeout_ms, gsize output_cap, GCancellable *cancellable,
+                            const gchar *cwd, guint timeout_ms, gsize output_cap, GCancellable *cancellable,
                             GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = NULL;
   g_autoptr(GError) error = NULL;
+  g_auto(GStrv) wrapped = NULL;
   JsonObject *args;
   VdAgentOp *op;
 
@@ -642,13 +671,16 @@ vd_agent_client_exec_async (VdAgentClient *self, const gchar * const *argv, cons
   task = vd_agent_op_new (self, vd_agent_client_exec_async, timeout_ms, cancellable, callback, user_data);
   op = g_task_get_task_data (task);
   op->output_cap = output_cap;
-  if (!vivarium_argv_validate (argv, &error) || !vivarium_env_validate (env, &error)) {
+  op->pid = -1;
+  op->poll_max_ms = VD_AGENT_POLL_MAX_MS;
+  if (!vd_agent_exec_validate (argv, env, cwd, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }
+  wrapped = vd_agent_wrap_cwd (argv, cwd);
   args = json_object_new ();
-  json_object_set_string_member (args, "path", argv[0]);
-  json_object_set_array_member (args, "arg", vd_agent_strv_to_array (argv + 1));
+  json_object_set_string_member (args, "path", wrapped[0]);
+  json_object_set_array_member (args, "arg", vd_agent_strv_to_array ((const gchar * const *) wrapped + 1));
   if (env != NULL && env[0] != NULL)
     json_object_set_array_member (args, "env", vd_agent_strv_to_array (env));
   json_object_set_boolean_member (args, "capture-output", TRUE);
@@ -656,7 +688,43 @@ vd_agent_client_exec_async (VdAgentClient *self, const gchar * const *argv, cons
 }
 
 VdAgentExecResult *
-vd_agent_client_exec_finish (VdAgentClient *self, GAsyncResult *result, GError **error)
+vd_agent_client_exec_finish (VdAgentClient *self, GAsyncResult *result, gint64 *pid, GError **error)
+{
+  VdAgentOp *op;
+
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  op = g_task_get_task_data (G_TASK (result));
+  if (pid != NULL)
+    *pid = op->pid;
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* Picks up a command that is already running in the guest (one whose exec
+ * timed out) and waits for it, polling slowly: nobody is waiting on it. */
+void
+vd_agent_client_exec_wait_async (VdAgentClient *self, gint64 pid, guint timeout_ms, gsize output_cap,
+                                 GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  VdAgentOp *op;
+
+  g_return_if_fail (VD_IS_AGENT_CLIENT (self));
+
+  task = vd_agent_op_new (self, vd_agent_client_exec_wait_async, timeout_ms, cancellable, callback, user_data);
+  op = g_task_get_task_data (task);
+  op->output_cap = output_cap;
+  op->pid = pid;
+  op->poll_ms = VD_AGENT_REAP_POLL_FIRST_MS;
+  op->poll_max_ms = VD_AGENT_REAP_POLL_MAX_MS;
+  if (pid < 0) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "No guest process to wait for");
+    return;
+  }
+  vd_agent_exec_poll (task);
+}
+
+VdAgentExecResult *
+vd_agent_client_exec_wait_finish (VdAgentClient *self, GAsyncResult *result, GError **error)
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);

@@ -21,6 +21,9 @@ struct _VdQmpClient {
 
 enum {
   SIGNAL_EVENT,
+  SIGNAL_BLOCK_IO_ERROR,
+  SIGNAL_GUEST_STOPPED,
+  SIGNAL_GUEST_RESUMED,
   SIGNAL_CLOSED,
   SIGNAL_LAST
 };
@@ -216,6 +219,51 @@ vd_qmp_client_handle_greeting (VdQmpClient *self, JsonObject *message)
     vd_qmp_client_send_capabilities (self);
 }
 
+/* QEMU's BLOCK_IO_ERROR, as a sentence: "reason" is QEMU's strerror() of
+ * the failed request, but it comes over the wire, so it is checked and
+ * escaped like anything else QEMU says. */
+gchar *
+vd_qmp_block_io_error_describe (JsonObject *data, gboolean *nospace)
+{
+  const gchar *operation = NULL;
+  const gchar *reason = NULL;
+  g_autofree gchar *reason_safe = NULL;
+
+  *nospace = FALSE;
+  if (data == NULL)
+    return g_strdup ("a disk I/O error");
+  if (json_object_has_member (data, "nospace") &&
+      !vd_json_get_bool (data, "nospace", nospace, NULL))
+    *nospace = FALSE;
+  if (json_object_has_member (data, "operation"))
+    operation = vd_json_get_string (data, "operation", NULL);
+  if (json_object_has_member (data, "reason"))
+    reason = vd_json_get_string (data, "reason", NULL);
+  if (reason != NULL)
+    reason_safe = vd_json_escape_untrusted (reason);
+  if (*nospace)
+    return g_strdup_printf ("the disk ran out of space (%s)",
+                            reason_safe != NULL ? reason_safe : "No space left on device");
+  return g_strdup_printf ("a disk %s error (%s)",
+                          g_strcmp0 (operation, "read") == 0 ? "read" : "write",
+                          reason_safe != NULL ? reason_safe : "no reason given");
+}
+
+/* The events the session acts on get a signal of their own. */
+static void
+vd_qmp_client_dispatch_event (VdQmpClient *self, const gchar *name, JsonObject *data)
+{
+  if (g_str_equal (name, "BLOCK_IO_ERROR")) {
+    gboolean nospace = FALSE;
+    g_autofree gchar *reason = vd_qmp_block_io_error_describe (data, &nospace);
+    g_signal_emit (self, signals[SIGNAL_BLOCK_IO_ERROR], 0, reason, nospace);
+  } else if (g_str_equal (name, "STOP")) {
+    g_signal_emit (self, signals[SIGNAL_GUEST_STOPPED], 0);
+  } else if (g_str_equal (name, "RESUME")) {
+    g_signal_emit (self, signals[SIGNAL_GUEST_RESUMED], 0);
+  }
+}
+
 static void
 vd_qmp_client_handle_event (VdQmpClient *self, JsonObject *message)
 {
@@ -233,6 +281,7 @@ vd_qmp_client_handle_event (VdQmpClient *self, JsonObject *message)
   }
   g_signal_emit (self, signals[SIGNAL_EVENT], 0, name,
                  data != NULL ? json_node_get_object (data) : NULL);
+  vd_qmp_client_dispatch_event (self, name, data != NULL ? json_node_get_object (data) : NULL);
 }
 
 static GError *
@@ -561,6 +610,14 @@ vd_qmp_client_class_init (VdQmpClientClass *klass)
   signals[SIGNAL_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                         0, NULL, NULL, NULL, G_TYPE_NONE, 2,
                                         G_TYPE_STRING, JSON_TYPE_OBJECT);
+  /* (const gchar *reason, gboolean nospace): QEMU's words, escaped */
+  signals[SIGNAL_BLOCK_IO_ERROR] = g_signal_new ("block-io-error", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                                 0, NULL, NULL, NULL, G_TYPE_NONE, 2,
+                                                 G_TYPE_STRING, G_TYPE_BOOLEAN);
+  signals[SIGNAL_GUEST_STOPPED] = g_signal_new ("guest-stopped", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                                0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+  signals[SIGNAL_GUEST_RESUMED] = g_signal_new ("guest-resumed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                                0, NULL, NULL, NULL, G_TYPE_NONE, 0);
   signals[SIGNAL_CLOSED] = g_signal_new ("closed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                          0, NULL, NULL, NULL, G_TYPE_NONE, 0);
 }
