@@ -492,8 +492,10 @@ print_log_entry (GVariant *entry)
   guint64 started_at = 0;
   guint64 duration = 0;
   gint32 status = 0;
+  gboolean argv_truncated = FALSE;
   const gchar *kind = "?";
   const gchar *err = "";
+  const gchar *state = "";
   g_autofree gchar *when = NULL;
   g_autofree gchar *took = NULL;
   g_autofree gchar *line = NULL;
@@ -505,46 +507,122 @@ print_log_entry (GVariant *entry)
   g_variant_dict_lookup (&dict, "exit-status", "i", &status);
   g_variant_dict_lookup (&dict, "kind", "&s", &kind);
   g_variant_dict_lookup (&dict, "error", "&s", &err);
+  g_variant_dict_lookup (&dict, "state", "&s", &state);
+  g_variant_dict_lookup (&dict, "argv-truncated", "b", &argv_truncated);
   argv = g_variant_dict_lookup_value (&dict, "argv", G_VARIANT_TYPE_STRING_ARRAY);
 
   when = vctl_format_time (started_at);
   took = vctl_format_duration (duration);
   line = format_argv (argv);
+  if (argv_truncated) {
+    g_autofree gchar *cut = g_strconcat (line, " ", _("[argv truncated]"), NULL);
+    g_free (line);
+    line = g_steal_pointer (&cut);
+  }
   shown_kind = vctl_escape_line (kind);
-  if (err[0] != '\0') {
-    g_autofree gchar *shown_err = vctl_escape_line (err);
-    g_print ("%s %9s %-10s %-9s %s (%s)\n", when, took, shown_kind, _("error"), line, shown_err);
-  } else {
+  /* What happened, in the daemon's words: a timed-out command that went on
+   * is not shown as a failure. */
+  if (g_strcmp0 (state, "finished") == 0 || (state[0] == '\0' && err[0] == '\0')) {
     g_print ("%s %9s %-10s exit %-4d %s\n", when, took, shown_kind, status, line);
+  } else if (g_strcmp0 (state, "finished-late") == 0) {
+    g_print ("%s %9s %-10s %s %-4d %s (%s)\n", when, took, shown_kind, _("late exit"), status, line,
+             _("finished after its timeout"));
+  } else {
+    g_autofree gchar *shown_state = vctl_escape_line (state[0] != '\0' ? state : _("error"));
+    g_autofree gchar *shown_err = vctl_escape_line (err);
+    g_print ("%s %9s %-10s %-9s %s (%s)\n", when, took, shown_kind, shown_state, line, shown_err);
   }
   g_variant_dict_clear (&dict);
+}
+
+/* One page of the log; *@next says where the next one starts. */
+static GVariant *
+fetch_log_page (VctlContext *ctx, VivariumDBusSession *session, guint64 offset, guint64 *next,
+                guint64 *total, guint64 *dropped, GError **error)
+{
+  g_autoptr(GVariant) ret = vctl_call (ctx, session, "GetCommandLog",
+                                       g_variant_new ("(tu)", offset, (guint32) VIVARIUM_LOG_PAGE_MAX),
+                                       -1, NULL, error);
+  GVariant *entries = NULL;
+
+  if (ret == NULL)
+    return NULL;
+  g_variant_get (ret, "(@aa{sv}ttt)", &entries, next, total, dropped);
+  /* A daemon that does not move forward would keep us here forever. */
+  if (*next <= offset && *next < *total) {
+    g_clear_pointer (&entries, g_variant_unref);
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
+                         _("The daemon’s command log did not advance"));
+  }
+  return entries;
 }
 
 gboolean
 vctl_cmd_session_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  g_autoptr(GVariant) entries = NULL;
+  g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+  guint64 offset = 0;
+  guint64 next = 0;
+  guint64 total = 1;
+  guint64 dropped = 0;
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error))
     return FALSE;
   session = session_for_call (ctx, (*argv)[1], error);
   if (session == NULL)
     return FALSE;
-  ret = vctl_call (ctx, session, "GetCommandLog", NULL, -1, NULL, error);
-  if (ret == NULL)
-    return FALSE;
-  entries = g_variant_get_child_value (ret, 0);
+  /* Paged: each reply is bounded, the whole log is not. */
+  while (offset < total) {
+    g_autoptr(GVariant) entries = fetch_log_page (ctx, session, offset, &next, &total, &dropped, error);
+    if (entries == NULL)
+      return FALSE;
+    for (gsize i = 0; i < g_variant_n_children (entries); i++)
+      g_ptr_array_add (all, g_variant_get_child_value (entries, i));
+    offset = next;
+  }
   if (ctx->json) {
-    g_autoptr(JsonNode) root = json_gvariant_serialize (entries);
+    g_autoptr(GVariant) array = g_variant_ref_sink (g_variant_new_array (G_VARIANT_TYPE_VARDICT,
+                                                                         (GVariant **) all->pdata, all->len));
+    g_autoptr(JsonNode) root = json_gvariant_serialize (array);
     vctl_print_json (root);
     return TRUE;
   }
-  for (gsize i = 0; i < g_variant_n_children (entries); i++) {
-    g_autoptr(GVariant) entry = g_variant_get_child_value (entries, i);
-    print_log_entry (entry);
+  if (dropped > 0) {
+    g_autofree gchar *count = g_strdup_printf ("%" G_GUINT64_FORMAT, dropped);
+    g_print (_("(%s older commands are only in the daemon’s file for this session)\n"), count);
   }
+  for (guint i = 0; i < all->len; i++)
+    print_log_entry (g_ptr_array_index (all, i));
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) state = NULL;
+  g_autofree gchar *id = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+    return FALSE;
+  session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, session, "Resume", NULL, -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  id = vctl_escape_line ((*argv)[1]);
+  state = vctl_get_property (ctx, session, "State", NULL);
+  if (state != NULL && g_strcmp0 (g_variant_get_string (state, NULL), "paused") == 0) {
+    g_autoptr(GVariant) reason = vctl_get_property (ctx, session, "StateReason", NULL);
+    g_autofree gchar *shown = vctl_escape_line (reason != NULL ? g_variant_get_string (reason, NULL) : "");
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                 _("Session “%s” was resumed but paused again: %s"), id, shown);
+    return FALSE;
+  }
+  g_print (_("Resumed session “%s”.\n"), id);
   return TRUE;
 }
 
