@@ -557,6 +557,130 @@ fetch_log_page (VctlContext *ctx, VivariumDBusSession *session, guint64 offset, 
   return entries;
 }
 
+/* --- the history the daemon keeps on disk ------------------------------ */
+
+static gint64
+json_int (JsonObject *o, const gchar *member)
+{
+  JsonNode *n = json_object_get_member (o, member);
+  return n != NULL && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_INT64 ?
+         json_node_get_int (n) : 0;
+}
+
+static const gchar *
+json_str (JsonObject *o, const gchar *member)
+{
+  JsonNode *n = json_object_get_member (o, member);
+  return n != NULL && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING ?
+         json_node_get_string (n) : "";
+}
+
+/* One line of the file, in the shape GetCommandLog() returns. */
+static GVariant *
+entry_from_json (JsonObject *o)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_auto(GStrv) items = NULL;
+  JsonNode *argv = json_object_get_member (o, "argv");
+  GVariantDict d;
+
+  if (argv != NULL && JSON_NODE_HOLDS_ARRAY (argv)) {
+    JsonArray *a = json_node_get_array (argv);
+    for (guint i = 0; i < json_array_get_length (a); i++) {
+      JsonNode *n = json_array_get_element (a, i);
+      if (JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING)
+        g_strv_builder_add (b, json_node_get_string (n));
+    }
+  }
+  items = g_strv_builder_end (b);
+  g_variant_dict_init (&d, NULL);
+  g_variant_dict_insert (&d, "seq", "t", (guint64) json_int (o, "seq"));
+  g_variant_dict_insert (&d, "kind", "s", json_str (o, "kind"));
+  g_variant_dict_insert_value (&d, "argv", g_variant_new_strv ((const gchar * const *) items, -1));
+  g_variant_dict_insert (&d, "argv-truncated", "b",
+                         json_object_get_boolean_member_with_default (o, "argv-truncated", FALSE));
+  g_variant_dict_insert (&d, "started-at", "t", (guint64) json_int (o, "started-at"));
+  g_variant_dict_insert (&d, "duration", "t", (guint64) json_int (o, "duration"));
+  g_variant_dict_insert (&d, "state", "s", json_str (o, "state"));
+  g_variant_dict_insert (&d, "exit-status", "i", (gint32) json_int (o, "exit-status"));
+  g_variant_dict_insert (&d, "error", "s", json_str (o, "error"));
+  return g_variant_ref_sink (g_variant_dict_end (&d));
+}
+
+/* The file has one line per change of an entry: the last line of a seq is
+ * its final word. A line that does not parse is skipped, not trusted. */
+static gboolean
+load_log_file (const gchar *path, GPtrArray *out, GError **error)
+{
+  g_autofree gchar *contents = NULL;
+  g_auto(GStrv) lines = NULL;
+  g_autoptr(GHashTable) by_seq = g_hash_table_new (g_int64_hash, g_int64_equal);
+
+  if (!g_file_get_contents (path, &contents, NULL, error))
+    return FALSE;
+  lines = g_strsplit (contents, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    JsonObject *o;
+    GVariant *entry;
+    gint64 *seq;
+
+    if (lines[i][0] == '\0' || !json_parser_load_from_data (parser, lines[i], -1, NULL) ||
+        !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      continue;
+    o = json_node_get_object (json_parser_get_root (parser));
+    if (!json_object_has_member (o, "seq"))
+      continue;
+    entry = entry_from_json (o);
+    seq = g_new (gint64, 1);
+    *seq = json_int (o, "seq");
+    if (g_hash_table_contains (by_seq, seq)) {
+      guint index = GPOINTER_TO_UINT (g_hash_table_lookup (by_seq, seq));
+      g_variant_unref (g_ptr_array_index (out, index));
+      out->pdata[index] = entry;
+      g_free (seq);
+      continue;
+    }
+    g_hash_table_insert (by_seq, seq, GUINT_TO_POINTER (out->len));
+    g_ptr_array_add (out, entry);
+  }
+  g_hash_table_foreach (by_seq, (GHFunc) (void (*) (void)) g_free, NULL);
+  return TRUE;
+}
+
+static gboolean
+print_entries (VctlContext *ctx, GPtrArray *all)
+{
+  if (ctx->json) {
+    g_autoptr(GVariant) array = g_variant_ref_sink (g_variant_new_array (G_VARIANT_TYPE_VARDICT,
+                                                                         (GVariant **) all->pdata, all->len));
+    g_autoptr(JsonNode) root = json_gvariant_serialize (array);
+    vctl_print_json (root);
+    return TRUE;
+  }
+  for (guint i = 0; i < all->len; i++)
+    print_log_entry (g_ptr_array_index (all, i));
+  return TRUE;
+}
+
+/* A session the daemon no longer knows (it ended, or the daemon restarted)
+ * still has its history in the daemon's file, which root may read. */
+static gboolean
+session_log_from_file (VctlContext *ctx, const gchar *id, GError **error)
+{
+  g_autofree gchar *name = g_strconcat (id, ".jsonl", NULL);
+  g_autofree gchar *path = g_build_filename (VIVARIUM_STATEDIR, "logs", "sessions", name, NULL);
+  g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+
+  if (!vivarium_name_validate ("session", id, NULL) || !g_file_test (path, G_FILE_TEST_EXISTS))
+    return FALSE;
+  if (!load_log_file (path, all, error))
+    return FALSE;
+  if (!ctx->json)
+    g_print (_("(the daemon does not know this session any more; from %s)\n"), path);
+  return print_entries (ctx, all);
+}
+
 gboolean
 vctl_cmd_session_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
@@ -570,8 +694,18 @@ vctl_cmd_session_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error))
     return FALSE;
   session = session_for_call (ctx, (*argv)[1], error);
-  if (session == NULL)
+  if (session == NULL) {
+    g_autoptr(GError) file_error = NULL;
+    if (!g_error_matches (*error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND))
+      return FALSE;
+    if (session_log_from_file (ctx, (*argv)[1], &file_error)) {
+      g_clear_error (error);
+      return TRUE;
+    }
+    if (file_error != NULL)
+      g_prefix_error (error, "%s; ", file_error->message);
     return FALSE;
+  }
   /* Paged: each reply is bounded, the whole log is not. */
   while (offset < total) {
     g_autoptr(GVariant) entries = fetch_log_page (ctx, session, offset, &next, &total, &dropped, error);
@@ -581,20 +715,11 @@ vctl_cmd_session_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
       g_ptr_array_add (all, g_variant_get_child_value (entries, i));
     offset = next;
   }
-  if (ctx->json) {
-    g_autoptr(GVariant) array = g_variant_ref_sink (g_variant_new_array (G_VARIANT_TYPE_VARDICT,
-                                                                         (GVariant **) all->pdata, all->len));
-    g_autoptr(JsonNode) root = json_gvariant_serialize (array);
-    vctl_print_json (root);
-    return TRUE;
-  }
-  if (dropped > 0) {
+  if (dropped > 0 && !ctx->json) {
     g_autofree gchar *count = g_strdup_printf ("%" G_GUINT64_FORMAT, dropped);
     g_print (_("(%s older commands are only in the daemon’s file for this session)\n"), count);
   }
-  for (guint i = 0; i < all->len; i++)
-    print_log_entry (g_ptr_array_index (all, i));
-  return TRUE;
+  return print_entries (ctx, all);
 }
 
 gboolean
