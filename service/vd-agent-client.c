@@ -5,6 +5,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vd-deadline.h"
 #include "vd-json-stream.h"
 #include "vd-agent-client.h"
 
@@ -65,27 +66,13 @@ typedef struct {
   JsonObject   *request;        /* NULL: the request is the sync itself */
   gint64        sync_id;
   VdAgentPhase  phase;
-  GSource      *timeout_source;
-  GSource      *cancel_source;
+  VdDeadline   *deadline;
 } VdAgentRequest;
-
-static void
-vd_agent_request_stop_sources (VdAgentRequest *req)
-{
-  if (req->timeout_source != NULL) {
-    g_source_destroy (req->timeout_source);
-    g_clear_pointer (&req->timeout_source, g_source_unref);
-  }
-  if (req->cancel_source != NULL) {
-    g_source_destroy (req->cancel_source);
-    g_clear_pointer (&req->cancel_source, g_source_unref);
-  }
-}
 
 static void
 vd_agent_request_free (VdAgentRequest *req)
 {
-  vd_agent_request_stop_sources (req);
+  vd_deadline_free (req->deadline);
   g_clear_pointer (&req->request, json_object_unref);
   g_free (req);
 }
@@ -100,7 +87,8 @@ vd_agent_client_finish_request (VdAgentClient *self, GTask *task, JsonNode *resu
   g_autoptr(GTask) keep = g_object_ref (task);
   VdAgentRequest *req = g_task_get_task_data (task);
 
-  vd_agent_request_stop_sources (req);
+  if (req->deadline != NULL)
+    vd_deadline_stop (req->deadline);
   if (self->current == task) {
     g_clear_object (&self->current);
   } else if (g_queue_remove (&self->queue, task)) {
@@ -119,8 +107,8 @@ vd_agent_client_finish_request_new_error (VdAgentClient *self, GTask *task, gint
   vd_agent_client_finish_request (self, task, NULL, g_error_new_literal (VIVARIUM_ERROR, code, message));
 }
 
-static gboolean
-vd_agent_request_on_timeout (gpointer user_data)
+static void
+vd_agent_request_on_deadline (gint code, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdAgentClient *self = g_task_get_source_object (task);
@@ -128,22 +116,10 @@ vd_agent_request_on_timeout (gpointer user_data)
   /* Its answer may still come: the next request starts with a resync. */
   if (self->current == task)
     self->need_resync = TRUE;
-  vd_agent_client_finish_request_new_error (self, task, VIVARIUM_ERROR_TIMED_OUT,
-                                            "The guest agent did not answer in time");
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-vd_agent_request_on_cancelled (GCancellable *cancellable, gpointer user_data)
-{
-  GTask *task = G_TASK (user_data);
-  VdAgentClient *self = g_task_get_source_object (task);
-
-  if (self->current == task)
-    self->need_resync = TRUE;
-  vd_agent_client_finish_request_new_error (self, task, VIVARIUM_ERROR_CANCELLED,
+  vd_agent_client_finish_request_new_error (self, task, code,
+                                            code == VIVARIUM_ERROR_TIMED_OUT ?
+                                            "The guest agent did not answer in time" :
                                             "The guest agent request was cancelled");
-  return G_SOURCE_REMOVE;
 }
 
 static void
@@ -208,14 +184,8 @@ vd_agent_client_request_async (VdAgentClient *self, JsonObject *request, gint64 
                              "The guest agent did not answer in time");
     return;
   }
-  req->timeout_source = g_timeout_source_new ((guint) MIN ((left_us + 999) / 1000, G_MAXUINT));
-  g_source_set_callback (req->timeout_source, vd_agent_request_on_timeout, task, NULL);
-  g_source_attach (req->timeout_source, g_task_get_context (task));
-  if (cancellable != NULL) {
-    req->cancel_source = g_cancellable_source_new (cancellable);
-    g_source_set_callback (req->cancel_source, G_SOURCE_FUNC (vd_agent_request_on_cancelled), task, NULL);
-    g_source_attach (req->cancel_source, g_task_get_context (task));
-  }
+  req->deadline = vd_deadline_new_at (deadline_us, cancellable, g_task_get_context (task),
+                                      vd_agent_request_on_deadline, task);
   g_queue_push_tail (&self->queue, g_steal_pointer (&task));
   vd_agent_client_pump (self);
 }
@@ -329,7 +299,9 @@ vd_agent_client_close_with_error (VdAgentClient *self, const GError *error)
     tasks = g_list_prepend (tasks, g_steal_pointer (&self->current));
   for (GList *l = tasks; l != NULL; l = l->next) {
     g_autoptr(GTask) task = l->data;
-    vd_agent_request_stop_sources (g_task_get_task_data (task));
+    VdAgentRequest *req = g_task_get_task_data (task);
+    if (req->deadline != NULL)
+      vd_deadline_stop (req->deadline);
     g_task_return_error (task, g_error_copy (error));
   }
   g_signal_emit (self, signals[SIGNAL_CLOSED], 0);
@@ -419,9 +391,7 @@ vd_agent_op_new (gpointer source_object, gpointer source_tag, guint timeout_ms,
 static guint
 vd_agent_op_remaining_ms (VdAgentOp *op)
 {
-  gint64 left = op->deadline_us - g_get_monotonic_time ();
-
-  return left <= 0 ? 0 : (guint) MIN ((left + 999) / 1000, G_MAXUINT);
+  return vd_deadline_ms_until (op->deadline_us);
 }
 
 /* Sends one request for @task's operation; @args is consumed. */
