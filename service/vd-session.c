@@ -26,7 +26,10 @@
 
 #define QMP_TIMEOUT_MS        10000
 #define SOCKET_WAIT_MS        15000
-#define SCREENSHOT_MAX        (32 * 1024 * 1024)
+/* A reply must stay under the bus's 32 MiB message limit, header and all:
+ * a reply the bus refuses costs the daemon its connection. A PNG of QEMU's
+ * largest VGA mode is far smaller than this. */
+#define SCREENSHOT_MAX        (24 * 1024 * 1024)
 #define FILE_TIMEOUT_MS       60000
 #define STOP_TIMEOUT_MS       30000
 #define MEMORY_OVERHEAD_MIB   256
