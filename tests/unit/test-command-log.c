@@ -199,7 +199,6 @@ test_persisted (void)
   g_autoptr(GError) error = NULL;
   g_autofree gchar *tmp = g_dir_make_tmp ("vd-log-XXXXXX", &error);
   g_autofree gchar *dir = g_build_filename (tmp, "logs", "sessions", NULL);
-  g_autofree gchar *logs = g_build_filename (tmp, "logs", NULL);
   g_autoptr(VdCommandLog) log = vd_command_log_new ("abc123");
   const gchar *argv[] = { "sleep", "100", NULL };
   g_autoptr(VdCommandEntry) e = NULL;
@@ -226,7 +225,6 @@ test_persisted (void)
   g_assert_cmpuint (st.st_mode & 0777, ==, 0600);
   g_assert_true (vd_fs_rm_rf (tmp, &error));
   g_assert_no_error (error);
-  (void) logs;
 }
 
 /* The file stops at its cap and says so in its last line. */
