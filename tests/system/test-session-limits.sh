@@ -105,7 +105,12 @@ assert_dbus_error "$ERR.NotAuthorized" -- run_as_user "$nobody_user" gdbus call 
   --object-path "$ps" --method "$IFACE.Session.Resume"
 
 # --- defect 1: a flood of huge command lines -----------------------------------
+# Before the fix, the GetCommandLog() reply after this passed the bus's
+# 32 MiB limit: dbus-daemon dropped vivariumd, and BindsTo= took the other
+# caller's session down with it.
 
+other=$(ctl session start "$IMAGE" --memory 256)
+[[ $other =~ ^[0-9a-f]{12}$ ]] || bail_out "no second session: '$other'"
 pid_before=$(daemon_pid)
 flood=$("$PY" - "$ps" <<'EOF' 2>&1
 import sys
@@ -133,6 +138,9 @@ EOF
 assert_eq "3 True True" "$flood" "three 16 MiB command lines are logged capped, marked truncated, in a reply under 2 MiB"
 assert_eq "$pid_before" "$(daemon_pid)" "the daemon is still the same process, still on the bus"
 assert_eq "running" "$(prop "$ps" Session State)" "and the session still runs"
+assert_eq "active" "$(systemctl is-active "vivarium-session-$other.service")" "and so does the other caller's session"
+# Its overlay shares the small disk: it goes before the disk is filled.
+assert_success "the other session stops" -- ctl session stop "$other"
 
 # --- defect 5: a command that outlives its timeout ------------------------------
 
