@@ -552,10 +552,12 @@ qmp_block_io_error_cb (VdQmpClient *qmp, const gchar *reason, gboolean nospace, 
 {
   VdSession *self = VD_SESSION (user_data);
 
+  /* The first error is the cause; the requests in flight with it, and the
+   * retries after a resume, say the same: one journal line per pause. */
+  if (self->io_error != NULL)
+    return;
   vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: QEMU reports %s", self->id, reason);
-  /* The first error is the cause; the retries after it say the same. */
-  if (self->io_error == NULL)
-    self->io_error = g_strdup (reason);
+  self->io_error = g_strdup (reason);
 }
 
 static void
