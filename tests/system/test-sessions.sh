@@ -310,6 +310,9 @@ blog=$STATE/logs/sessions/$b.jsonl
 assert_success "the killed daemon's session left its command log on disk" -- test -s "$blog"
 assert_contains "$(cat "$blog" 2>/dev/null)" '"kind":"exec"' "it holds the commands run in it"
 assert_eq "600 0" "$(stat -c '%a %u' "$blog" 2>/dev/null)" "and only root may read it"
+after=$(ctl session log "$b" 2>&1)
+assert_contains "$after" "the daemon does not know this session any more" "session log of a session from before the crash reads the daemon's file"
+assert_contains "$after" "/root/mark" "and shows what was run in it"
 assert_success "the first session's log is kept after its teardown" -- grep -q '"uname"' "$STATE/logs/sessions/$a.jsonl"
 assert_success "the image is back and still verifies" -- ctl image verify "$IMAGE"
 
