@@ -23,6 +23,7 @@ gboolean vctl_cmd_session_exec    (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_session_cp      (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_session_screenshot (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_session_log     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_session_resume  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_session_stop    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
 gboolean vctl_cmd_guard_status    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);

@@ -492,8 +492,10 @@ print_log_entry (GVariant *entry)
   guint64 started_at = 0;
   guint64 duration = 0;
   gint32 status = 0;
+  gboolean argv_truncated = FALSE;
   const gchar *kind = "?";
   const gchar *err = "";
+  const gchar *state = "";
   g_autofree gchar *when = NULL;
   g_autofree gchar *took = NULL;
   g_autofree gchar *line = NULL;
@@ -505,46 +507,247 @@ print_log_entry (GVariant *entry)
   g_variant_dict_lookup (&dict, "exit-status", "i", &status);
   g_variant_dict_lookup (&dict, "kind", "&s", &kind);
   g_variant_dict_lookup (&dict, "error", "&s", &err);
+  g_variant_dict_lookup (&dict, "state", "&s", &state);
+  g_variant_dict_lookup (&dict, "argv-truncated", "b", &argv_truncated);
   argv = g_variant_dict_lookup_value (&dict, "argv", G_VARIANT_TYPE_STRING_ARRAY);
 
   when = vctl_format_time (started_at);
   took = vctl_format_duration (duration);
   line = format_argv (argv);
+  if (argv_truncated) {
+    g_autofree gchar *cut = g_strconcat (line, " ", _("[argv truncated]"), NULL);
+    g_free (line);
+    line = g_steal_pointer (&cut);
+  }
   shown_kind = vctl_escape_line (kind);
-  if (err[0] != '\0') {
-    g_autofree gchar *shown_err = vctl_escape_line (err);
-    g_print ("%s %9s %-10s %-9s %s (%s)\n", when, took, shown_kind, _("error"), line, shown_err);
-  } else {
+  /* What happened, in the daemon's words: a timed-out command that went on
+   * is not shown as a failure. */
+  if (g_strcmp0 (state, "finished") == 0 || (state[0] == '\0' && err[0] == '\0')) {
     g_print ("%s %9s %-10s exit %-4d %s\n", when, took, shown_kind, status, line);
+  } else if (g_strcmp0 (state, "finished-late") == 0) {
+    g_print ("%s %9s %-10s %s %-4d %s (%s)\n", when, took, shown_kind, _("late exit"), status, line,
+             _("finished after its timeout"));
+  } else {
+    g_autofree gchar *shown_state = vctl_escape_line (state[0] != '\0' ? state : _("error"));
+    g_autofree gchar *shown_err = vctl_escape_line (err);
+    g_print ("%s %9s %-10s %-9s %s (%s)\n", when, took, shown_kind, shown_state, line, shown_err);
   }
   g_variant_dict_clear (&dict);
+}
+
+/* One page of the log; *@next says where the next one starts. */
+static GVariant *
+fetch_log_page (VctlContext *ctx, VivariumDBusSession *session, guint64 offset, guint64 *next,
+                guint64 *total, guint64 *dropped, GError **error)
+{
+  g_autoptr(GVariant) ret = vctl_call (ctx, session, "GetCommandLog",
+                                       g_variant_new ("(tu)", offset, (guint32) VIVARIUM_LOG_PAGE_MAX),
+                                       -1, NULL, error);
+  GVariant *entries = NULL;
+
+  if (ret == NULL)
+    return NULL;
+  g_variant_get (ret, "(@aa{sv}ttt)", &entries, next, total, dropped);
+  /* A daemon that does not move forward would keep us here forever. */
+  if (*next <= offset && *next < *total) {
+    g_clear_pointer (&entries, g_variant_unref);
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
+                         _("The daemon’s command log did not advance"));
+  }
+  return entries;
+}
+
+/* --- the history the daemon keeps on disk ------------------------------ */
+
+static gint64
+json_int (JsonObject *o, const gchar *member)
+{
+  JsonNode *n = json_object_get_member (o, member);
+  return n != NULL && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_INT64 ?
+         json_node_get_int (n) : 0;
+}
+
+static const gchar *
+json_str (JsonObject *o, const gchar *member)
+{
+  JsonNode *n = json_object_get_member (o, member);
+  return n != NULL && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING ?
+         json_node_get_string (n) : "";
+}
+
+/* One line of the file, in the shape GetCommandLog() returns. */
+static GVariant *
+entry_from_json (JsonObject *o)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_auto(GStrv) items = NULL;
+  JsonNode *argv = json_object_get_member (o, "argv");
+  GVariantDict d;
+
+  if (argv != NULL && JSON_NODE_HOLDS_ARRAY (argv)) {
+    JsonArray *a = json_node_get_array (argv);
+    for (guint i = 0; i < json_array_get_length (a); i++) {
+      JsonNode *n = json_array_get_element (a, i);
+      if (JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING)
+        g_strv_builder_add (b, json_node_get_string (n));
+    }
+  }
+  items = g_strv_builder_end (b);
+  g_variant_dict_init (&d, NULL);
+  g_variant_dict_insert (&d, "seq", "t", (guint64) json_int (o, "seq"));
+  g_variant_dict_insert (&d, "kind", "s", json_str (o, "kind"));
+  g_variant_dict_insert_value (&d, "argv", g_variant_new_strv ((const gchar * const *) items, -1));
+  g_variant_dict_insert (&d, "argv-truncated", "b",
+                         json_object_get_boolean_member_with_default (o, "argv-truncated", FALSE));
+  g_variant_dict_insert (&d, "started-at", "t", (guint64) json_int (o, "started-at"));
+  g_variant_dict_insert (&d, "duration", "t", (guint64) json_int (o, "duration"));
+  g_variant_dict_insert (&d, "state", "s", json_str (o, "state"));
+  g_variant_dict_insert (&d, "exit-status", "i", (gint32) json_int (o, "exit-status"));
+  g_variant_dict_insert (&d, "error", "s", json_str (o, "error"));
+  return g_variant_ref_sink (g_variant_dict_end (&d));
+}
+
+/* The file has one line per change of an entry: the last line of a seq is
+ * its final word. A line that does not parse is skipped, not trusted. */
+static gboolean
+load_log_file (const gchar *path, GPtrArray *out, GError **error)
+{
+  g_autofree gchar *contents = NULL;
+  g_auto(GStrv) lines = NULL;
+  g_autoptr(GHashTable) by_seq = g_hash_table_new (g_int64_hash, g_int64_equal);
+
+  if (!g_file_get_contents (path, &contents, NULL, error))
+    return FALSE;
+  lines = g_strsplit (contents, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    JsonObject *o;
+    GVariant *entry;
+    gint64 *seq;
+
+    if (lines[i][0] == '\0' || !json_parser_load_from_data (parser, lines[i], -1, NULL) ||
+        !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      continue;
+    o = json_node_get_object (json_parser_get_root (parser));
+    if (!json_object_has_member (o, "seq"))
+      continue;
+    entry = entry_from_json (o);
+    seq = g_new (gint64, 1);
+    *seq = json_int (o, "seq");
+    if (g_hash_table_contains (by_seq, seq)) {
+      guint index = GPOINTER_TO_UINT (g_hash_table_lookup (by_seq, seq));
+      g_variant_unref (g_ptr_array_index (out, index));
+      out->pdata[index] = entry;
+      g_free (seq);
+      continue;
+    }
+    g_hash_table_insert (by_seq, seq, GUINT_TO_POINTER (out->len));
+    g_ptr_array_add (out, entry);
+  }
+  g_hash_table_foreach (by_seq, (GHFunc) (void (*) (void)) g_free, NULL);
+  return TRUE;
+}
+
+static gboolean
+print_entries (VctlContext *ctx, GPtrArray *all)
+{
+  if (ctx->json) {
+    g_autoptr(GVariant) array = g_variant_ref_sink (g_variant_new_array (G_VARIANT_TYPE_VARDICT,
+                                                                         (GVariant **) all->pdata, all->len));
+    g_autoptr(JsonNode) root = json_gvariant_serialize (array);
+    vctl_print_json (root);
+    return TRUE;
+  }
+  for (guint i = 0; i < all->len; i++)
+    print_log_entry (g_ptr_array_index (all, i));
+  return TRUE;
+}
+
+/* A session the daemon no longer knows (it ended, or the daemon restarted)
+ * still has its history in the daemon's file, which root may read. */
+static gboolean
+session_log_from_file (VctlContext *ctx, const gchar *id, GError **error)
+{
+  g_autofree gchar *name = g_strconcat (id, ".jsonl", NULL);
+  g_autofree gchar *path = g_build_filename (VIVARIUM_STATEDIR, "logs", "sessions", name, NULL);
+  g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+
+  if (!vivarium_name_validate ("session", id, NULL) || !g_file_test (path, G_FILE_TEST_EXISTS))
+    return FALSE;
+  if (!load_log_file (path, all, error))
+    return FALSE;
+  if (!ctx->json)
+    g_print (_("(the daemon does not know this session any more; from %s)\n"), path);
+  return print_entries (ctx, all);
 }
 
 gboolean
 vctl_cmd_session_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  g_autoptr(GVariant) entries = NULL;
+  g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+  guint64 offset = 0;
+  guint64 next = 0;
+  guint64 total = 1;
+  guint64 dropped = 0;
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error))
     return FALSE;
   session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL) {
+    g_autoptr(GError) file_error = NULL;
+    if (!g_error_matches (*error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND))
+      return FALSE;
+    if (session_log_from_file (ctx, (*argv)[1], &file_error)) {
+      g_clear_error (error);
+      return TRUE;
+    }
+    if (file_error != NULL)
+      g_prefix_error (error, "%s; ", file_error->message);
+    return FALSE;
+  }
+  /* Paged: each reply is bounded, the whole log is not. */
+  while (offset < total) {
+    g_autoptr(GVariant) entries = fetch_log_page (ctx, session, offset, &next, &total, &dropped, error);
+    if (entries == NULL)
+      return FALSE;
+    for (gsize i = 0; i < g_variant_n_children (entries); i++)
+      g_ptr_array_add (all, g_variant_get_child_value (entries, i));
+    offset = next;
+  }
+  if (dropped > 0 && !ctx->json) {
+    g_autofree gchar *count = g_strdup_printf ("%" G_GUINT64_FORMAT, dropped);
+    g_print (_("(%s older commands are only in the daemon’s file for this session)\n"), count);
+  }
+  return print_entries (ctx, all);
+}
+
+gboolean
+vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) state = NULL;
+  g_autofree gchar *id = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+    return FALSE;
+  session = session_for_call (ctx, (*argv)[1], error);
   if (session == NULL)
     return FALSE;
-  ret = vctl_call (ctx, session, "GetCommandLog", NULL, -1, NULL, error);
+  ret = vctl_call (ctx, session, "Resume", NULL, -1, NULL, error);
   if (ret == NULL)
     return FALSE;
-  entries = g_variant_get_child_value (ret, 0);
-  if (ctx->json) {
-    g_autoptr(JsonNode) root = json_gvariant_serialize (entries);
-    vctl_print_json (root);
-    return TRUE;
+  id = vctl_escape_line ((*argv)[1]);
+  state = vctl_get_property (ctx, session, "State", NULL);
+  if (state != NULL && g_strcmp0 (g_variant_get_string (state, NULL), "paused") == 0) {
+    g_autoptr(GVariant) reason = vctl_get_property (ctx, session, "StateReason", NULL);
+    g_autofree gchar *shown = vctl_escape_line (reason != NULL ? g_variant_get_string (reason, NULL) : "");
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                 _("Session “%s” was resumed but paused again: %s"), id, shown);
+    return FALSE;
   }
-  for (gsize i = 0; i < g_variant_n_children (entries); i++) {
-    g_autoptr(GVariant) entry = g_variant_get_child_value (entries, i);
-    print_log_entry (entry);
-  }
+  g_print (_("Resumed session “%s”.\n"), id);
   return TRUE;
 }
 

@@ -35,6 +35,7 @@ static const VctlCommand commands[] = {
   { "session", "screenshot", "ID FILE.png", N_("Save the guest display as PNG"),
     vctl_cmd_session_screenshot },
   { "session", "log", "ID", N_("Show the commands run in a session"), vctl_cmd_session_log },
+  { "session", "resume", "ID", N_("Let a paused session run again"), vctl_cmd_session_resume },
   { "session", "stop", "ID", N_("Stop a session and remove everything it left"),
     vctl_cmd_session_stop },
   { "guard", "status", "", N_("Show the network guard's layers and last verdict"),

@@ -36,6 +36,22 @@ G_BEGIN_DECLS
 #define VIVARIUM_TIMEOUT_MAX_SEC    (7 * 24 * 3600)
 #define VIVARIUM_EXEC_TIMEOUT_MAX_SEC (24 * 3600)
 
+/* The command log. A caller may send 256 arguments of 64 KiB each (16 MiB);
+ * the log keeps a bounded record of that, marked "argv-truncated", so that
+ * no caller can grow the daemon's memory, its files or its replies. */
+#define VIVARIUM_LOG_ARGV_ITEMS_MAX   64          /* argv items kept per entry */
+#define VIVARIUM_LOG_ARGV_BYTES_MAX   4096        /* argv bytes kept per entry */
+#define VIVARIUM_LOG_ERROR_BYTES_MAX  1024        /* of an entry's error message */
+#define VIVARIUM_LOG_ENTRIES_MAX      1000        /* kept in memory per session */
+#define VIVARIUM_LOG_PAGE_MAX         200         /* entries per GetCommandLog() */
+#define VIVARIUM_LOG_FILE_BYTES_MAX   (8 * 1024 * 1024)  /* one session's file */
+#define VIVARIUM_LOG_FILES_MAX        256         /* session files kept on disk */
+/* Every reply the daemon builds from a list stays under this; the bus
+ * disconnects a peer that sends a message over 32 MiB (dbus-daemon's
+ * max_message_size), and losing the bus ends every session. A full page
+ * (200 entries of at most ~6 KiB) fits with room to spare. */
+#define VIVARIUM_REPLY_BYTES_MAX      (2 * 1024 * 1024)
+
 gboolean  vivarium_name_validate         (const gchar  *kind,
                                           const gchar  *name,
                                           GError      **error);

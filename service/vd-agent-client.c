@@ -5,6 +5,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vd-deadline.h"
 #include "vd-json-stream.h"
 #include "vd-agent-client.h"
 
@@ -13,6 +14,10 @@
 #define VD_AGENT_CONNECT_TIMEOUT_MS 5000
 #define VD_AGENT_POLL_FIRST_MS      50
 #define VD_AGENT_POLL_MAX_MS        200
+/* A command that outlived its caller's timeout is polled at a leisurely
+ * pace: nobody waits on it, and it must not crowd the agent. */
+#define VD_AGENT_REAP_POLL_FIRST_MS 500
+#define VD_AGENT_REAP_POLL_MAX_MS   5000
 #define VD_AGENT_FILE_CHUNK         (512 * 1024)
 /* Closing a guest file after a failure gets its own short allowance. */
 #define VD_AGENT_CLOSE_TIMEOUT_MS   1000
@@ -61,27 +66,13 @@ typedef struct {
   JsonObject   *request;        /* NULL: the request is the sync itself */
   gint64        sync_id;
   VdAgentPhase  phase;
-  GSource      *timeout_source;
-  GSource      *cancel_source;
+  VdDeadline   *deadline;
 } VdAgentRequest;
-
-static void
-vd_agent_request_stop_sources (VdAgentRequest *req)
-{
-  if (req->timeout_source != NULL) {
-    g_source_destroy (req->timeout_source);
-    g_clear_pointer (&req->timeout_source, g_source_unref);
-  }
-  if (req->cancel_source != NULL) {
-    g_source_destroy (req->cancel_source);
-    g_clear_pointer (&req->cancel_source, g_source_unref);
-  }
-}
 
 static void
 vd_agent_request_free (VdAgentRequest *req)
 {
-  vd_agent_request_stop_sources (req);
+  vd_deadline_free (req->deadline);
   g_clear_pointer (&req->request, json_object_unref);
   g_free (req);
 }
@@ -96,7 +87,8 @@ vd_agent_client_finish_request (VdAgentClient *self, GTask *task, JsonNode *resu
   g_autoptr(GTask) keep = g_object_ref (task);
   VdAgentRequest *req = g_task_get_task_data (task);
 
-  vd_agent_request_stop_sources (req);
+  if (req->deadline != NULL)
+    vd_deadline_stop (req->deadline);
   if (self->current == task) {
     g_clear_object (&self->current);
   } else if (g_queue_remove (&self->queue, task)) {
@@ -115,8 +107,8 @@ vd_agent_client_finish_request_new_error (VdAgentClient *self, GTask *task, gint
   vd_agent_client_finish_request (self, task, NULL, g_error_new_literal (VIVARIUM_ERROR, code, message));
 }
 
-static gboolean
-vd_agent_request_on_timeout (gpointer user_data)
+static void
+vd_agent_request_on_deadline (gint code, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdAgentClient *self = g_task_get_source_object (task);
@@ -124,22 +116,10 @@ vd_agent_request_on_timeout (gpointer user_data)
   /* Its answer may still come: the next request starts with a resync. */
   if (self->current == task)
     self->need_resync = TRUE;
-  vd_agent_client_finish_request_new_error (self, task, VIVARIUM_ERROR_TIMED_OUT,
-                                            "The guest agent did not answer in time");
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-vd_agent_request_on_cancelled (GCancellable *cancellable, gpointer user_data)
-{
-  GTask *task = G_TASK (user_data);
-  VdAgentClient *self = g_task_get_source_object (task);
-
-  if (self->current == task)
-    self->need_resync = TRUE;
-  vd_agent_client_finish_request_new_error (self, task, VIVARIUM_ERROR_CANCELLED,
+  vd_agent_client_finish_request_new_error (self, task, code,
+                                            code == VIVARIUM_ERROR_TIMED_OUT ?
+                                            "The guest agent did not answer in time" :
                                             "The guest agent request was cancelled");
-  return G_SOURCE_REMOVE;
 }
 
 static void
@@ -204,14 +184,8 @@ vd_agent_client_request_async (VdAgentClient *self, JsonObject *request, gint64 
                              "The guest agent did not answer in time");
     return;
   }
-  req->timeout_source = g_timeout_source_new ((guint) MIN ((left_us + 999) / 1000, G_MAXUINT));
-  g_source_set_callback (req->timeout_source, vd_agent_request_on_timeout, task, NULL);
-  g_source_attach (req->timeout_source, g_task_get_context (task));
-  if (cancellable != NULL) {
-    req->cancel_source = g_cancellable_source_new (cancellable);
-    g_source_set_callback (req->cancel_source, G_SOURCE_FUNC (vd_agent_request_on_cancelled), task, NULL);
-    g_source_attach (req->cancel_source, g_task_get_context (task));
-  }
+  req->deadline = vd_deadline_new_at (deadline_us, cancellable, g_task_get_context (task),
+                                      vd_agent_request_on_deadline, task);
   g_queue_push_tail (&self->queue, g_steal_pointer (&task));
   vd_agent_client_pump (self);
 }
@@ -325,7 +299,9 @@ vd_agent_client_close_with_error (VdAgentClient *self, const GError *error)
     tasks = g_list_prepend (tasks, g_steal_pointer (&self->current));
   for (GList *l = tasks; l != NULL; l = l->next) {
     g_autoptr(GTask) task = l->data;
-    vd_agent_request_stop_sources (g_task_get_task_data (task));
+    VdAgentRequest *req = g_task_get_task_data (task);
+    if (req->deadline != NULL)
+      vd_deadline_stop (req->deadline);
     g_task_return_error (task, g_error_copy (error));
   }
   g_signal_emit (self, signals[SIGNAL_CLOSED], 0);
@@ -368,8 +344,9 @@ typedef struct {
   gint64          deadline_us;
   /* exec */
   gsize           output_cap;
-  gint64          pid;
+  gint64          pid;          /* the guest's, once guest-exec answered; else -1 */
   guint           poll_ms;
+  guint           poll_max_ms;
   /* files */
   gchar          *path;
   gint64          handle;
@@ -414,9 +391,7 @@ vd_agent_op_new (gpointer source_object, gpointer source_tag, guint timeout_ms,
 static guint
 vd_agent_op_remaining_ms (VdAgentOp *op)
 {
-  gint64 left = op->deadline_us - g_get_monotonic_time ();
-
-  return left <= 0 ? 0 : (guint) MIN ((left + 999) / 1000, G_MAXUINT);
+  return vd_deadline_ms_until (op->deadline_us);
 }
 
 /* Sends one request for @task's operation; @args is consumed. */
@@ -568,7 +543,7 @@ vd_agent_exec_on_status (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   if (!exited) {
     guint delay = MIN (op->poll_ms, vd_agent_op_remaining_ms (op));
-    op->poll_ms = MIN (op->poll_ms * 2, VD_AGENT_POLL_MAX_MS);
+    op->poll_ms = MIN (op->poll_ms * 2, op->poll_max_ms);
     vd_agent_op_schedule (task, delay, vd_agent_exec_poll);
     return;
   }
@@ -627,13 +602,37 @@ vd_agent_strv_to_array (const gchar * const *strv)
   return array;
 }
 
+/* guest-exec has no working-directory argument in every agent version, so
+ * the guest's shell changes directory first. The wrapper is ours: the
+ * limits apply to the caller's argv, checked before it is wrapped. */
+static GStrv
+vd_agent_wrap_cwd (const gchar * const *argv, const gchar *cwd)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+
+  if (cwd == NULL || cwd[0] == '\0')
+    return g_strdupv ((gchar **) argv);
+  g_strv_builder_add_many (b, "/bin/sh", "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", cwd, NULL);
+  g_strv_builder_addv (b, (const gchar **) argv);
+  return g_strv_builder_end (b);
+}
+
+static gboolean
+vd_agent_exec_validate (const gchar * const *argv, const gchar * const *env, const gchar *cwd, GError **error)
+{
+  if (!vivarium_argv_validate (argv, error) || !vivarium_env_validate (env, error))
+    return FALSE;
+  return cwd == NULL || cwd[0] == '\0' || vivarium_guest_path_validate (cwd, error);
+}
+
 void
 vd_agent_client_exec_async (VdAgentClient *self, const gchar * const *argv, const gchar * const *env,
-                            guint timeout_ms, gsize output_cap, GCancellable *cancellable,
+                            const gchar *cwd, guint timeout_ms, gsize output_cap, GCancellable *cancellable,
                             GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = NULL;
   g_autoptr(GError) error = NULL;
+  g_auto(GStrv) wrapped = NULL;
   JsonObject *args;
   VdAgentOp *op;
 
@@ -642,13 +641,16 @@ vd_agent_client_exec_async (VdAgentClient *self, const gchar * const *argv, cons
   task = vd_agent_op_new (self, vd_agent_client_exec_async, timeout_ms, cancellable, callback, user_data);
   op = g_task_get_task_data (task);
   op->output_cap = output_cap;
-  if (!vivarium_argv_validate (argv, &error) || !vivarium_env_validate (env, &error)) {
+  op->pid = -1;
+  op->poll_max_ms = VD_AGENT_POLL_MAX_MS;
+  if (!vd_agent_exec_validate (argv, env, cwd, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }
+  wrapped = vd_agent_wrap_cwd (argv, cwd);
   args = json_object_new ();
-  json_object_set_string_member (args, "path", argv[0]);
-  json_object_set_array_member (args, "arg", vd_agent_strv_to_array (argv + 1));
+  json_object_set_string_member (args, "path", wrapped[0]);
+  json_object_set_array_member (args, "arg", vd_agent_strv_to_array ((const gchar * const *) wrapped + 1));
   if (env != NULL && env[0] != NULL)
     json_object_set_array_member (args, "env", vd_agent_strv_to_array (env));
   json_object_set_boolean_member (args, "capture-output", TRUE);
@@ -656,7 +658,43 @@ vd_agent_client_exec_async (VdAgentClient *self, const gchar * const *argv, cons
 }
 
 VdAgentExecResult *
-vd_agent_client_exec_finish (VdAgentClient *self, GAsyncResult *result, GError **error)
+vd_agent_client_exec_finish (VdAgentClient *self, GAsyncResult *result, gint64 *pid, GError **error)
+{
+  VdAgentOp *op;
+
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  op = g_task_get_task_data (G_TASK (result));
+  if (pid != NULL)
+    *pid = op->pid;
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* Picks up a command that is already running in the guest (one whose exec
+ * timed out) and waits for it, polling slowly: nobody is waiting on it. */
+void
+vd_agent_client_exec_wait_async (VdAgentClient *self, gint64 pid, guint timeout_ms, gsize output_cap,
+                                 GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  VdAgentOp *op;
+
+  g_return_if_fail (VD_IS_AGENT_CLIENT (self));
+
+  task = vd_agent_op_new (self, vd_agent_client_exec_wait_async, timeout_ms, cancellable, callback, user_data);
+  op = g_task_get_task_data (task);
+  op->output_cap = output_cap;
+  op->pid = pid;
+  op->poll_ms = VD_AGENT_REAP_POLL_FIRST_MS;
+  op->poll_max_ms = VD_AGENT_REAP_POLL_MAX_MS;
+  if (pid < 0) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "No guest process to wait for");
+    return;
+  }
+  vd_agent_exec_poll (task);
+}
+
+VdAgentExecResult *
+vd_agent_client_exec_wait_finish (VdAgentClient *self, GAsyncResult *result, GError **error)
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);

@@ -52,15 +52,32 @@ void               vd_agent_client_wait_ready_async      (const gchar         *s
                                                           gpointer             user_data);
 VdAgentClient     *vd_agent_client_wait_ready_finish     (GAsyncResult        *result,
                                                           GError             **error);
+/* @cwd: NULL or "" for the agent's default; otherwise the guest's shell
+ * changes there first. The limits apply to @argv as given. */
 void               vd_agent_client_exec_async            (VdAgentClient       *self,
                                                           const gchar * const *argv,
                                                           const gchar * const *env,
+                                                          const gchar         *cwd,
                                                           guint                timeout_ms,
                                                           gsize                output_cap,
                                                           GCancellable        *cancellable,
                                                           GAsyncReadyCallback  callback,
                                                           gpointer             user_data);
+/* @pid (nullable): the guest's process id once guest-exec answered, -1
+ * before; set on failure too, so a timed-out command can be waited for. */
 VdAgentExecResult *vd_agent_client_exec_finish           (VdAgentClient       *self,
+                                                          GAsyncResult        *result,
+                                                          gint64              *pid,
+                                                          GError             **error);
+/* Waits for a guest process started by exec (polling guest-exec-status). */
+void               vd_agent_client_exec_wait_async       (VdAgentClient       *self,
+                                                          gint64               pid,
+                                                          guint                timeout_ms,
+                                                          gsize                output_cap,
+                                                          GCancellable        *cancellable,
+                                                          GAsyncReadyCallback  callback,
+                                                          gpointer             user_data);
+VdAgentExecResult *vd_agent_client_exec_wait_finish      (VdAgentClient       *self,
                                                           GAsyncResult        *result,
                                                           GError             **error);
 void               vd_agent_client_read_file_async       (VdAgentClient       *self,

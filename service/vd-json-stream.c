@@ -9,6 +9,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vd-deadline.h"
 #include "vd-json-stream.h"
 
 #define VD_JSON_STREAM_READ_CHUNK (64 * 1024)
@@ -516,43 +517,26 @@ vd_json_stream_new (GIOStream *stream, gsize max_message_size)
 
 typedef struct {
   GCancellable *connect_cancellable;  /* ours: cancelled on timeout or by the caller */
-  GSource      *timeout_source;
-  GSource      *cancel_source;
+  VdDeadline   *deadline;
   gboolean      timed_out;
 } VdConnectData;
 
 static void
 vd_connect_data_free (VdConnectData *data)
 {
-  if (data->timeout_source != NULL) {
-    g_source_destroy (data->timeout_source);
-    g_source_unref (data->timeout_source);
-  }
-  if (data->cancel_source != NULL) {
-    g_source_destroy (data->cancel_source);
-    g_source_unref (data->cancel_source);
-  }
+  vd_deadline_free (data->deadline);
   g_clear_object (&data->connect_cancellable);
   g_free (data);
 }
 
-static gboolean
-vd_connect_on_timeout (gpointer user_data)
+/* Either end stops the connect; its callback tells them apart. */
+static void
+vd_connect_on_deadline (gint code, gpointer user_data)
 {
   VdConnectData *data = user_data;
 
-  data->timed_out = TRUE;
+  data->timed_out = code == VIVARIUM_ERROR_TIMED_OUT;
   g_cancellable_cancel (data->connect_cancellable);
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-vd_connect_on_cancelled (GCancellable *cancellable, gpointer user_data)
-{
-  VdConnectData *data = user_data;
-
-  g_cancellable_cancel (data->connect_cancellable);
-  return G_SOURCE_REMOVE;
 }
 
 static void
@@ -605,14 +589,8 @@ vd_unix_connect_async (const gchar *socket_path,
     return;
   }
   data->connect_cancellable = g_cancellable_new ();
-  data->timeout_source = g_timeout_source_new (MAX (timeout_ms, 1));
-  g_source_set_callback (data->timeout_source, vd_connect_on_timeout, data, NULL);
-  g_source_attach (data->timeout_source, g_task_get_context (task));
-  if (cancellable != NULL) {
-    data->cancel_source = g_cancellable_source_new (cancellable);
-    g_source_set_callback (data->cancel_source, G_SOURCE_FUNC (vd_connect_on_cancelled), data, NULL);
-    g_source_attach (data->cancel_source, g_task_get_context (task));
-  }
+  data->deadline = vd_deadline_new (timeout_ms, cancellable, g_task_get_context (task),
+                                    vd_connect_on_deadline, data);
   address = g_unix_socket_address_new (socket_path);
   g_socket_client_connect_async (client, G_SOCKET_CONNECTABLE (address),
                                  data->connect_cancellable,

@@ -72,7 +72,16 @@ vd_qemu_command_build (const VdQemuCommand *cmd)
       add (b, "-initrd", cmd->initrd);
     add (b, "-append", cmd->cmdline != NULL ? cmd->cmdline : "");
   }
-  take (b, "-drive", g_strdup_printf ("file=%s,if=none,id=disk0,format=qcow2,discard=unmap", cmd->overlay));
+  /* werror/rerror=stop: on any write or read error (a full sessions disk
+   * first of all) QEMU pauses the guest and tells us (BLOCK_IO_ERROR, STOP)
+   * instead of handing the error to the guest. A guest that sees EIO on its
+   * root disk remounts read-only or loses writes it thought were done, and
+   * nobody would learn why; paused, nothing is lost, the daemon reports the
+   * reason (State "paused", StateReason), and the caller frees space and
+   * resumes, or stops. QEMU's default (werror=enospc, rerror=report) would
+   * pause on ENOSPC only and pass read errors through silently. */
+  take (b, "-drive", g_strdup_printf ("file=%s,if=none,id=disk0,format=qcow2,discard=unmap,werror=stop,rerror=stop",
+                                      cmd->overlay));
   add (b, "-device", "virtio-blk-pci,drive=disk0");
   add (b, "-device", "virtio-serial-pci,id=vser0");
   take (b, "-chardev", g_strdup_printf ("socket,id=qga0,path=%s,server=on,wait=off", qga));

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "vivarium-error.h"
+#include "vd-deadline.h"
 #include "vd-json-stream.h"
 #include "vd-qmp-client.h"
 
@@ -21,6 +22,9 @@ struct _VdQmpClient {
 
 enum {
   SIGNAL_EVENT,
+  SIGNAL_BLOCK_IO_ERROR,
+  SIGNAL_GUEST_STOPPED,
+  SIGNAL_GUEST_RESUMED,
   SIGNAL_CLOSED,
   SIGNAL_LAST
 };
@@ -31,41 +35,16 @@ G_DEFINE_TYPE (VdQmpClient, vd_qmp_client, G_TYPE_OBJECT)
 /* Per-call state, the task's data: a call ends by its reply, its timeout,
  * its cancellable or the connection's end, whichever comes first. */
 typedef struct {
-  gchar   *id;
-  gint64   deadline_us;
-  GSource *timeout_source;
-  GSource *cancel_source;
+  gchar      *id;
+  VdDeadline *deadline;
 } VdQmpCall;
-
-static void
-vd_qmp_call_stop_sources (VdQmpCall *call)
-{
-  if (call->timeout_source != NULL) {
-    g_source_destroy (call->timeout_source);
-    g_clear_pointer (&call->timeout_source, g_source_unref);
-  }
-  if (call->cancel_source != NULL) {
-    g_source_destroy (call->cancel_source);
-    g_clear_pointer (&call->cancel_source, g_source_unref);
-  }
-}
 
 static void
 vd_qmp_call_free (VdQmpCall *call)
 {
-  vd_qmp_call_stop_sources (call);
+  vd_deadline_free (call->deadline);
   g_free (call->id);
   g_free (call);
-}
-
-static guint
-vd_qmp_remaining_ms (gint64 deadline_us)
-{
-  gint64 left = deadline_us - g_get_monotonic_time ();
-
-  if (left <= 0)
-    return 0;
-  return (guint) MIN ((left + 999) / 1000, G_MAXUINT);
 }
 
 /* Detaches @task from the client before returning it: the caller's callback
@@ -76,7 +55,7 @@ vd_qmp_client_finish_call (VdQmpClient *self, GTask *task, JsonNode *result, con
   g_autoptr(GTask) keep = g_object_ref (task);
   VdQmpCall *call = g_task_get_task_data (task);
 
-  vd_qmp_call_stop_sources (call);
+  vd_deadline_stop (call->deadline);
   if (self->handshake == task)
     g_clear_object (&self->handshake);
   else if (call->id != NULL)
@@ -97,26 +76,15 @@ vd_qmp_client_finish_call_new_error (VdQmpClient *self, GTask *task, gint code, 
   vd_qmp_client_finish_call (self, task, NULL, error);
 }
 
-static gboolean
-vd_qmp_call_on_timeout (gpointer user_data)
+static void
+vd_qmp_call_on_deadline (gint code, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdQmpClient *self = g_task_get_source_object (task);
 
-  vd_qmp_client_finish_call_new_error (self, task, VIVARIUM_ERROR_TIMED_OUT,
-                                       "QEMU did not answer in time");
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-vd_qmp_call_on_cancelled (GCancellable *cancellable, gpointer user_data)
-{
-  GTask *task = G_TASK (user_data);
-  VdQmpClient *self = g_task_get_source_object (task);
-
-  vd_qmp_client_finish_call_new_error (self, task, VIVARIUM_ERROR_CANCELLED,
+  vd_qmp_client_finish_call_new_error (self, task, code,
+                                       code == VIVARIUM_ERROR_TIMED_OUT ? "QEMU did not answer in time" :
                                        "The QMP call was cancelled");
-  return G_SOURCE_REMOVE;
 }
 
 static GTask *
@@ -130,15 +98,8 @@ vd_qmp_client_new_call (VdQmpClient *self, gpointer source_tag, guint timeout_ms
   /* Cancellation is reported in our own error domain, like everything else. */
   g_task_set_check_cancellable (task, FALSE);
   g_task_set_task_data (task, call, (GDestroyNotify) vd_qmp_call_free);
-  call->deadline_us = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
-  call->timeout_source = g_timeout_source_new (MAX (timeout_ms, 1));
-  g_source_set_callback (call->timeout_source, vd_qmp_call_on_timeout, task, NULL);
-  g_source_attach (call->timeout_source, g_task_get_context (task));
-  if (cancellable != NULL) {
-    call->cancel_source = g_cancellable_source_new (cancellable);
-    g_source_set_callback (call->cancel_source, G_SOURCE_FUNC (vd_qmp_call_on_cancelled), task, NULL);
-    g_source_attach (call->cancel_source, g_task_get_context (task));
-  }
+  call->deadline = vd_deadline_new (timeout_ms, cancellable, g_task_get_context (task),
+                                    vd_qmp_call_on_deadline, task);
   return task;
 }
 
@@ -216,6 +177,51 @@ vd_qmp_client_handle_greeting (VdQmpClient *self, JsonObject *message)
     vd_qmp_client_send_capabilities (self);
 }
 
+/* QEMU's BLOCK_IO_ERROR, as a sentence: "reason" is QEMU's strerror() of
+ * the failed request, but it comes over the wire, so it is checked and
+ * escaped like anything else QEMU says. */
+gchar *
+vd_qmp_block_io_error_describe (JsonObject *data, gboolean *nospace)
+{
+  const gchar *operation = NULL;
+  const gchar *reason = NULL;
+  g_autofree gchar *reason_safe = NULL;
+
+  *nospace = FALSE;
+  if (data == NULL)
+    return g_strdup ("a disk I/O error");
+  if (json_object_has_member (data, "nospace") &&
+      !vd_json_get_bool (data, "nospace", nospace, NULL))
+    *nospace = FALSE;
+  if (json_object_has_member (data, "operation"))
+    operation = vd_json_get_string (data, "operation", NULL);
+  if (json_object_has_member (data, "reason"))
+    reason = vd_json_get_string (data, "reason", NULL);
+  if (reason != NULL)
+    reason_safe = vd_json_escape_untrusted (reason);
+  if (*nospace)
+    return g_strdup_printf ("the disk ran out of space (%s)",
+                            reason_safe != NULL ? reason_safe : "No space left on device");
+  return g_strdup_printf ("a disk %s error (%s)",
+                          g_strcmp0 (operation, "read") == 0 ? "read" : "write",
+                          reason_safe != NULL ? reason_safe : "no reason given");
+}
+
+/* The events the session acts on get a signal of their own. */
+static void
+vd_qmp_client_dispatch_event (VdQmpClient *self, const gchar *name, JsonObject *data)
+{
+  if (g_str_equal (name, "BLOCK_IO_ERROR")) {
+    gboolean nospace = FALSE;
+    g_autofree gchar *reason = vd_qmp_block_io_error_describe (data, &nospace);
+    g_signal_emit (self, signals[SIGNAL_BLOCK_IO_ERROR], 0, reason, nospace);
+  } else if (g_str_equal (name, "STOP")) {
+    g_signal_emit (self, signals[SIGNAL_GUEST_STOPPED], 0);
+  } else if (g_str_equal (name, "RESUME")) {
+    g_signal_emit (self, signals[SIGNAL_GUEST_RESUMED], 0);
+  }
+}
+
 static void
 vd_qmp_client_handle_event (VdQmpClient *self, JsonObject *message)
 {
@@ -233,6 +239,7 @@ vd_qmp_client_handle_event (VdQmpClient *self, JsonObject *message)
   }
   g_signal_emit (self, signals[SIGNAL_EVENT], 0, name,
                  data != NULL ? json_node_get_object (data) : NULL);
+  vd_qmp_client_dispatch_event (self, name, data != NULL ? json_node_get_object (data) : NULL);
 }
 
 static GError *
@@ -420,10 +427,10 @@ vd_qmp_client_send_capabilities (VdQmpClient *self)
 {
   g_autoptr(GTask) task = g_steal_pointer (&self->handshake);
   VdQmpCall *call = g_task_get_task_data (task);
-  guint remaining = vd_qmp_remaining_ms (call->deadline_us);
+  guint remaining = vd_deadline_remaining_ms (call->deadline);
 
   /* From here on the qmp_capabilities call carries the timeout. */
-  vd_qmp_call_stop_sources (call);
+  vd_deadline_stop (call->deadline);
   self->negotiating = TRUE;
   vd_qmp_client_execute_internal (self, vd_qmp_client_handshake_async, "qmp_capabilities", NULL,
                                   MAX (remaining, 1), g_task_get_cancellable (task),
@@ -498,7 +505,7 @@ vd_qmp_client_on_connected (GObject *source, GAsyncResult *res, gpointer user_da
     return;
   }
   client = vd_qmp_client_new_for_stream (stream);
-  vd_qmp_client_handshake_async (client, MAX (vd_qmp_remaining_ms (*deadline_us), 1),
+  vd_qmp_client_handshake_async (client, MAX (vd_deadline_ms_until (*deadline_us), 1),
                                  g_task_get_cancellable (task),
                                  vd_qmp_client_on_connect_handshake, g_object_ref (task));
 }
@@ -561,6 +568,14 @@ vd_qmp_client_class_init (VdQmpClientClass *klass)
   signals[SIGNAL_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                         0, NULL, NULL, NULL, G_TYPE_NONE, 2,
                                         G_TYPE_STRING, JSON_TYPE_OBJECT);
+  /* (const gchar *reason, gboolean nospace): QEMU's words, escaped */
+  signals[SIGNAL_BLOCK_IO_ERROR] = g_signal_new ("block-io-error", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                                 0, NULL, NULL, NULL, G_TYPE_NONE, 2,
+                                                 G_TYPE_STRING, G_TYPE_BOOLEAN);
+  signals[SIGNAL_GUEST_STOPPED] = g_signal_new ("guest-stopped", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                                0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+  signals[SIGNAL_GUEST_RESUMED] = g_signal_new ("guest-resumed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                                0, NULL, NULL, NULL, G_TYPE_NONE, 0);
   signals[SIGNAL_CLOSED] = g_signal_new ("closed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                          0, NULL, NULL, NULL, G_TYPE_NONE, 0);
 }

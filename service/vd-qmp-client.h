@@ -45,6 +45,11 @@ JsonNode    *vd_qmp_client_execute_finish          (VdQmpClient         *self,
 void         vd_qmp_client_close                   (VdQmpClient         *self);
 gboolean     vd_qmp_client_is_closed               (VdQmpClient         *self);
 
-/* signals: "event" (const gchar *name, JsonObject *data nullable), "closed" */
+gchar       *vd_qmp_block_io_error_describe        (JsonObject          *data,
+                                                    gboolean            *nospace);
+
+/* signals: "event" (const gchar *name, JsonObject *data nullable), "closed",
+ * and for the events a session acts on: "block-io-error" (const gchar
+ * *reason, gboolean nospace), "guest-stopped" (STOP), "guest-resumed" (RESUME) */
 
 G_END_DECLS

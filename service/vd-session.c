@@ -15,7 +15,9 @@
 #include "vivarium-denylist.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-state.h"
 #include "vd-agent-client.h"
+#include "vd-command-log.h"
 #include "vd-fs.h"
 #include "vd-log.h"
 #include "vd-qemu-command.h"
@@ -24,10 +26,17 @@
 
 #define QMP_TIMEOUT_MS        10000
 #define SOCKET_WAIT_MS        15000
-#define SCREENSHOT_MAX        (32 * 1024 * 1024)
+/* A reply must stay under the bus's 32 MiB message limit, header and all:
+ * a reply the bus refuses costs the daemon its connection. A PNG of QEMU's
+ * largest VGA mode is far smaller than this. */
+#define SCREENSHOT_MAX        (24 * 1024 * 1024)
 #define FILE_TIMEOUT_MS       60000
 #define STOP_TIMEOUT_MS       30000
 #define MEMORY_OVERHEAD_MIB   256
+/* How long a command that outlived its caller's timeout is still watched:
+ * long enough for a slow build step to end, short enough that a guest
+ * cannot keep the daemon polling forever. */
+#define REAP_TIMEOUT_SEC      (15 * 60)
 
 struct _VdSession {
   GObject               parent_instance;
@@ -49,7 +58,10 @@ struct _VdSession {
   guint32               uid;
   VdQmpClient          *qmp;
   VdAgentClient        *agent;
-  GPtrArray            *command_log;   /* GVariant a{sv} */
+  VdCommandLog         *log;
+  VivariumSessionState  state;         /* the skeleton's State mirrors it */
+  gchar                *io_error;      /* QEMU's last BLOCK_IO_ERROR, until RESUME */
+  GCancellable         *reapers;       /* timed-out commands still watched */
   GHashTable           *timings;       /* step → µs */
   gint64                step_started;
   gboolean              stop_requested;
@@ -77,7 +89,9 @@ vd_session_finalize (GObject *object)
   g_clear_object (&self->systemd);
   g_clear_object (&self->connection);
   g_clear_pointer (&self->deny_list, g_ptr_array_unref);
-  g_ptr_array_unref (self->command_log);
+  g_clear_object (&self->log);
+  g_clear_object (&self->reapers);
+  g_free (self->io_error);
   g_hash_table_unref (self->timings);
   g_free (self->id);
   g_free (self->object_path);
@@ -108,7 +122,8 @@ vd_session_init (VdSession *self)
   self->object_path = vivarium_object_path_for (VIVARIUM_DBUS_PATH_SESSIONS, self->id);
   self->unit = g_strdup_printf (VIVARIUM_SESSION_UNIT_PREFIX "%s.service", self->id);
   self->skeleton = vivarium_dbus_session_skeleton_new ();
-  self->command_log = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+  self->state = VIVARIUM_SESSION_STATE_STARTING;
+  self->reapers = g_cancellable_new ();
   self->timings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
 }
 
@@ -119,28 +134,47 @@ guint32 vd_session_get_uid (VdSession *self) { return self->uid; }
 VdImage *vd_session_get_image (VdSession *self) { return self->image; }
 GDBusInterfaceSkeleton *vd_session_get_skeleton (VdSession *self) { return G_DBUS_INTERFACE_SKELETON (self->skeleton); }
 
+VivariumSessionState vd_session_get_session_state (VdSession *self) { return self->state; }
+VdCommandLog *vd_session_get_command_log (VdSession *self) { return self->log; }
+
+/* The string, for callers that still compare names. */
 const gchar *
 vd_session_get_state (VdSession *self)
 {
-  return vivarium_dbus_session_get_state (self->skeleton);
+  return vivarium_session_state_to_string (self->state);
 }
 
 gboolean
 vd_session_is_active (VdSession *self)
 {
-  const gchar *state = vd_session_get_state (self);
-  return g_strcmp0 (state, "starting") == 0 || g_strcmp0 (state, "running") == 0 ||
-         g_strcmp0 (state, "stopping") == 0;
+  return vivarium_session_state_is_active (self->state);
+}
+
+/* The one place the state changes; the skeleton only mirrors it. */
+static void
+set_state_with_reason (VdSession *self, VivariumSessionState state, const gchar *reason)
+{
+  const gchar *name = vivarium_session_state_to_string (state);
+  gboolean changed = self->state != state;
+
+  if (!changed && g_strcmp0 (vivarium_dbus_session_get_state_reason (self->skeleton), reason) == 0)
+    return;
+  self->state = state;
+  vivarium_dbus_session_set_state_reason (self->skeleton, reason != NULL ? reason : "");
+  vivarium_dbus_session_set_state (self->skeleton, name);
+  if (!changed)
+    return;
+  vivarium_dbus_session_emit_state_changed (self->skeleton, name);
+  if (reason != NULL && reason[0] != '\0')
+    vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s is %s: %s", self->id, name, reason);
+  else
+    vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s is %s", self->id, name);
 }
 
 static void
-set_state (VdSession *self, const gchar *state)
+set_state (VdSession *self, VivariumSessionState state)
 {
-  if (g_strcmp0 (vd_session_get_state (self), state) == 0)
-    return;
-  vivarium_dbus_session_set_state (self->skeleton, state);
-  vivarium_dbus_session_emit_state_changed (self->skeleton, state);
-  vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s is %s", self->id, state);
+  set_state_with_reason (self, state, "");
 }
 
 static void
@@ -186,8 +220,24 @@ static gboolean handle_exec (VivariumDBusSession *, GDBusMethodInvocation *, con
 static gboolean handle_read_file (VivariumDBusSession *, GDBusMethodInvocation *, const gchar *, gpointer);
 static gboolean handle_write_file (VivariumDBusSession *, GDBusMethodInvocation *, const gchar *, GVariant *, gpointer);
 static gboolean handle_screenshot (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
-static gboolean handle_get_command_log (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_get_command_log (VivariumDBusSession *, GDBusMethodInvocation *, guint64, guint, gpointer);
+static gboolean handle_resume (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
 static gboolean handle_stop (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
+static void log_changed_cb (VdCommandLog *, GVariant *, gpointer);
+
+/* The file outlives the session and the daemon: it is under logs/, which
+ * neither teardown nor the start-up sweep touches. Without it the session
+ * still runs, with its log in memory only. */
+static void
+open_command_log_file (VdSession *self)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "logs", "sessions", NULL);
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_command_log_persist_to (self->log, dir, &error))
+    vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: the command log is kept in memory only: %s",
+                    self->id, error->message);
+}
 
 VdSession *
 vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connection, VdImage *image,
@@ -208,9 +258,13 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   self->state_dir = vd_config_build_state_path (config, "sessions", self->id, NULL);
   self->runtime_dir = g_build_filename (vd_config_get_runtime_dir (config), "sessions", self->id, NULL);
   self->overlay = g_build_filename (self->state_dir, "overlay.qcow2", NULL);
+  self->log = vd_command_log_new (self->id);
+  open_command_log_file (self);
+  g_signal_connect (self->log, "changed", G_CALLBACK (log_changed_cb), self);
 
   vivarium_dbus_session_set_id (s, self->id);
-  vivarium_dbus_session_set_state (s, "starting");
+  vivarium_dbus_session_set_state (s, vivarium_session_state_to_string (self->state));
+  vivarium_dbus_session_set_state_reason (s, "");
   vivarium_dbus_session_set_image (s, vd_image_get_name (image));
   vivarium_dbus_session_set_image_digest (s, vd_image_get_digest (image));
   vivarium_dbus_session_set_project (s, project_dir != NULL ? project_dir : "");
@@ -224,6 +278,7 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   g_signal_connect (s, "handle-write-file", G_CALLBACK (handle_write_file), self);
   g_signal_connect (s, "handle-screenshot", G_CALLBACK (handle_screenshot), self);
   g_signal_connect (s, "handle-get-command-log", G_CALLBACK (handle_get_command_log), self);
+  g_signal_connect (s, "handle-resume", G_CALLBACK (handle_resume), self);
   g_signal_connect (s, "handle-stop", G_CALLBACK (handle_stop), self);
   return self;
 }
@@ -347,7 +402,7 @@ find_leftovers (VdSession *self)
 }
 
 static void
-remove_files_and_check (VdSession *self, gboolean failed)
+remove_files_and_check (VdSession *self, gboolean failed, const gchar *reason)
 {
   g_autoptr(GError) error = NULL;
   g_auto(GStrv) leftovers = NULL;
@@ -359,13 +414,14 @@ remove_files_and_check (VdSession *self, gboolean failed)
   for (guint i = 0; leftovers[i] != NULL; i++)
     vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s left behind %s", self->id, leftovers[i]);
   self->torn_down = TRUE;
-  set_state (self, failed ? "failed" : "stopped");
+  set_state_with_reason (self, failed ? VIVARIUM_SESSION_STATE_FAILED : VIVARIUM_SESSION_STATE_STOPPED, reason);
   g_signal_emit (self, signals[SIGNAL_ENDED], 0);
 }
 
 static void
 close_channels (VdSession *self)
 {
+  g_cancellable_cancel (self->reapers);
   if (self->agent != NULL)
     vd_agent_client_close (self->agent);
   if (self->qmp != NULL) {
@@ -375,8 +431,16 @@ close_channels (VdSession *self)
 }
 
 typedef struct {
-  gboolean failed;
+  gboolean  failed;
+  gchar    *reason;
 } TeardownData;
+
+static void
+teardown_data_free (TeardownData *data)
+{
+  g_free (data->reason);
+  g_free (data);
+}
 
 static void
 unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
@@ -390,24 +454,27 @@ unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
    * expired) makes StopUnit fail; what counts is the leftover check. */
   if (!vd_systemd_stop_unit_finish (self->systemd, res, &error))
     g_debug ("stopping %s: %s", self->unit, error->message);
-  remove_files_and_check (self, data->failed);
+  remove_files_and_check (self, data->failed, data->reason);
   g_task_return_boolean (task, TRUE);
 }
 
+/* @reason: what StateReason says once it ended, or NULL */
 static void
-teardown_async (VdSession *self, gboolean failed, GAsyncReadyCallback callback, gpointer user_data)
+teardown_async (VdSession *self, gboolean failed, const gchar *reason, GAsyncReadyCallback callback,
+                gpointer user_data)
 {
   GTask *task = g_task_new (self, NULL, callback, user_data);
   TeardownData *data = g_new0 (TeardownData, 1);
 
   data->failed = failed;
-  g_task_set_task_data (task, data, g_free);
+  data->reason = g_strdup (reason);
+  g_task_set_task_data (task, data, (GDestroyNotify) teardown_data_free);
   if (self->torn_down) {
     g_task_return_boolean (task, TRUE);
     g_object_unref (task);
     return;
   }
-  set_state (self, "stopping");
+  set_state (self, VIVARIUM_SESSION_STATE_STOPPING);
   close_channels (self);
   vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, unit_stopped_cb, task);
 }
@@ -423,7 +490,7 @@ vd_session_stop_sync (VdSession *self)
   close_channels (self);
   if (!vd_systemd_stop_unit_sync (self->systemd, self->unit, STOP_TIMEOUT_MS, &error))
     g_debug ("stopping %s: %s", self->unit, error->message);
-  remove_files_and_check (self, FALSE);
+  remove_files_and_check (self, FALSE, "the daemon shut down");
 }
 
 static void
@@ -446,7 +513,7 @@ vd_session_stop_async (VdSession *self, GAsyncReadyCallback callback, gpointer u
     return;
   }
   self->stop_requested = TRUE;
-  teardown_async (self, FALSE, stop_done_cb, task);
+  teardown_async (self, FALSE, NULL, stop_done_cb, task);
 }
 
 gboolean
@@ -471,7 +538,49 @@ qmp_closed_cb (VdQmpClient *qmp, gpointer user_data)
   vd_log_session (G_LOG_LEVEL_INFO, self->id, "QEMU of session %s exited %s", self->id,
                   expired ? "at the end of its runtime limit" : "on its own");
   self->stop_requested = TRUE;
-  teardown_async (self, !expired, NULL, NULL);
+  teardown_async (self, !expired, expired ? "the session reached its runtime limit" : "QEMU exited on its own",
+                  NULL, NULL);
+}
+
+/* --- paused: QEMU stopped the guest -------------------------------- */
+
+/* With werror/rerror=stop (vd-qemu-command.c) a failed disk request pauses
+ * the guest: QEMU says BLOCK_IO_ERROR (why), then STOP. Without this the
+ * session looked "running" while every Exec timed out for no stated reason. */
+static void
+qmp_block_io_error_cb (VdQmpClient *qmp, const gchar *reason, gboolean nospace, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  /* The first error is the cause; the requests in flight with it, and the
+   * retries after a resume, say the same: one journal line per pause. */
+  if (self->io_error != NULL)
+    return;
+  vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: QEMU reports %s", self->id, reason);
+  self->io_error = g_strdup (reason);
+}
+
+static void
+qmp_guest_stopped_cb (VdQmpClient *qmp, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  /* Only the daemon holds the QMP socket and it never sends "stop": a STOP
+   * is QEMU's own doing. */
+  if (self->state != VIVARIUM_SESSION_STATE_RUNNING)
+    return;
+  set_state_with_reason (self, VIVARIUM_SESSION_STATE_PAUSED,
+                         self->io_error != NULL ? self->io_error : "QEMU stopped the guest");
+}
+
+static void
+qmp_guest_resumed_cb (VdQmpClient *qmp, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  g_clear_pointer (&self->io_error, g_free);
+  if (self->state == VIVARIUM_SESSION_STATE_PAUSED)
+    set_state (self, VIVARIUM_SESSION_STATE_RUNNING);
 }
 
 /* --- start ----------------------------------------------------------- */
@@ -503,7 +612,7 @@ start_failed (GTask *task, GError *error)
   vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s failed to start: %s", self->id, error->message);
   g_object_set_data (G_OBJECT (task), "error", error);
   self->stop_requested = TRUE;
-  teardown_async (self, TRUE, start_teardown_done_cb, task);
+  teardown_async (self, TRUE, error->message, start_teardown_done_cb, task);
 }
 
 static void
@@ -519,7 +628,7 @@ agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   step_end (self, "agent-ready");
-  set_state (self, "running");
+  set_state (self, VIVARIUM_SESSION_STATE_RUNNING);
   g_task_return_boolean (task, TRUE);
   g_object_unref (task);
 }
@@ -576,6 +685,9 @@ qmp_connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   g_signal_connect (self->qmp, "closed", G_CALLBACK (qmp_closed_cb), self);
+  g_signal_connect (self->qmp, "block-io-error", G_CALLBACK (qmp_block_io_error_cb), self);
+  g_signal_connect (self->qmp, "guest-stopped", G_CALLBACK (qmp_guest_stopped_cb), self);
+  g_signal_connect (self->qmp, "guest-resumed", G_CALLBACK (qmp_guest_resumed_cb), self);
   vd_qmp_client_execute_async (self->qmp, "query-kvm", NULL, QMP_TIMEOUT_MS, g_task_get_cancellable (task),
                                query_kvm_cb, task);
 }
@@ -707,49 +819,41 @@ vd_session_start_finish (VdSession *self, GAsyncResult *result, GError **error)
 
 /* --- the command log ------------------------------------------------- */
 
-static GVariant *
-record_command (VdSession *self, const gchar *kind, const gchar * const *argv, gint64 started_at,
-                gint64 started_mono, gint exit_status, gsize out_size, gsize err_size, const GError *error)
+/* Every change to an entry but its beginning is news for watchers: the
+ * finished command, and later the late end of one that timed out (same
+ * "seq"). The entry is the capped one, so the signal is bounded too. */
+static void
+log_changed_cb (VdCommandLog *log, GVariant *entry, gpointer user_data)
 {
-  GVariantDict d;
-  GVariant *entry;
+  VdSession *self = VD_SESSION (user_data);
+  const gchar *state = NULL;
 
-  g_variant_dict_init (&d, NULL);
-  g_variant_dict_insert (&d, "kind", "s", kind);
-  g_variant_dict_insert_value (&d, "argv", g_variant_new_strv (argv, -1));
-  g_variant_dict_insert (&d, "started-at", "t", (guint64) started_at);
-  g_variant_dict_insert (&d, "duration", "t", (guint64) (g_get_monotonic_time () - started_mono));
-  g_variant_dict_insert (&d, "exit-status", "i", exit_status);
-  g_variant_dict_insert (&d, "stdout-size", "t", (guint64) out_size);
-  g_variant_dict_insert (&d, "stderr-size", "t", (guint64) err_size);
-  g_variant_dict_insert (&d, "error", "s", error != NULL ? error->message : "");
-  entry = g_variant_ref_sink (g_variant_dict_end (&d));
-  g_ptr_array_add (self->command_log, g_variant_ref (entry));
+  if (g_variant_lookup (entry, "state", "&s", &state) && g_strcmp0 (state, "running") == 0)
+    return;
   vivarium_dbus_session_emit_command_finished (self->skeleton, entry);
-  return entry;
 }
 
 typedef struct {
   VdSession             *self;
   GDBusMethodInvocation *invocation;
-  gchar                 *kind;
-  GStrv                  argv;      /* what is recorded */
-  gint64                 started_at;
-  gint64                 started_mono;
+  VdCommandEntry        *entry;
+  gboolean               is_exec;
+  guint                  timeout_sec;
   gchar                 *path;
 } CallData;
 
+/* The entry is begun before anything is sent: a command the daemon dies
+ * during is on disk as "running", which is what was true. */
 static CallData *
-call_data_new (VdSession *self, GDBusMethodInvocation *invocation, const gchar *kind, const gchar * const *argv)
+call_data_new (VdSession *self, GDBusMethodInvocation *invocation, const gchar *kind, const gchar * const *argv,
+               const gchar *cwd)
 {
   CallData *call = g_new0 (CallData, 1);
 
   call->self = g_object_ref (self);
   call->invocation = invocation != NULL ? g_object_ref (invocation) : NULL;
-  call->kind = g_strdup (kind);
-  call->argv = g_strdupv ((gchar **) argv);
-  call->started_at = g_get_real_time ();
-  call->started_mono = g_get_monotonic_time ();
+  call->entry = vd_command_log_begin (self->log, kind, argv, cwd);
+  call->is_exec = g_str_equal (kind, "exec");
   return call;
 }
 
@@ -758,8 +862,7 @@ call_data_free (CallData *call)
 {
   g_object_unref (call->self);
   g_clear_object (&call->invocation);
-  g_free (call->kind);
-  g_strfreev (call->argv);
+  vd_command_entry_unref (call->entry);
   g_free (call->path);
   g_free (call);
 }
@@ -767,36 +870,135 @@ call_data_free (CallData *call)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (CallData, call_data_free)
 
 static void
-call_fail (CallData *call, GError *error, gsize out_size)
+call_finished (CallData *call, gint exit_status, gsize out_size, gsize err_size)
 {
-  g_autoptr(GVariant) entry = record_command (call->self, call->kind, (const gchar * const *) call->argv,
-                                              call->started_at, call->started_mono, -1, out_size, 0, error);
-  g_dbus_method_invocation_take_error (call->invocation, error);
+  vd_command_log_update (call->self->log, call->entry, VD_COMMAND_STATE_FINISHED, exit_status,
+                         out_size, err_size, NULL);
+}
+
+/* --- commands that outlive their timeout ----------------------------- */
+
+typedef struct {
+  VdSession      *self;
+  VdCommandEntry *entry;
+  gint64          pid;
+} Reap;
+
+static void
+reap_free (Reap *reap)
+{
+  g_object_unref (reap->self);
+  vd_command_entry_unref (reap->entry);
+  g_free (reap);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Reap, reap_free)
+
+static void
+reap_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(Reap) reap = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) result = vd_agent_client_exec_wait_finish (VD_AGENT_CLIENT (source), res, &error);
+  g_autofree gchar *why = NULL;
+
+  if (result != NULL) {
+    vd_command_log_update (reap->self->log, reap->entry, VD_COMMAND_STATE_FINISHED_LATE, result->exit_status,
+                           g_bytes_get_size (result->out), g_bytes_get_size (result->err),
+                           "The command finished after its timeout; its output was discarded");
+    return;
+  }
+  if (g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TIMED_OUT))
+    why = g_strdup_printf ("Still running in the guest (pid %" G_GINT64_FORMAT ") %d minutes after its timeout; "
+                           "the daemon stopped watching it", reap->pid, REAP_TIMEOUT_SEC / 60);
+  else if (reap->self->torn_down || reap->self->stop_requested)
+    why = g_strdup_printf ("The session ended while the command (pid %" G_GINT64_FORMAT ") was still running",
+                           reap->pid);
+  else
+    why = g_strdup_printf ("Lost track of the command (pid %" G_GINT64_FORMAT "): %s", reap->pid, error->message);
+  vd_command_log_update (reap->self->log, reap->entry, VD_COMMAND_STATE_ABANDONED, -1, 0, 0, why);
+}
+
+/* qemu-ga cannot kill what it started, and killing by pid from inside the
+ * guest could hit a reused pid: the daemon does not kill, it keeps
+ * watching (bounded) and records how the command really ended. */
+static void
+reap_start (VdSession *self, VdCommandEntry *entry, gint64 pid)
+{
+  Reap *reap = g_new0 (Reap, 1);
+
+  reap->self = g_object_ref (self);
+  reap->entry = vd_command_entry_ref (entry);
+  reap->pid = pid;
+  vd_agent_client_exec_wait_async (self->agent, pid, REAP_TIMEOUT_SEC * 1000, VIVARIUM_OUTPUT_CAP, self->reapers,
+                                   reap_done_cb, reap);
+}
+
+/* Records a failed call as what it is. A timeout is not a failure of the
+ * command: the guest may still be running it. Returns the error for the
+ * caller, which says so too. */
+static GError *
+call_failed (CallData *call, GError *error, gint64 pid)
+{
+  VdSession *self = call->self;
+  gboolean timed_out = g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TIMED_OUT);
+  g_autofree gchar *message = NULL;
+
+  if (!timed_out || !call->is_exec) {
+    vd_command_log_update (self->log, call->entry, VD_COMMAND_STATE_FAILED, -1, 0, 0, error->message);
+    return error;
+  }
+  if (pid >= 0) {
+    message = g_strdup_printf ("The command did not finish within %u s; it is still running in the guest "
+                               "(pid %" G_GINT64_FORMAT "), and the command log will say how it ends",
+                               call->timeout_sec, pid);
+    vd_command_log_update (self->log, call->entry, VD_COMMAND_STATE_TIMED_OUT_RUNNING, -1, 0, 0, message);
+    if (self->agent != NULL && !vd_agent_client_is_closed (self->agent))
+      reap_start (self, call->entry, pid);
+  } else {
+    message = g_strdup_printf ("The guest agent did not confirm the command's start within %u s; "
+                               "it may or may not be running in the guest", call->timeout_sec);
+    vd_command_log_update (self->log, call->entry, VD_COMMAND_STATE_TIMED_OUT_UNKNOWN, -1, 0, 0, message);
+  }
+  g_error_free (error);
+  /* A paused guest runs nothing: say why, not just that time ran out. */
+  if (self->state == VIVARIUM_SESSION_STATE_PAUSED)
+    return g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The session %s was paused while the command ran "
+                        "(%s). %s", self->id, vivarium_dbus_session_get_state_reason (self->skeleton), message);
+  return g_error_new_literal (VIVARIUM_ERROR, VIVARIUM_ERROR_TIMED_OUT, message);
+}
+
+static void
+call_fail (CallData *call, GError *error)
+{
+  g_dbus_method_invocation_take_error (call->invocation, call_failed (call, error, -1));
+}
+
+static gboolean
+check_running (VdSession *self, GError **error)
+{
+  if (self->state == VIVARIUM_SESSION_STATE_RUNNING && self->agent != NULL)
+    return TRUE;
+  if (self->state == VIVARIUM_SESSION_STATE_PAUSED) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                 "The session %s is paused: %s. Make room and call Resume(), or Stop() it",
+                 self->id, vivarium_dbus_session_get_state_reason (self->skeleton));
+    return FALSE;
+  }
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+               "The session %s is %s, not running", self->id, vd_session_get_state (self));
+  return FALSE;
 }
 
 static gboolean
 require_running (VdSession *self, GDBusMethodInvocation *invocation)
 {
-  if (g_strcmp0 (vd_session_get_state (self), "running") == 0 && self->agent != NULL)
+  GError *error = NULL;
+
+  if (check_running (self, &error))
     return TRUE;
-  g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
-                                         "The session %s is %s, not running", self->id, vd_session_get_state (self));
+  g_dbus_method_invocation_take_error (invocation, error);
   return FALSE;
-}
-
-/* guest-exec has no working-directory argument in every agent version, so
- * the daemon asks the guest's shell to change directory first. The command
- * log records the caller's argv and the cwd, not this wrapper. */
-static GStrv
-wrap_cwd (const gchar * const *argv, const gchar *cwd)
-{
-  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
-
-  if (cwd == NULL || cwd[0] == '\0')
-    return g_strdupv ((gchar **) argv);
-  g_strv_builder_add_many (b, "/bin/sh", "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", cwd, NULL);
-  g_strv_builder_addv (b, (const gchar **) argv);
-  return g_strv_builder_end (b);
 }
 
 static void
@@ -804,25 +1006,26 @@ exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(CallData) call = user_data;
   g_autoptr(VdAgentExecResult) result = NULL;
-  g_autoptr(GVariant) entry = NULL;
   GError *error = NULL;
+  gint64 pid = -1;
   gsize out_size, err_size;
 
-  result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &error);
+  result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &pid, &error);
   if (result == NULL) {
-    call_fail (call, error, 0);
+    g_dbus_method_invocation_take_error (call->invocation, call_failed (call, error, pid));
     return;
   }
   out_size = g_bytes_get_size (result->out);
   err_size = g_bytes_get_size (result->err);
-  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
-                          call->started_mono, result->exit_status, out_size, err_size, NULL);
+  call_finished (call, result->exit_status, out_size, err_size);
   vivarium_dbus_session_complete_exec (call->self->skeleton, call->invocation, result->exit_status,
                                        g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_bytes_get_data (result->out, NULL), out_size, 1),
                                        g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_bytes_get_data (result->err, NULL), err_size, 1),
                                        result->out_truncated, result->err_truncated);
 }
 
+/* The limits apply to what the caller sent: the cwd wrapper the agent
+ * client adds (five items) is not the caller's. */
 static gboolean
 validate_exec (const gchar * const *argv, const gchar * const *env, const gchar *cwd, guint timeout, GError **error)
 {
@@ -843,7 +1046,7 @@ handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, cons
              const gchar * const *env, const gchar *cwd, guint timeout, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
-  g_auto(GStrv) real_argv = NULL;
+  CallData *call;
   GError *error = NULL;
 
   if (!validate_exec (argv, env, cwd, timeout, &error)) {
@@ -852,10 +1055,11 @@ handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, cons
   }
   if (!require_running (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
-  real_argv = wrap_cwd (argv, cwd);
-  vd_agent_client_exec_async (self->agent, (const gchar * const *) real_argv, env, timeout * 1000,
-                              VIVARIUM_OUTPUT_CAP, NULL, exec_done_cb,
-                              call_data_new (self, invocation, "exec", argv));
+  /* The log records the caller's argv and cwd, not the agent's wrapper. */
+  call = call_data_new (self, invocation, "exec", argv, cwd);
+  call->timeout_sec = timeout;
+  vd_agent_client_exec_async (self->agent, argv, env, cwd, timeout * 1000, VIVARIUM_OUTPUT_CAP, NULL,
+                              exec_done_cb, call);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -864,16 +1068,14 @@ read_file_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(CallData) call = user_data;
   g_autoptr(GBytes) data = NULL;
-  g_autoptr(GVariant) entry = NULL;
   GError *error = NULL;
 
   data = vd_agent_client_read_file_finish (VD_AGENT_CLIENT (source), res, &error);
   if (data == NULL) {
-    call_fail (call, error, 0);
+    call_fail (call, error);
     return;
   }
-  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
-                          call->started_mono, 0, g_bytes_get_size (data), 0, NULL);
+  call_finished (call, 0, g_bytes_get_size (data), 0);
   vivarium_dbus_session_complete_read_file (call->self->skeleton, call->invocation,
                                             g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, data, TRUE));
 }
@@ -892,7 +1094,7 @@ handle_read_file (VivariumDBusSession *iface, GDBusMethodInvocation *invocation,
   if (!require_running (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   vd_agent_client_read_file_async (self->agent, path, VIVARIUM_FILE_MAX, FILE_TIMEOUT_MS, NULL,
-                                   read_file_done_cb, call_data_new (self, invocation, "read-file", argv));
+                                   read_file_done_cb, call_data_new (self, invocation, "read-file", argv, NULL));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -904,11 +1106,10 @@ write_file_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GError *error = NULL;
 
   if (!vd_agent_client_write_file_finish (VD_AGENT_CLIENT (source), res, &error)) {
-    call_fail (call, error, 0);
+    call_fail (call, error);
     return;
   }
-  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
-                          call->started_mono, 0, 0, 0, NULL);
+  call_finished (call, 0, 0, 0);
   vivarium_dbus_session_complete_write_file (call->self->skeleton, call->invocation);
 }
 
@@ -935,7 +1136,7 @@ handle_write_file (VivariumDBusSession *iface, GDBusMethodInvocation *invocation
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   bytes = g_variant_get_data_as_bytes (data);
   vd_agent_client_write_file_async (self->agent, path, bytes, FILE_TIMEOUT_MS, NULL,
-                                    write_file_done_cb, call_data_new (self, invocation, "write-file", argv));
+                                    write_file_done_cb, call_data_new (self, invocation, "write-file", argv, NULL));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -973,11 +1174,10 @@ screenshot_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     png = read_screenshot (call->path, &error);
   g_unlink (call->path);
   if (png == NULL) {
-    call_fail (call, error, 0);
+    call_fail (call, error);
     return;
   }
-  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
-                          call->started_mono, 0, g_bytes_get_size (png), 0, NULL);
+  call_finished (call, 0, g_bytes_get_size (png), 0);
   vivarium_dbus_session_complete_screenshot (call->self->skeleton, call->invocation,
                                              g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, png, TRUE));
 }
@@ -990,9 +1190,9 @@ handle_screenshot (VivariumDBusSession *iface, GDBusMethodInvocation *invocation
   g_autoptr(JsonObject) args = json_object_new ();
   CallData *call;
 
-  if (!require_running (self, invocation) || self->qmp == NULL)
+  if (!require_running (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
-  call = call_data_new (self, invocation, "screenshot", argv);
+  call = call_data_new (self, invocation, "screenshot", argv, NULL);
   call->path = g_strdup_printf ("%s/screen-%u.png", self->runtime_dir, ++self->screenshot_seq);
   json_object_set_string_member (args, "filename", call->path);
   json_object_set_string_member (args, "format", "png");
@@ -1000,16 +1200,58 @@ handle_screenshot (VivariumDBusSession *iface, GDBusMethodInvocation *invocation
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* Paged, so that no reply can approach the bus's message limit: a reply
+ * the bus refuses would cost the daemon its connection, and every session
+ * with it. */
 static gboolean
-handle_get_command_log (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+handle_get_command_log (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, guint64 offset, guint limit,
+                        gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
-  GVariantBuilder b;
+  GError *error = NULL;
+  guint64 next = 0;
+  GVariant *page = vd_command_log_get_page (self->log, offset, limit, &next, &error);
 
-  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
-  for (guint i = 0; i < self->command_log->len; i++)
-    g_variant_builder_add_value (&b, g_ptr_array_index (self->command_log, i));
-  vivarium_dbus_session_complete_get_command_log (iface, invocation, g_variant_builder_end (&b));
+  if (page == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vivarium_dbus_session_complete_get_command_log (iface, invocation, page, next, vd_command_log_get_total (self->log),
+                                                  vd_command_log_get_dropped (self->log));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+resume_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  g_autoptr(JsonNode) reply = NULL;
+  GError *error = NULL;
+
+  reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &error);
+  if (reply == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  /* The state follows QEMU's RESUME event, which comes before this reply;
+   * if the cause is still there, QEMU stops the guest again and says why. */
+  g_dbus_method_invocation_return_value (invocation, NULL);
+}
+
+static gboolean
+handle_resume (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  if (self->state != VIVARIUM_SESSION_STATE_PAUSED || self->qmp == NULL) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                                           "The session %s is %s, not paused", self->id, vd_session_get_state (self));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: resuming after %s", self->id,
+                  vivarium_dbus_session_get_state_reason (self->skeleton));
+  vd_qmp_client_execute_async (self->qmp, "cont", NULL, QMP_TIMEOUT_MS, NULL, resume_done_cb,
+                               g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -1056,17 +1298,14 @@ internal_exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GTask) task = G_TASK (user_data);
   CallData *call = g_task_get_task_data (task);
   GError *error = NULL;
-  VdAgentExecResult *result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &error);
-  g_autoptr(GVariant) entry = NULL;
+  gint64 pid = -1;
+  VdAgentExecResult *result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &pid, &error);
 
-  entry = record_command (call->self, call->kind, (const gchar * const *) call->argv, call->started_at,
-                          call->started_mono, result != NULL ? result->exit_status : -1,
-                          result != NULL ? g_bytes_get_size (result->out) : 0,
-                          result != NULL ? g_bytes_get_size (result->err) : 0, error);
   if (result == NULL) {
-    g_task_return_error (task, error);
+    g_task_return_error (task, call_failed (call, error, pid));
     return;
   }
+  call_finished (call, result->exit_status, g_bytes_get_size (result->out), g_bytes_get_size (result->err));
   g_task_return_pointer (task, result, (GDestroyNotify) vd_agent_exec_result_free);
 }
 
@@ -1077,15 +1316,19 @@ vd_session_exec_async (VdSession *self, const gchar * const *argv, guint timeout
                        GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (self, cancellable, callback, user_data);
+  GError *error = NULL;
+  CallData *call;
 
-  /* No invocation: the daemon is the caller. */
-  g_task_set_task_data (task, call_data_new (self, NULL, "exec", argv), (GDestroyNotify) call_data_free);
-  if (g_strcmp0 (vd_session_get_state (self), "running") != 0 || self->agent == NULL) {
-    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The session %s is not running", self->id);
+  if (!check_running (self, &error)) {
+    g_task_return_error (task, error);
     g_object_unref (task);
     return;
   }
-  vd_agent_client_exec_async (self->agent, argv, NULL, timeout_sec * 1000, VIVARIUM_OUTPUT_CAP, cancellable,
+  /* No invocation: the daemon is the caller. */
+  call = call_data_new (self, NULL, "exec", argv, NULL);
+  call->timeout_sec = timeout_sec;
+  g_task_set_task_data (task, call, (GDestroyNotify) call_data_free);
+  vd_agent_client_exec_async (self->agent, argv, NULL, NULL, timeout_sec * 1000, VIVARIUM_OUTPUT_CAP, cancellable,
                               internal_exec_done_cb, task);
 }
 

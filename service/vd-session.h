@@ -3,7 +3,9 @@
 
 #include <gio/gio.h>
 
+#include "vivarium-state.h"
 #include "vd-config.h"
+#include "vd-command-log.h"
 #include "vd-image.h"
 #include "vd-agent-client.h"
 #include "vd-systemd.h"
@@ -33,6 +35,8 @@ const gchar *vd_session_get_id          (VdSession *self);
 const gchar *vd_session_get_object_path (VdSession *self);
 const gchar *vd_session_get_unit        (VdSession *self);
 const gchar *vd_session_get_state       (VdSession *self);
+VivariumSessionState vd_session_get_session_state (VdSession *self);
+VdCommandLog *vd_session_get_command_log (VdSession *self);
 guint32      vd_session_get_uid         (VdSession *self);
 VdImage     *vd_session_get_image       (VdSession *self);
 gboolean     vd_session_is_active       (VdSession *self);

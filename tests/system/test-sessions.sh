@@ -103,6 +103,31 @@ else
   ok "a session uid cannot write the base image"
 fi
 
+# Issue 7, defect 11: the start-time image check, shown to refuse. Root
+# lifts the immutable flag, appends one byte, and puts everything back
+# (also if the script dies here: the restore is registered first).
+disk_size=$(stat -c %s "$disk")
+disk_immutable=no
+lsattr "$disk" 2>/dev/null | cut -d' ' -f1 | grep -q i && disk_immutable=yes
+restore_disk () {
+  chattr -i "$disk" 2>/dev/null
+  truncate -s "$disk_size" "$disk"
+  if [ "$disk_immutable" = yes ]; then chattr +i "$disk"; fi
+}
+at_exit restore_disk
+chattr -i "$disk" 2>/dev/null
+printf 'x' >>"$disk"
+assert_eq "$((disk_size + 1))" "$(stat -c %s "$disk")" "root appended a byte to the frozen disk (test setup)"
+assert_dbus_error "$ERR.DigestMismatch" -- call "$OBJ" Manager.StartSession "''" "$IMAGE" "{}"
+# The daemon keeps an ended session listed for a while, with its final state.
+refused=$(call "$OBJ" Manager.ListSessions | grep -o "$OBJ/sessions/[0-9a-f]*" | head -1)
+assert_eq "failed" "$(prop "$refused" Session State)" "the refused session is failed, never running"
+assert_contains "$(prop "$refused" Session StateReason)" "no longer matches its frozen digest" "its StateReason says why"
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-session-*' | head -1)" "it started no unit"
+assert_eq "0" "$(ls -A "$STATE/sessions" 2>/dev/null | wc -l)" "and left no overlay"
+restore_disk
+assert_success "the restored image verifies again" -- ctl image verify "$IMAGE"
+
 # --- import ---------------------------------------------------------------
 
 qemu-img create -q -f qcow2 "$tmpd/plain.qcow2" 64M
@@ -135,7 +160,12 @@ assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-session
 # --- one session ----------------------------------------------------------
 
 a=$(ctl session start "$IMAGE" --memory 384)
-assert_contains "$a" "" "a session started"
+# The id is all that is printed, and it names a session the daemon knows.
+if [[ $a =~ ^[0-9a-f]{12}$ ]] && [ "$(prop "$(session_path "$a")" Session Id 2>/dev/null)" = "$a" ]; then
+  ok "a session started"
+else
+  not_ok "a session started" "vivariumctl printed: '$a'"
+fi
 [ -n "$a" ] || bail_out "no session to test with"
 pa=$(session_path "$a")
 unit_a=vivarium-session-$a.service
@@ -170,6 +200,40 @@ rm -f "$tmpd/shot.png"
 log=$(ctl session log "$a")
 assert_contains "$log" "uname" "the command log records uname"
 assert_contains "$log" "screenshot" "the command log records the screenshot"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$pa" Session.GetCommandLog 0 0
+assert_dbus_error "$ERR.InvalidArgument" -- call "$pa" Session.GetCommandLog 0 201
+assert_dbus_error "$ERR.InvalidArgument" -- call "$pa" Session.GetCommandLog 100000 10
+page=$(call "$pa" Session.GetCommandLog 0 2)
+assert_contains "$page" "'seq': <uint64 1>" "a page of two holds the first two entries"
+assert_not_contains "$page" "'seq': <uint64 2>" "and no more"
+assert_contains "$(ctl session log "$a" --json)" '"screenshot"' "session log --json pages through to the end"
+
+# Issue 7, defect 11: the 1 MiB output cap, where the session applies it.
+capped=$("$PY" - "$pa" <<'EOF' 2>&1
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+cmd = "dd if=/dev/zero bs=1000 count=2000 2>/dev/null | tr '\\0' x"
+r = bus.call_sync("org.vivarium.Vivarium1", sys.argv[1], "org.vivarium.Vivarium1.Session", "Exec",
+                  GLib.Variant("(asassu)", (["sh", "-c", cmd], [], "", 120)), None, 0, 180000)
+status, out, err, out_trunc, err_trunc = r.unpack()
+print(status, len(out), out_trunc, set(bytes(out)) == {ord("x")})
+EOF
+)
+assert_eq "0 1048576 True True" "$capped" "a 2,000,000-byte stdout comes back cut at 1 MiB, marked truncated"
+
+# Issue 7, defect 1: the limit is on what the caller sent, not on the
+# daemon's own cwd wrapper (256 items and a cwd were refused as "261").
+full=$("$PY" - "$pa" <<'EOF' 2>&1
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+r = bus.call_sync("org.vivarium.Vivarium1", sys.argv[1], "org.vivarium.Vivarium1.Session", "Exec",
+                  GLib.Variant("(asassu)", (["echo"] + ["y"] * 255, [], "/root", 60)), None, 0, 120000)
+print(r.unpack()[0], bytes(r.unpack()[1]).count(b"y"))
+EOF
+)
+assert_eq "0 255" "$full" "256 items with a cwd run"
 
 big=$("$PY" - "$pa" <<'EOF' 2>&1
 import sys
@@ -241,6 +305,15 @@ assert_success "the next call activates the daemon again" -- retry_until 20 0.5 
 assert_eq "no" "$([ -e "$STATE/sessions/$b" ] && echo yes || echo no)" "the start-up sweep removed the overlay"
 assert_eq "no" "$([ -e "$RUNTIME/sessions/$b" ] && echo yes || echo no)" "the start-up sweep removed the runtime directory"
 assert_contains "$(journalctl -u vivariumd --no-pager)" "sweep: removing leftover $STATE/sessions/$b" "the sweep logged what it removed"
+# Issue 7, defect 7: the history outlives the daemon and the session.
+blog=$STATE/logs/sessions/$b.jsonl
+assert_success "the killed daemon's session left its command log on disk" -- test -s "$blog"
+assert_contains "$(cat "$blog" 2>/dev/null)" '"kind":"exec"' "it holds the commands run in it"
+assert_eq "600 0" "$(stat -c '%a %u' "$blog" 2>/dev/null)" "and only root may read it"
+after=$(ctl session log "$b" 2>&1)
+assert_contains "$after" "the daemon does not know this session any more" "session log of a session from before the crash reads the daemon's file"
+assert_contains "$after" "/root/mark" "and shows what was run in it"
+assert_success "the first session's log is kept after its teardown" -- grep -q '"uname"' "$STATE/logs/sessions/$a.jsonl"
 assert_success "the image is back and still verifies" -- ctl image verify "$IMAGE"
 
 done_testing

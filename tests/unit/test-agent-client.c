@@ -49,7 +49,7 @@ static void
 exec_start (VdAgentClient *client, const gchar * const *argv, const gchar * const *env,
             guint timeout_ms, gsize cap, TestWait *w)
 {
-  vd_agent_client_exec_async (client, argv, env, timeout_ms, cap, NULL, test_wait_cb, w);
+  vd_agent_client_exec_async (client, argv, env, NULL, timeout_ms, cap, NULL, test_wait_cb, w);
 }
 
 static VdAgentExecResult *
@@ -58,7 +58,7 @@ exec_end (VdAgentClient *client, TestWait *w, GError **error)
   VdAgentExecResult *r;
 
   test_run_until (&w->done);
-  r = vd_agent_client_exec_finish (client, w->result, error);
+  r = vd_agent_client_exec_finish (client, w->result, NULL, error);
   g_clear_object (&w->result);
   w->done = FALSE;
   return r;
@@ -193,6 +193,97 @@ test_timeout_resync (void)
   fixture_finish (&fx, TRUE);
 }
 
+/* Issue 7, defect 5: a timed-out exec leaves its pid, and the command is
+ * waited for afterwards; its real end is what gets recorded. */
+static void
+test_timeout_then_wait (void)
+{
+  Fixture fx = { 0 };
+  const gchar *argv[] = { "/bin/sleep", "5", NULL };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) late = NULL;
+  g_autoptr(VdAgentExecResult) r = NULL;
+  TestWait w = { 0 };
+  gint64 pid = 0;
+
+  fixture_start (&fx, "agent-timeout-then-wait.txt");
+  sync_now (fx.client, &error);
+  g_assert_no_error (error);
+  vd_agent_client_exec_async (fx.client, argv, NULL, NULL, 300, 1024, NULL, test_wait_cb, &w);
+  test_run_until (&w.done);
+  late = vd_agent_client_exec_finish (fx.client, w.result, &pid, &error);
+  g_clear_object (&w.result);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TIMED_OUT);
+  g_assert_null (late);
+  g_assert_cmpint (pid, ==, 7);
+  g_clear_error (&error);
+  fake_peer_resume (fx.peer);
+
+  w.done = FALSE;
+  vd_agent_client_exec_wait_async (fx.client, pid, 20000, 1024, NULL, test_wait_cb, &w);
+  test_run_until (&w.done);
+  r = vd_agent_client_exec_wait_finish (fx.client, w.result, &error);
+  g_clear_object (&w.result);
+  g_assert_no_error (error);
+  g_assert_cmpint (r->exit_status, ==, 5);
+  assert_bytes (r->out, "hi\n");
+  fixture_finish (&fx, TRUE);
+}
+
+/* A guest that never confirmed the start leaves no pid to wait for. */
+static void
+test_timeout_before_pid (void)
+{
+  Fixture fx = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) r = NULL;
+  TestWait w = { 0 };
+  gint64 pid = 0;
+
+  fixture_start (&fx, "agent-timeout-resync.txt");
+  sync_now (fx.client, &error);
+  g_assert_no_error (error);
+  vd_agent_client_exec_async (fx.client, true_argv, NULL, NULL, 150, 1024, NULL, test_wait_cb, &w);
+  test_run_until (&w.done);
+  r = vd_agent_client_exec_finish (fx.client, w.result, &pid, &error);
+  g_clear_object (&w.result);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TIMED_OUT);
+  g_assert_cmpint (pid, ==, -1);
+  g_clear_error (&error);
+  fake_peer_resume (fx.peer);
+  g_clear_pointer (&r, vd_agent_exec_result_free);
+  r = exec (fx.client, true_argv, NULL, 5000, 1024, &error);
+  g_assert_no_error (error);
+  fixture_finish (&fx, TRUE);
+}
+
+/* Issue 7, defect 1: 256 items and a cwd were refused as "261 items"; the
+ * limit is the caller's, and the wrapper goes out as the guest's argv. */
+static void
+test_cwd_full_argv (void)
+{
+  Fixture fx = { 0 };
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_auto(GStrv) argv = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) r = NULL;
+  TestWait w = { 0 };
+
+  g_strv_builder_add (b, "/bin/echo");
+  for (guint i = 1; i < VIVARIUM_ARGV_MAX; i++)
+    g_strv_builder_add (b, "x");
+  argv = g_strv_builder_end (b);
+  fixture_start (&fx, "agent-exec-cwd.txt");
+  vd_agent_client_exec_async (fx.client, (const gchar * const *) argv, NULL, "/root", 5000, 1024, NULL,
+                              test_wait_cb, &w);
+  test_run_until (&w.done);
+  r = vd_agent_client_exec_finish (fx.client, w.result, NULL, &error);
+  g_clear_object (&w.result);
+  g_assert_no_error (error);
+  g_assert_cmpint (r->exit_status, ==, 0);
+  fixture_finish (&fx, TRUE);
+}
+
 static void
 test_cancel_resync (void)
 {
@@ -207,7 +298,7 @@ test_cancel_resync (void)
   fixture_start (&fx, "agent-timeout-resync.txt");
   sync_now (fx.client, &error);
   g_assert_no_error (error);
-  vd_agent_client_exec_async (fx.client, true_argv, NULL, 5000, 1024, cancellable, test_wait_cb, &w);
+  vd_agent_client_exec_async (fx.client, true_argv, NULL, NULL, 5000, 1024, cancellable, test_wait_cb, &w);
   g_cancellable_cancel (cancellable);
   cancelled = exec_end (fx.client, &w, &error);
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED);
@@ -533,6 +624,9 @@ main (int argc, char **argv)
   g_test_add_func ("/agent/garbage-before-sync", test_garbage_before_sync);
   g_test_add_func ("/agent/timeout-then-resync", test_timeout_resync);
   g_test_add_func ("/agent/cancel-then-resync", test_cancel_resync);
+  g_test_add_func ("/agent/timeout-then-wait", test_timeout_then_wait);
+  g_test_add_func ("/agent/timeout-before-pid", test_timeout_before_pid);
+  g_test_add_func ("/agent/cwd-full-argv", test_cwd_full_argv);
   g_test_add_func ("/agent/disconnect-mid-reply", test_disconnect);
   g_test_add_func ("/agent/oversize", test_oversize);
   g_test_add_func ("/agent/malformed", test_malformed);

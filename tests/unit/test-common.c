@@ -161,7 +161,7 @@ test_qemu_command (void)
   g_assert_true (strv_has_pair (argv, "-smp", "2"));
   g_assert_true (strv_has_pair (argv, "-netdev", "user,id=net0"));
   g_assert_true (strv_has_pair (argv, "-qmp", "unix:/run/vivarium/sessions/abc123/qmp.sock,server=on,wait=off"));
-  g_assert_true (strv_has_pair (argv, "-drive", "file=/var/lib/vivarium/sessions/abc123/overlay.qcow2,if=none,id=disk0,format=qcow2,discard=unmap"));
+  g_assert_true (strv_has_pair (argv, "-drive", "file=/var/lib/vivarium/sessions/abc123/overlay.qcow2,if=none,id=disk0,format=qcow2,discard=unmap,werror=stop,rerror=stop"));
   g_assert_false (g_strv_contains ((const gchar * const *) argv, "-virtfs"));
 
   cmd.kvm = TRUE;

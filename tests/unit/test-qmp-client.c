@@ -16,7 +16,31 @@ typedef struct {
   VdQmpClient *client;
   guint        closed;
   GPtrArray   *events;
+  GPtrArray   *io_errors;    /* "reason|nospace" */
+  guint        stopped;
+  guint        resumed;
 } Fixture;
+
+static void
+on_block_io_error (VdQmpClient *client, const gchar *reason, gboolean nospace, gpointer user_data)
+{
+  Fixture *fx = user_data;
+  g_ptr_array_add (fx->io_errors, g_strdup_printf ("%s|%s", reason, nospace ? "nospace" : "other"));
+}
+
+static void
+on_guest_stopped (VdQmpClient *client, gpointer user_data)
+{
+  Fixture *fx = user_data;
+  fx->stopped++;
+}
+
+static void
+on_guest_resumed (VdQmpClient *client, gpointer user_data)
+{
+  Fixture *fx = user_data;
+  fx->resumed++;
+}
 
 static void
 on_closed (VdQmpClient *client, gpointer user_data)
@@ -40,7 +64,11 @@ fixture_start (Fixture *fx, const gchar *transcript)
   fx->peer = fake_peer_new (transcript, &stream);
   fx->client = vd_qmp_client_new_for_stream (stream);
   fx->events = g_ptr_array_new_with_free_func (g_free);
+  fx->io_errors = g_ptr_array_new_with_free_func (g_free);
   g_signal_connect (fx->client, "closed", G_CALLBACK (on_closed), fx);
+  g_signal_connect (fx->client, "block-io-error", G_CALLBACK (on_block_io_error), fx);
+  g_signal_connect (fx->client, "guest-stopped", G_CALLBACK (on_guest_stopped), fx);
+  g_signal_connect (fx->client, "guest-resumed", G_CALLBACK (on_guest_resumed), fx);
   g_signal_connect (fx->client, "event", G_CALLBACK (on_event), fx);
 }
 
@@ -53,6 +81,7 @@ fixture_finish (Fixture *fx, gboolean complete)
   test_run_until_peer (fx->peer);
   fake_peer_finish (fx->peer, complete);
   g_ptr_array_unref (fx->events);
+  g_ptr_array_unref (fx->io_errors);
 }
 
 static gboolean
@@ -130,6 +159,37 @@ test_normal (void)
   g_assert_cmpstr (g_ptr_array_index (fx.events, 0), ==, "STOP");
   g_assert_cmpuint (fx.closed, ==, 0);
 
+  fixture_finish (&fx, TRUE);
+}
+
+/* Issue 7, defect 4: the events that say why the guest stopped. */
+static void
+test_block_io_error (void)
+{
+  Fixture fx = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) s1 = NULL;
+  g_autoptr(JsonNode) cont = NULL;
+  g_autoptr(JsonNode) s2 = NULL;
+
+  fixture_start (&fx, "qmp-block-io-error.txt");
+  g_assert_true (handshake (fx.client, &error));
+  s1 = execute (fx.client, "query-status", 5000, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (fx.io_errors->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (fx.io_errors, 0), ==,
+                   "the disk ran out of space (No space left on device)|nospace");
+  g_assert_cmpuint (fx.stopped, ==, 1);
+  g_assert_cmpuint (fx.resumed, ==, 0);
+  cont = execute (fx.client, "cont", 5000, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (fx.resumed, ==, 1);
+  s2 = execute (fx.client, "query-status", 5000, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (fx.io_errors->len, ==, 2);
+  g_assert_cmpstr (g_ptr_array_index (fx.io_errors, 1), ==,
+                   "a disk read error (Input/output error\\x1b[2J)|other");
+  g_assert_cmpuint (fx.closed, ==, 0);
   fixture_finish (&fx, TRUE);
 }
 
@@ -443,6 +503,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/qmp/normal", test_normal);
   g_test_add_func ("/qmp/before-handshake", test_before_handshake);
+  g_test_add_func ("/qmp/block-io-error", test_block_io_error);
   g_test_add_func ("/qmp/stale-id", test_stale_id);
   g_test_add_func ("/qmp/oversize", test_oversize);
   g_test_add_func ("/qmp/oversize-line", test_oversize_line);

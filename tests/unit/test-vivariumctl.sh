@@ -102,6 +102,7 @@ usage session cp abc:/x def:/y
 usage session cp abc:relative local
 usage session screenshot abc
 usage session log
+usage session resume
 usage session stop
 usage guard status extra
 usage guard selftest extra
@@ -124,6 +125,7 @@ nobus session cp abc:/etc/hostname "$tmp/hostname"
 nobus session cp "$tmp/disk.img" abc:/tmp/
 nobus session screenshot abc "$tmp/shot.png"
 nobus session log abc
+nobus session resume abc
 nobus session stop abc
 nobus guard status
 nobus --no-interaction guard selftest --image tiny --junit "$tmp/junit.xml"
@@ -146,7 +148,7 @@ for verb in "status" \
             "image list" "image build" "image import" "image freeze" "image verify" \
             "image delete" "image recipes" \
             "session list" "session start" "session exec" "session cp" \
-            "session screenshot" "session log" "session stop" \
+            "session screenshot" "session log" "session resume" "session stop" \
             "guard status" "guard selftest"; do
   checks=$((checks + 1))
   if ! grep -q "^  $verb\b" "$tmp/help"; then
