@@ -13,6 +13,8 @@ packages=(
   # run: the service and what it drives
   dbus dbus-daemon polkitd pkexec systemd systemd-container nftables iproute2 git
   qemu-system-x86 qemu-utils
+  # project datasets: btrfs subvolumes + qgroups, ext4 images, deploy keys
+  btrfs-progs e2fsprogs openssh-client
   # the tiny guest image, built from host packages
   linux-image-amd64 busybox-static qemu-guest-agent e2fsprogs cpio gzip kmod xz-utils zstd debootstrap
   # tests
