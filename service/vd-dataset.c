@@ -170,9 +170,10 @@ ext4_make_image (VdDataset *self, GError **error)
   close (fd);
   /* No journal: the dataset is scratch space whose truth is the commit, and
    * a journal would take a fixed share of a small quota. No reserved
-   * blocks: the quota is the guest's, all of it. */
+   * blocks: the quota is the guest's, all of it. nodiscard: mke2fs would
+   * otherwise punch the allocation out of the image again. */
   return run_tool (NULL, error, "mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0",
-                   "-E", "root_owner=0:0", self->image, NULL);
+                   "-E", "root_owner=0:0,nodiscard", self->image, NULL);
 }
 
 static gboolean

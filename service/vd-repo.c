@@ -52,7 +52,6 @@ vd_repo_finalize (GObject *object)
   git_repository_free (self->repo);
   g_free (self->identity_name);
   g_free (self->identity_email);
-  git_libgit2_shutdown ();
   G_OBJECT_CLASS (vd_repo_parent_class)->finalize (object);
 }
 
@@ -62,11 +61,22 @@ vd_repo_class_init (VdRepoClass *klass)
   G_OBJECT_CLASS (klass)->finalize = vd_repo_finalize;
 }
 
+/* libgit2's global state lives as long as the daemon: initialised once,
+ * before the first call, never shut down (a shutdown while another thread
+ * is mid-clone would pull it away under that thread). */
+static void
+ensure_libgit2 (void)
+{
+  static gsize once = 0;
+
+  if (g_once_init_enter (&once))
+    g_once_init_leave (&once, git_libgit2_init () > 0 ? 1 : 2);
+}
+
 static void
 vd_repo_init (VdRepo *self)
 {
-  /* Reference-counted by libgit2: one init per live object. */
-  git_libgit2_init ();
+  ensure_libgit2 ();
   self->identity_name = g_strdup ("Vivarium");
   self->identity_email = g_strdup ("vivarium@localhost");
 }
@@ -159,6 +169,25 @@ vd_commit_info_free (VdCommitInfo *info)
   g_free (info);
 }
 
+/* A path is one line of a report: unlike vivarium_escape_untrusted(), a
+ * newline or a tab is escaped too, and so is the backslash, so that the
+ * escaped form reads back to exactly one path. */
+static gchar *
+escape_path (const gchar *path)
+{
+  GString *out = g_string_sized_new (strlen (path) + 8);
+
+  for (const guchar *p = (const guchar *) path; *p != '\0'; p++) {
+    if (*p == '\\')
+      g_string_append (out, "\\\\");
+    else if (*p >= 0x20 && *p < 0x7f)
+      g_string_append_c (out, (gchar) *p);
+    else
+      g_string_append_printf (out, "\\x%02x", *p);
+  }
+  return g_string_free (out, FALSE);
+}
+
 static VdChange *
 change_new (VdChangeStatus status, VdChangeKind kind, const gchar *path, const gchar *reason)
 {
@@ -167,7 +196,7 @@ change_new (VdChangeStatus status, VdChangeKind kind, const gchar *path, const g
   c->status = status;
   c->kind = kind;
   c->path = g_strdup (path);
-  c->display_path = vivarium_escape_untrusted (path, strlen (path), VIVARIUM_PATH_MAX, NULL);
+  c->display_path = escape_path (path);
   c->reason = g_strdup (reason);
   return c;
 }
@@ -225,9 +254,19 @@ url_parts_ok (GUri *uri, GError **error)
     return refuse_url (error, "must name a local path for file://");
   if (!is_file && (host == NULL || host[0] == '\0'))
     return refuse_url (error, "has no host");
-  if (g_uri_get_path (uri)[0] != '/' || strstr (g_uri_get_path (uri), "/../") != NULL ||
-      g_str_has_suffix (g_uri_get_path (uri), "/.."))
-    return refuse_url (error, "must have an absolute path without \"..\"");
+  if (g_uri_get_path (uri)[0] != '/')
+    return refuse_url (error, "must have an absolute path");
+  return TRUE;
+}
+
+/* On the text as given: GUri would already have removed the dot segments
+ * from what it parsed, and what is stored is the text. */
+static gboolean
+url_dot_segments_ok (const gchar *url, GError **error)
+{
+  if (strstr (url, "/../") != NULL || strstr (url, "/./") != NULL ||
+      g_str_has_suffix (url, "/..") || g_str_has_suffix (url, "/."))
+    return refuse_url (error, "may not hold \".\" or \"..\" path segments");
   return TRUE;
 }
 
@@ -237,7 +276,7 @@ vd_remote_url_validate (const gchar *url, GError **error)
   g_autoptr(GUri) uri = NULL;
   g_autoptr(GError) parse_error = NULL;
 
-  if (!url_text_ok (url, error))
+  if (!url_text_ok (url, error) || !url_dot_segments_ok (url, error))
     return FALSE;
   uri = g_uri_parse (url, G_URI_FLAGS_HAS_PASSWORD | G_URI_FLAGS_ENCODED, &parse_error);
   if (uri == NULL)
@@ -272,7 +311,6 @@ write_initial_commit (git_repository *repo, GError **error)
   git_oid tree_id, commit_id;
   int rc;
 
-  /* libgit2 counts its own init; this runs before a VdRepo exists. */
   if ((rc = git_treebuilder_new (&bld, repo, NULL)) < 0 ||
       (rc = git_treebuilder_write (&tree_id, bld)) < 0 ||
       (rc = git_tree_lookup (&tree, repo, &tree_id)) < 0 ||
@@ -284,18 +322,32 @@ write_initial_commit (git_repository *repo, GError **error)
 }
 
 static int
-init_repository (git_repository **out, const gchar *gitdir, const gchar *workdir)
+init_repository (git_repository **out, const gchar *gitdir, const gchar *workdir, const gchar *initial_head)
 {
   git_repository_init_options opts = GIT_REPOSITORY_INIT_OPTIONS_INIT;
+  g_autofree gchar *link = g_build_filename (workdir, ".git", NULL);
+  struct stat st;
+  int rc;
 
   /* NO_DOTGIT_DIR: the git directory is @gitdir itself and the tree gets no
-   * .git link back to it; core.worktree in @gitdir's config (root's) names
+   * .git directory; core.worktree in @gitdir's config (root's) names
    * the tree. */
   opts.flags = GIT_REPOSITORY_INIT_NO_DOTGIT_DIR | GIT_REPOSITORY_INIT_MKDIR | GIT_REPOSITORY_INIT_NO_REINIT;
   opts.mode = GIT_REPOSITORY_INIT_SHARED_UMASK;
   opts.workdir_path = workdir;
-  opts.initial_head = INITIAL_BRANCH;
-  return git_repository_init_ext (out, gitdir, &opts);
+  opts.initial_head = initial_head;
+  if ((rc = git_repository_init_ext (out, gitdir, &opts)) < 0)
+    return rc;
+  /* libgit2 still writes a "gitdir:" link file into the tree, as git's
+   * --separate-git-dir does. Nothing here needs it (the repository is
+   * always opened by its own path) and the tree is the guest's. */
+  if (lstat (link, &st) == 0 && S_ISREG (st.st_mode) && unlink (link) != 0) {
+    git_error_set (GIT_ERROR_OS, "cannot remove %s: %s", link, g_strerror (errno));
+    git_repository_free (*out);
+    *out = NULL;
+    return -1;
+  }
+  return 0;
 }
 
 VdRepo *
@@ -304,9 +356,8 @@ vd_repo_create (const gchar *gitdir, const gchar *workdir, GError **error)
   g_autoptr(git_repository) repo = NULL;
   int rc;
 
-  git_libgit2_init ();
-  rc = init_repository (&repo, gitdir, workdir);
-  git_libgit2_shutdown ();
+  ensure_libgit2 ();
+  rc = init_repository (&repo, gitdir, workdir, INITIAL_BRANCH);
   if (rc < 0) {
     set_git_error (error, rc, "create the repository");
     return NULL;
@@ -322,10 +373,9 @@ vd_repo_open (const gchar *gitdir, GError **error)
   git_repository *repo = NULL;
   int rc;
 
-  git_libgit2_init ();
+  ensure_libgit2 ();
   /* NO_SEARCH: exactly this directory, never a parent's .git. */
   rc = git_repository_open_ext (&repo, gitdir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL);
-  git_libgit2_shutdown ();
   if (rc < 0) {
     set_git_error (error, rc, "open the repository");
     return NULL;
@@ -487,7 +537,10 @@ transfer_callbacks (git_remote_callbacks *cb, Transfer *t)
 static int
 clone_repository_cb (git_repository **out, const char *path, int bare, void *payload)
 {
-  return init_repository (out, path, payload);
+  /* No initial head of ours: git_clone wants the repository "empty" in
+   * libgit2's sense, HEAD on the default branch, and then points it at the
+   * remote's own default branch. */
+  return init_repository (out, path, payload, NULL);
 }
 
 VdRepo *
@@ -501,7 +554,7 @@ vd_repo_clone (const gchar *url, const gchar *gitdir, const gchar *workdir, cons
 
   if (!vd_remote_url_validate (url, error))
     return NULL;
-  git_libgit2_init ();
+  ensure_libgit2 ();
   opts.repository_cb = clone_repository_cb;
   opts.repository_cb_payload = (gpointer) workdir;
   /* SAFE: checkout refuses paths libgit2 considers dangerous (.git, links
@@ -509,7 +562,6 @@ vd_repo_clone (const gchar *url, const gchar *gitdir, const gchar *workdir, cons
   opts.checkout_opts.checkout_strategy = GIT_CHECKOUT_SAFE;
   transfer_callbacks (&opts.fetch_opts.callbacks, &t);
   rc = git_clone (&repo, url, gitdir, &opts);
-  git_libgit2_shutdown ();
   transfer_clear (&t);
   if (rc < 0) {
     set_git_error (error, rc, "clone the repository");

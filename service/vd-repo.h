@@ -32,7 +32,7 @@ typedef struct {
   VdChangeStatus status;
   VdChangeKind   kind;
   gchar         *path;          /* raw bytes relative to the tree's root: may hold a newline or ESC */
-  gchar         *display_path;  /* the same, every byte outside printable ASCII as \xNN */
+  gchar         *display_path;  /* the same on one line: bytes outside printable ASCII as \xNN, '\' as "\\" */
   guint64        lines_added;
   guint64        lines_removed;
   gboolean       binary;
