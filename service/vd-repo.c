@@ -1059,9 +1059,14 @@ push_result (Transfer *t, int rc, GError **error)
   g_autofree gchar *said = NULL;
 
   if (t->remote_text != NULL)
-    said = escape_text (t->remote_text->str);
+    said = g_strstrip (escape_text (t->remote_text->str));
   if (rc < 0 && rc == GIT_EUSER && g_cancellable_is_cancelled (t->cancellable)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED, "The push was cancelled");
+    return FALSE;
+  }
+  if (rc < 0 && t->ssh_key != NULL && t->credential_tries > 1) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED,
+                 "The remote refused the project's deploy key: add the project's DeployKey on the remote");
     return FALSE;
   }
   if (rc < 0) {

@@ -15,6 +15,8 @@ packages=(
   qemu-system-x86 qemu-utils
   # project datasets: btrfs subvolumes + qgroups, ext4 images, deploy keys
   btrfs-progs e2fsprogs openssh-client
+  # tests: publishing over ssh (an sshd of the test's own on 127.0.0.1)
+  openssh-server
   # the tiny guest image, built from host packages
   linux-image-amd64 busybox-static qemu-guest-agent e2fsprogs cpio gzip kmod xz-utils zstd debootstrap
   # tests

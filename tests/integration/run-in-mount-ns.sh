@@ -21,7 +21,7 @@ die () {
 
 [ "$(id -u)" = 0 ] || die "must run as root (loop mounts, chown, btrfs)"
 [ $# -ge 1 ] || die "usage: $PROG CMD [ARGS...]"
-for tool in unshare losetup mount umount mkfs.ext4 mkfs.btrfs btrfs git ssh-keygen setpriv findmnt mkfifo; do
+for tool in unshare losetup mount umount mkfs.ext4 mkfs.btrfs btrfs git ssh-keygen /usr/sbin/sshd setpriv findmnt mkfifo; do
 	command -v "$tool" >/dev/null || die "missing $tool (tools/install-deps.sh installs it)"
 done
 [ -e /dev/loop-control ] || die "no /dev/loop-control: this test needs loop devices (run it outside the nspawn host)"

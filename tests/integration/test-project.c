@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -771,6 +772,158 @@ test_restart (void)
   g_assert_cmpstr (before, ==, after);
 }
 
+/* ---- publishing over ssh with the deploy key --------------------------- */
+
+typedef struct {
+  GSubprocess *proc;
+  guint16      port;
+} Sshd;
+
+static guint16
+free_port (void)
+{
+  g_autoptr(GSocket) sock = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL);
+  g_autoptr(GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  g_autoptr(GSocketAddress) any = g_inet_socket_address_new (lo, 0);
+  g_autoptr(GSocketAddress) bound = NULL;
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (g_socket_bind (sock, any, FALSE, &error));
+  g_assert_no_error (error);
+  bound = g_socket_get_local_address (sock, &error);
+  g_assert_no_error (error);
+  return g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+}
+
+/* An sshd of the test's own, on 127.0.0.1, for root with only @authorized. */
+static void
+sshd_start (Sshd *d, const gchar *host_key, const gchar *authorized)
+{
+  g_autofree gchar *config = g_build_filename (scratch, "sshd_config", NULL);
+  g_autofree gchar *text = NULL;
+  g_autoptr(GError) error = NULL;
+
+  d->port = free_port ();
+  text = g_strdup_printf ("ListenAddress 127.0.0.1:%u\nHostKey %s\nAuthorizedKeysFile %s\n"
+                          "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                          "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n"
+                          "LogLevel ERROR\n", d->port, host_key, authorized);
+  g_assert_true (g_file_set_contents (config, text, -1, &error));
+  g_mkdir ("/run/sshd", 0755);
+  d->proc = g_subprocess_new (G_SUBPROCESS_FLAGS_NONE, &error, "/usr/sbin/sshd", "-D", "-e", "-f", config, NULL);
+  g_assert_no_error (error);
+  /* Ready when it accepts: bounded by attempts, no assertion on time. */
+  for (guint i = 0; i < 200; i++) {
+    g_autoptr(GSocketClient) client = g_socket_client_new ();
+    g_autoptr(GSocketConnection) conn = g_socket_client_connect_to_host (client, "127.0.0.1", d->port, NULL, NULL);
+    if (conn != NULL)
+      return;
+    g_usleep (50000);
+  }
+  g_error ("sshd on port %u never accepted a connection", d->port);
+}
+
+static void
+sshd_stop (Sshd *d)
+{
+  g_subprocess_send_signal (d->proc, SIGTERM);
+  g_assert_true (g_subprocess_wait (d->proc, NULL, NULL));
+  g_clear_object (&d->proc);
+}
+
+static gchar *
+host_key (const gchar *name)
+{
+  gchar *path = g_build_filename (scratch, name, NULL);
+  const gchar *argv[] = { "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path, NULL };
+  g_free (run_ok (argv));
+  return path;
+}
+
+static void
+test_publish_ssh (void)
+{
+  g_autoptr(VdProject) p = make_project ("sshpub", NULL);
+  g_autofree gchar *bare = make_bare ("ssh-remote.git");
+  g_autofree gchar *gd = g_strconcat ("--git-dir=", bare, NULL);
+  const gchar *rev[] = { "git", gd, "rev-parse", "refs/heads/main", NULL };
+  g_autofree gchar *authorized = g_build_filename (scratch, "authorized_keys", NULL);
+  g_autofree gchar *hook = g_build_filename (bare, "hooks", "pre-receive", NULL);
+  g_autofree gchar *key1 = host_key ("ssh-host-1");
+  g_autofree gchar *key2 = host_key ("ssh-host-2");
+  g_autofree gchar *deploy = NULL;
+  g_autofree gchar *url = NULL;
+  g_autofree gchar *h = NULL;
+  g_autofree gchar *there = NULL;
+  g_autofree gchar *record = NULL;
+  g_autofree gchar *record_path = g_build_filename (projects_dir, "sshpub", "project.json", NULL);
+  g_autofree gchar *work_listing = NULL;
+  g_autoptr(GError) error = NULL;
+  const gchar *grep_key[] = { "grep", "-rqs", "PRIVATE KEY", vd_project_get_work_path (p), NULL };
+  Sshd d = { 0 };
+
+  deploy = vd_project_get_deploy_key (p, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_file_set_contents (authorized, deploy, -1, NULL));
+  sshd_start (&d, key1, authorized);
+  url = g_strdup_printf ("ssh://root@127.0.0.1:%u%s", d.port, bare);
+  g_assert_true (vd_project_set_remote (p, url, &error));
+  g_assert_no_error (error);
+  put (p, "over-ssh", "pushed with the deploy key\n");
+  g_free (commit (p, "task ssh", NULL));
+  error = publish (p);
+  g_assert_no_error (error);
+  h = head (p);
+  there = run_ok (rev);
+  g_assert_cmpstr (g_strstrip (there), ==, h);
+  /* The host key was pinned; the key never entered the dataset. */
+  g_assert_true (g_file_get_contents (record_path, &record, NULL, NULL));
+  g_assert_null (strstr (record, "\"ssh_host_key_sha256\" : \"\""));
+  {
+    g_autofree gchar *o = NULL, *e = NULL;
+    g_assert_cmpint (run (&o, &e, grep_key), !=, 0);
+  }
+
+  /* The remote refuses, and says why: the reason reaches the caller. */
+  g_assert_true (g_file_set_contents (hook, "#!/bin/sh\necho 'policy: no pushes on Tuesdays' >&2\nexit 1\n", -1, NULL));
+  g_assert_cmpint (chmod (hook, 0755), ==, 0);
+  put (p, "over-ssh", "refused\n");
+  g_free (commit (p, "task ssh 2", NULL));
+  error = publish (p);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE);
+  g_test_message ("refusal: %s", error->message);
+  g_assert_nonnull (strstr (error->message, "policy: no pushes on Tuesdays"));
+  g_clear_error (&error);
+  g_unlink (hook);
+
+  /* Another host key on the same address: refused, not trusted anew. */
+  sshd_stop (&d);
+  sshd_start (&d, key2, authorized);
+  g_free (url);
+  url = g_strdup_printf ("ssh://root@127.0.0.1:%u%s", d.port, bare);
+  /* Same URL but the port: set_remote would forget the pin, so edit the
+   * repository's own config the way a port change would look. */
+  {
+    g_autofree gchar *cfg = g_strconcat ("--git-dir=", vd_project_get_repo_path (p), NULL);
+    const gchar *set[] = { "git", cfg, "remote", "set-url", "origin", url, NULL };
+    g_free (run_ok (set));
+  }
+  error = publish (p);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED);
+  g_test_message ("refusal: %s", error->message);
+  g_clear_error (&error);
+
+  /* A key the server does not know is refused too. */
+  g_assert_true (g_file_set_contents (authorized, "", -1, NULL));
+  g_assert_true (vd_project_set_remote (p, url, &error));
+  error = publish (p);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED);
+  g_test_message ("refusal: %s", error->message);
+  g_assert_nonnull (strstr (error->message, "deploy key"));
+  sshd_stop (&d);
+  drop_project (g_steal_pointer (&p));
+}
+
 /* The btrfs backend, on a btrfs filesystem this test makes and mounts. */
 static void
 test_btrfs (void)
@@ -843,6 +996,7 @@ main (int argc, char **argv)
   g_test_add_func ("/project/change-set", test_change_set);
   g_test_add_func ("/project/tampering", test_tampering);
   g_test_add_func ("/project/publish-file", test_publish_file);
+  g_test_add_func ("/project/publish-ssh", test_publish_ssh);
   g_test_add_func ("/project/set-remote-refused", test_set_remote_refused);
   g_test_add_func ("/project/bad-input-leaves-nothing", test_bad_input_leaves_nothing);
   g_test_add_func ("/project/clone", test_clone);
