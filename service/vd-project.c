@@ -374,6 +374,10 @@ vd_project_load (const gchar *projects_dir, const gchar *keys_dir, const gchar *
   self->dataset = vd_dataset_new (backend, self->work_path, self->image_path, quota);
   if (!vd_dataset_mount (self->dataset, error))
     return NULL;
+  /* A daemon that died while a session held the tree left it that uid's,
+   * and the uid will be handed to another session. */
+  if (!vd_dataset_chown_tree (self->dataset, 0, 0, error))
+    return NULL;
   self->repo = vd_repo_open (self->repo_path, error);
   if (self->repo == NULL)
     return NULL;
@@ -395,6 +399,55 @@ vd_project_list_names (const gchar *projects_dir)
       g_strv_builder_add (b, all[i]);
   }
   return g_strv_builder_end (b);
+}
+
+static void
+sweep_stray_keys (const gchar *keys_dir)
+{
+  g_auto(GStrv) keys = vd_fs_list_dir (keys_dir);
+
+  for (guint i = 0; keys[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (keys_dir, keys[i], NULL);
+    if (g_str_has_prefix (keys[i], "project-") && strstr (keys[i], ".tmp-") != NULL && g_unlink (path) != 0)
+      g_warning ("Cannot remove %s: %s", path, g_strerror (errno));
+  }
+}
+
+/* A project directory without a record is what a crash during creation or
+ * deletion left: its dataset is unmounted or deleted, then it goes. */
+static gboolean
+sweep_one (const gchar *projects_dir, const gchar *keys_dir, const gchar *name, GError **error)
+{
+  g_autoptr(VdProject) self = project_new (projects_dir, keys_dir, name);
+  VdDatasetBackend backend;
+
+  if (!vd_dataset_backend_for_dir (self->dir, &backend, error))
+    return FALSE;
+  self->dataset = vd_dataset_new (backend, self->work_path, self->image_path, 0);
+  if (!vd_dataset_destroy (self->dataset, error))
+    return FALSE;
+  remove_deploy_key (self);
+  return vd_fs_rm_rf (self->dir, error);
+}
+
+GStrv
+vd_project_sweep (const gchar *projects_dir, const gchar *keys_dir)
+{
+  g_auto(GStrv) all = vd_fs_list_dir (projects_dir);
+  g_autoptr(GStrvBuilder) swept = g_strv_builder_new ();
+
+  for (guint i = 0; all[i] != NULL; i++) {
+    g_autofree gchar *record = g_build_filename (projects_dir, all[i], RECORD_NAME, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!vivarium_project_name_validate (all[i], NULL) || g_file_test (record, G_FILE_TEST_EXISTS))
+      continue;
+    if (sweep_one (projects_dir, keys_dir, all[i], &error))
+      g_strv_builder_add (swept, all[i]);
+    else
+      g_warning ("Cannot sweep the incomplete project %s: %s", all[i], error->message);
+  }
+  sweep_stray_keys (keys_dir);
+  return g_strv_builder_end (swept);
 }
 
 gboolean

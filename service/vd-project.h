@@ -48,11 +48,17 @@ VdProject   *vd_project_create          (const gchar  *projects_dir,
                                          GVariant     *options,
                                          GCancellable *cancellable,
                                          GError      **error);
-/* Reads PROJECTS/<name>/project.json, mounts the dataset (daemon start). */
+/* Reads PROJECTS/<name>/project.json, mounts the dataset, gives the tree
+ * back to root (a crash may have left it granted) (daemon start). */
 VdProject   *vd_project_load            (const gchar  *projects_dir,
                                          const gchar  *keys_dir,
                                          const gchar  *name,
                                          GError      **error);
+/* At daemon start, before loading: removes what a crash during creation or
+ * deletion left (a directory without project.json: its mount, loop device,
+ * subvolume, key). Returns the names swept. */
+GStrv        vd_project_sweep           (const gchar  *projects_dir,
+                                         const gchar  *keys_dir);
 /* The names of PROJECTS' complete projects (those with a project.json). */
 GStrv        vd_project_list_names      (const gchar  *projects_dir);
 

@@ -32,3 +32,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${packages[@]}"
+# openssh-server is there for the tests' own sshd (127.0.0.1, a free port,
+# stopped by PID); the machine's sshd unit is not wanted, nor in test hosts
+# that overlay this root.
+systemctl disable ssh.service >/dev/null 2>&1 || true

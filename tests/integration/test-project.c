@@ -772,6 +772,53 @@ test_restart (void)
   g_assert_cmpstr (before, ==, after);
 }
 
+/* A daemon that died half-way through creating a project: the sweep at the
+ * next start removes the mount, the loop device, the key and the dir. */
+static void
+test_sweep_after_crash (void)
+{
+  g_autofree gchar *before = snapshot ();
+  g_autofree gchar *after = NULL;
+  g_autofree gchar *record = g_build_filename (projects_dir, "crashed", "project.json", NULL);
+  g_autofree gchar *stray = g_build_filename (keys_dir, "project-crashed.tmp-0000abcd", NULL);
+  g_autofree gchar *work = NULL;
+  g_autoptr(VdProject) p = make_project ("crashed", NULL);
+  g_autoptr(VdProject) kept = make_project ("complete", NULL);
+  g_autoptr(VdProject) loaded = NULL;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) swept = NULL;
+  g_autofree gchar *mid = NULL;
+
+  mid = snapshot ();
+  work = g_strdup (vd_project_get_work_path (p));
+  /* What the crash left: no record, the dataset still mounted, a temp key. */
+  g_assert_cmpint (g_unlink (record), ==, 0);
+  g_assert_true (g_file_set_contents (stray, "half a key", -1, NULL));
+  g_clear_object (&p);
+  /* And the complete one was granted when the daemon died. */
+  do_grant (kept);
+  g_clear_object (&kept);
+  g_assert_true (is_mountpoint (work));
+
+  swept = vd_project_sweep (projects_dir, keys_dir);
+  g_assert_cmpuint (g_strv_length (swept), ==, 1);
+  g_assert_cmpstr (swept[0], ==, "crashed");
+  g_assert_false (is_mountpoint (work));
+  g_assert_false (g_file_test (stray, G_FILE_TEST_EXISTS));
+
+  loaded = vd_project_load (projects_dir, keys_dir, "complete", &error);
+  g_assert_no_error (error);
+  {
+    struct stat st;
+    g_assert_cmpint (stat (vd_project_get_work_path (loaded), &st), ==, 0);
+    g_assert_cmpint (st.st_uid, ==, 0);
+  }
+  drop_project (g_steal_pointer (&loaded));
+  after = snapshot ();
+  g_assert_cmpstr (before, ==, after);
+  g_assert_cmpstr (before, !=, mid);
+}
+
 /* ---- publishing over ssh with the deploy key --------------------------- */
 
 typedef struct {
@@ -1001,6 +1048,7 @@ main (int argc, char **argv)
   g_test_add_func ("/project/bad-input-leaves-nothing", test_bad_input_leaves_nothing);
   g_test_add_func ("/project/clone", test_clone);
   g_test_add_func ("/project/restart", test_restart);
+  g_test_add_func ("/project/sweep-after-crash", test_sweep_after_crash);
   g_test_add_func ("/project/btrfs", test_btrfs);
   return g_test_run ();
 }
