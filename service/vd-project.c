@@ -20,7 +20,10 @@
 
 struct _VdProject {
   GObject    parent_instance;
-  GMutex     lock;   /* one git or dataset operation at a time */
+  GMutex     lock;   /* one git or dataset operation at a time: held long */
+  GMutex     state;  /* the cached facts below: held briefly, so a property
+                      * read never waits for a push or a commit */
+  gchar     *head;
   gchar     *name;
   gchar     *dir;
   gchar     *keys_dir;
@@ -45,6 +48,8 @@ vd_project_finalize (GObject *object)
   VdProject *self = VD_PROJECT (object);
 
   g_mutex_clear (&self->lock);
+  g_mutex_clear (&self->state);
+  g_free (self->head);
   g_free (self->name);
   g_free (self->dir);
   g_free (self->keys_dir);
@@ -71,6 +76,36 @@ static void
 vd_project_init (VdProject *self)
 {
   g_mutex_init (&self->lock);
+  g_mutex_init (&self->state);
+}
+
+static void
+set_fact (VdProject *self, gchar **field, const gchar *value)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+
+  g_free (*field);
+  *field = g_strdup (value);
+}
+
+static gchar *
+get_fact (VdProject *self, gchar * const *field)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+
+  return g_strdup (*field);
+}
+
+/* After anything that moves HEAD (create, load, commit). */
+static gboolean
+refresh_head (VdProject *self, GError **error)
+{
+  g_autofree gchar *head = vd_repo_get_head (self->repo, error);
+
+  if (head == NULL)
+    return FALSE;
+  set_fact (self, &self->head, head);
+  return TRUE;
 }
 
 static VdProject *
@@ -107,6 +142,7 @@ record_write (VdProject *self, GError **error)
   g_autoptr(JsonGenerator) gen = json_generator_new ();
   g_autoptr(JsonNode) root = NULL;
   g_autofree gchar *text = NULL;
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
 
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "name");
@@ -128,6 +164,7 @@ record_write (VdProject *self, GError **error)
   json_generator_set_root (gen, root);
   json_generator_set_pretty (gen, TRUE);
   text = json_generator_to_data (gen, NULL);
+  g_clear_pointer (&locker, g_mutex_locker_free);
   /* CONSISTENT|DURABLE: temp file, fsync, rename, so a crash leaves the
    * old record or the new one, never half of either. */
   if (!g_file_set_contents_full (self->record_path, text, -1,
@@ -233,6 +270,50 @@ options_ok (GVariant *options, gchar **clone, GError **error)
   return TRUE;
 }
 
+static gchar *
+resolve (const gchar *path)
+{
+  g_autofree gchar *real = realpath (path, NULL);
+
+  return real != NULL ? g_strdup (real) : g_canonicalize_filename (path, "/");
+}
+
+static gboolean
+path_within (const gchar *path, const gchar *root)
+{
+  g_autofree gchar *r = resolve (root);
+  gsize n = strlen (r);
+
+  return strncmp (path, r, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* A file:// remote is a path the daemon reads and writes as root: never one
+ * inside its own state, where it would reach another project's repository
+ * or the keys. (Who may name which host path is the caller's check.) */
+static gboolean
+url_outside_state (const gchar *projects_dir, const gchar *keys_dir, const gchar *url, GError **error)
+{
+  g_autoptr(GUri) uri = g_uri_parse (url, G_URI_FLAGS_ENCODED, NULL);
+  g_autofree gchar *raw = NULL;
+  g_autofree gchar *path = NULL;
+
+  if (uri == NULL || g_strcmp0 (g_uri_get_scheme (uri), "file") != 0)
+    return TRUE;
+  raw = g_uri_unescape_string (g_uri_get_path (uri), NULL);
+  if (raw == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The remote URL's path is not a valid escaped path");
+    return FALSE;
+  }
+  path = resolve (raw);
+  if (path_within (path, projects_dir) || path_within (path, keys_dir)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The remote URL points into the daemon's own state");
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* ---- the deploy key ---------------------------------------------------- */
 
 /* ssh-keygen writes into a temporary name, renamed once both halves exist:
@@ -320,6 +401,8 @@ populate (VdProject *self, guint64 quota, const gchar *clone, GCancellable *canc
     return FALSE;
   if (chmod (self->repo_path, 0700) != 0)
     return fail_errno (error, errno, "protect", self->repo_path);
+  if (!refresh_head (self, error))
+    return FALSE;
   self->remote = vd_repo_get_remote (self->repo);
   self->created = g_get_real_time ();
   /* A clone checked out as root: the tree is root's until a grant. The
@@ -335,6 +418,7 @@ vd_project_create (const gchar *projects_dir, const gchar *keys_dir, const gchar
   g_autofree gchar *clone = NULL;
 
   if (!vivarium_project_name_validate (name, error) || !options_ok (options, &clone, error) ||
+      (clone != NULL && !url_outside_state (projects_dir, keys_dir, clone, error)) ||
       !quota_ok (projects_dir, quota_bytes, error))
     return NULL;
   self = project_new (projects_dir, keys_dir, name);
@@ -383,6 +467,8 @@ vd_project_load (const gchar *projects_dir, const gchar *keys_dir, const gchar *
     return NULL;
   /* The record says where the remote is; the repository's config follows. */
   if (self->remote != NULL && !vd_repo_set_remote (self->repo, self->remote, error))
+    return NULL;
+  if (!refresh_head (self, error))
     return NULL;
   return g_steal_pointer (&self);
 }
@@ -464,6 +550,7 @@ vd_project_delete (VdProject *self, GError **error)
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
 
   g_clear_object (&self->repo);
+  set_fact (self, &self->head, NULL);
   /* The record goes first: a crash half-way leaves an incomplete project,
    * which load refuses, never one that looks whole and is not. */
   if (g_unlink (self->record_path) != 0 && errno != ENOENT)
@@ -530,17 +617,17 @@ have_repo (VdProject *self, GError **error)
 gchar *
 vd_project_get_head (VdProject *self, GError **error)
 {
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+  gchar *head = get_fact (self, &self->head);
 
-  return have_repo (self, error) ? vd_repo_get_head (self->repo, error) : NULL;
+  if (head == NULL)
+    have_repo (self, error);
+  return head;
 }
 
 gchar *
 vd_project_get_remote (VdProject *self)
 {
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
-
-  return g_strdup (self->remote);
+  return get_fact (self, &self->remote);
 }
 
 gchar *
@@ -556,10 +643,10 @@ vd_project_get_deploy_key (VdProject *self, GError **error)
   return g_strdup (g_strstrip (text));
 }
 
-const gchar *
+gchar *
 vd_project_get_last_task (VdProject *self)
 {
-  return self->last_task;
+  return get_fact (self, &self->last_task);
 }
 
 gboolean
@@ -569,8 +656,7 @@ vd_project_set_last_task (VdProject *self, const gchar *task_id, GError **error)
 
   if (!vivarium_name_validate ("task", task_id, error))
     return FALSE;
-  g_free (self->last_task);
-  self->last_task = g_strdup (task_id);
+  set_fact (self, &self->last_task, task_id);
   return record_write (self, error);
 }
 
@@ -614,7 +700,8 @@ vd_project_commit (VdProject *self, const gchar *message, gchar **commit_id, GPt
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
 
-  return have_repo (self, error) && vd_repo_commit (self->repo, message, commit_id, changes, error);
+  return have_repo (self, error) && vd_repo_commit (self->repo, message, commit_id, changes, error) &&
+         refresh_head (self, error);
 }
 
 GPtrArray *
@@ -630,14 +717,17 @@ vd_project_set_remote (VdProject *self, const gchar *url, GError **error)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
   g_autofree gchar *old = NULL;
+  g_autofree gchar *projects_dir = g_path_get_dirname (self->dir);
 
-  if (!have_repo (self, error) || !vd_repo_set_remote (self->repo, url, error))
+  if (!have_repo (self, error) || !vd_remote_url_validate (url, error) ||
+      !url_outside_state (projects_dir, self->keys_dir, url, error) ||
+      !vd_repo_set_remote (self->repo, url, error))
     return FALSE;
-  old = g_steal_pointer (&self->remote);
-  self->remote = g_strdup (url);
+  old = get_fact (self, &self->remote);
+  set_fact (self, &self->remote, url);
   /* A new remote is a new host: forget the pinned host key. */
   if (g_strcmp0 (old, url) != 0)
-    g_clear_pointer (&self->host_key, g_free);
+    set_fact (self, &self->host_key, NULL);
   return record_write (self, error);
 }
 
@@ -648,14 +738,22 @@ publish_thread (GTask *task, gpointer source, gpointer data, GCancellable *cance
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
   g_autoptr(GError) error = NULL;
   g_autofree gchar *seen = NULL;
+  g_autofree gchar *pin = get_fact (self, &self->host_key);
+  g_autofree gchar *remote = get_fact (self, &self->remote);
+  g_autofree gchar *projects_dir = g_path_get_dirname (self->dir);
 
-  if (!have_repo (self, &error) ||
-      !vd_repo_push (self->repo, self->key_path, self->host_key, &seen, cancellable, &error)) {
+  /* Again now: the path may have become a link into the state since. */
+  if (remote != NULL && !url_outside_state (projects_dir, self->keys_dir, remote, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }
-  if (seen != NULL && self->host_key == NULL) {
-    self->host_key = g_steal_pointer (&seen);
+  if (!have_repo (self, &error) ||
+      !vd_repo_push (self->repo, self->key_path, pin, &seen, cancellable, &error)) {
+    g_task_return_error (task, g_steal_pointer (&error));
+    return;
+  }
+  if (seen != NULL && pin == NULL) {
+    set_fact (self, &self->host_key, seen);
     if (!record_write (self, &error))
       g_warning ("Cannot record the host key of %s: %s", self->name, error->message);
   }

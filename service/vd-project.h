@@ -73,7 +73,9 @@ const gchar *vd_project_get_repo_path   (VdProject *self);
 gboolean     vd_project_get_used_bytes  (VdProject *self,
                                          guint64   *out,
                                          GError   **error);
-/* HEAD's commit id: never unborn. */
+/* HEAD's commit id: never unborn. Cached: never waits for git, so
+ * property getters may call it from the main loop, as they may
+ * get_remote and get_last_task. */
 gchar       *vd_project_get_head        (VdProject *self,
                                          GError   **error);
 /* The remote URL or NULL. */
@@ -83,7 +85,7 @@ gchar       *vd_project_get_remote      (VdProject *self);
 gchar       *vd_project_get_deploy_key  (VdProject *self,
                                          GError   **error);
 /* The last task's id, or NULL; recorded by the task runner. */
-const gchar *vd_project_get_last_task   (VdProject *self);
+gchar       *vd_project_get_last_task   (VdProject *self);
 gboolean     vd_project_set_last_task   (VdProject   *self,
                                          const gchar *task_id,
                                          GError     **error);

@@ -606,6 +606,19 @@ test_set_remote_refused (void)
     g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
     g_assert_true (g_str_has_prefix (error->message, "The remote URL "));
   }
+  /* file:// into the daemon's own state: another project, the keys. */
+  {
+    g_autofree gchar *other = g_strconcat ("file://", projects_dir, "/changes/repo", NULL);
+    g_autofree gchar *keys = g_strconcat ("file://", keys_dir, NULL);
+    g_autofree gchar *self_repo = g_strconcat ("file://", vd_project_get_repo_path (p), NULL);
+    const gchar *inside[] = { other, keys, self_repo };
+    for (guint i = 0; i < G_N_ELEMENTS (inside); i++) {
+      g_autoptr(GError) error = NULL;
+      g_assert_false (vd_project_set_remote (p, inside[i], &error));
+      g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, "own state"));
+    }
+  }
   remote = vd_project_get_remote (p);
   g_assert_null (remote);
   g_assert_true (g_file_get_contents (record, &record_after, NULL, NULL));
@@ -662,6 +675,10 @@ test_bad_input_leaves_nothing (void)
   assert_refused ("taken", QUOTA, NULL, VIVARIUM_ERROR_EXISTS);
   assert_refused ("opts", QUOTA, g_variant_dict_end (unknown), VIVARIUM_ERROR_INVALID_ARGUMENT);
   assert_refused ("badurl", QUOTA, clone_option ("http://example.org/x.git"), VIVARIUM_ERROR_INVALID_ARGUMENT);
+  {
+    g_autofree gchar *taken_repo = g_strconcat ("file://", projects_dir, "/taken/repo", NULL);
+    assert_refused ("stateclone", QUOTA, clone_option (taken_repo), VIVARIUM_ERROR_INVALID_ARGUMENT);
+  }
   /* Refused late: after the dataset was mounted and the key made. */
   assert_refused ("noclone", QUOTA, clone_option (missing), VIVARIUM_ERROR_FAILED);
   /* A name at the limit is fine. */
