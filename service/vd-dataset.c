@@ -279,15 +279,42 @@ vd_dataset_unmount (VdDataset *self, GError **error)
   return TRUE;
 }
 
+/* The subvolume's qgroup outlives it ("<stale>") and can only be removed
+ * once the cleaner has dropped the subvolume: wait for that, then remove
+ * it, so that creating and deleting projects leaves no trail. A qgroup
+ * that stays is untidy, not wrong: it is logged, not an error. */
+static void
+btrfs_drop_qgroup (const gchar *parent, const gchar *rootid)
+{
+  g_autofree gchar *qgroup = g_strconcat ("0/", rootid, NULL);
+  g_autoptr(GError) error = NULL;
+
+  if (!run_tool (NULL, &error, "btrfs", "subvolume", "sync", parent, rootid, NULL) ||
+      !run_tool (NULL, &error, "btrfs", "qgroup", "destroy", qgroup, parent, NULL))
+    g_message ("The qgroup %s of a deleted dataset stays: %s", qgroup, error->message);
+}
+
+static gboolean
+btrfs_destroy (VdDataset *self, GError **error)
+{
+  g_autofree gchar *parent = g_path_get_dirname (self->path);
+  g_autofree gchar *rootid = NULL;
+  struct stat st;
+
+  if (lstat (self->path, &st) != 0 && errno == ENOENT)
+    return TRUE;
+  if (!run_tool (&rootid, error, "btrfs", "inspect-internal", "rootid", self->path, NULL) ||
+      !run_tool (NULL, error, "btrfs", "-q", "subvolume", "delete", "--commit-after", self->path, NULL))
+    return FALSE;
+  btrfs_drop_qgroup (parent, g_strstrip (rootid));
+  return TRUE;
+}
+
 gboolean
 vd_dataset_destroy (VdDataset *self, GError **error)
 {
-  if (self->backend == VD_DATASET_BACKEND_BTRFS) {
-    struct stat st;
-    if (lstat (self->path, &st) != 0 && errno == ENOENT)
-      return TRUE;
-    return run_tool (NULL, error, "btrfs", "-q", "subvolume", "delete", self->path, NULL);
-  }
+  if (self->backend == VD_DATASET_BACKEND_BTRFS)
+    return btrfs_destroy (self, error);
   if (!vd_dataset_unmount (self, error))
     return FALSE;
   /* Refuse rather than recurse into a filesystem we failed to unmount. */

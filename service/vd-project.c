@@ -416,8 +416,9 @@ vd_project_create (const gchar *projects_dir, const gchar *keys_dir, const gchar
 {
   g_autoptr(VdProject) self = NULL;
   g_autofree gchar *clone = NULL;
+  g_autoptr(GVariant) owned = options != NULL ? g_variant_ref_sink (options) : NULL;
 
-  if (!vivarium_project_name_validate (name, error) || !options_ok (options, &clone, error) ||
+  if (!vivarium_project_name_validate (name, error) || !options_ok (owned, &clone, error) ||
       (clone != NULL && !url_outside_state (projects_dir, keys_dir, clone, error)) ||
       !quota_ok (projects_dir, quota_bytes, error))
     return NULL;

@@ -37,7 +37,7 @@ G_BEGIN_DECLS
 #define VD_TYPE_PROJECT (vd_project_get_type ())
 G_DECLARE_FINAL_TYPE (VdProject, vd_project, VD, PROJECT, GObject)
 
-/* @options: a{sv} or NULL; "clone" (s): a URL (https, ssh, file; no
+/* @options: a{sv} or NULL (a floating reference is consumed); "clone" (s): a URL (https, ssh, file; no
  * credentials) whose default branch becomes the project's history.
  * Anything else in @options is refused. On failure nothing is left: no
  * directory, repository, key, mount or loop device. */

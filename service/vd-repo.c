@@ -103,8 +103,12 @@ static gboolean
 set_git_error (GError **error, int rc, const gchar *what)
 {
   const git_error *e = git_error_last ();
+  VivariumError code = code_for_git (rc, e != NULL ? e->klass : 0);
 
-  g_set_error (error, VIVARIUM_ERROR, code_for_git (rc, e != NULL ? e->klass : 0),
+  /* libgit2 keeps the OS's words, not its errno: a full dataset shows here. */
+  if (e != NULL && e->message != NULL && strstr (e->message, g_strerror (ENOSPC)) != NULL)
+    code = VIVARIUM_ERROR_NO_SPACE;
+  g_set_error (error, VIVARIUM_ERROR, code,
                "Cannot %s: %s", what, e != NULL && e->message != NULL ? e->message : "unknown libgit2 error");
   return FALSE;
 }

@@ -732,6 +732,31 @@ test_clone (void)
   g_assert_cmpuint (changes->len, ==, 0);
   drop_project (g_steal_pointer (&p));
 
+  /* A clone larger than the quota: NoSpace, and nothing left. */
+  {
+    g_autofree gchar *big_bare = make_bare ("clone-big.git");
+    g_autofree gchar *big_src = g_build_filename (scratch, "clone-big", NULL);
+    g_autofree gchar *big_url = g_strconcat ("file://", big_bare, NULL);
+    const gchar *big[] = { "sh", "-c", "git clone -q \"$1\" \"$2\" 2>/dev/null && cd \"$2\" "
+                           "&& head -c 24M /dev/urandom > big && git add big "
+                           "&& git -c user.name=S -c user.email=s@s commit -qm big && git push -q origin main",
+                           "sh", big_bare, big_src, NULL };
+    g_autofree gchar *before = NULL;
+    g_autofree gchar *after = NULL;
+    g_autoptr(VdProject) too_big = NULL;
+
+    g_free (run_ok (big));
+    before = snapshot ();
+    too_big = vd_project_create (projects_dir, keys_dir, "too-big", VIVARIUM_PROJECT_QUOTA_MIN,
+                                 clone_option (big_url), NULL, &error);
+    g_assert_null (too_big);
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NO_SPACE);
+    g_test_message ("refusal: %s", error->message);
+    g_clear_error (&error);
+    after = snapshot ();
+    g_assert_cmpstr (before, ==, after);
+  }
+
   /* An empty repository gets the first commit: HEAD is never unborn. */
   empty_url = g_strconcat ("file://", empty_bare, NULL);
   empty = make_project ("cloned-empty", clone_option (empty_url));
@@ -1035,6 +1060,13 @@ test_btrfs (void)
   g_free (list);
   list = run_ok (subvols);
   g_assert_null (strstr (list, "projects/subvol/work"));
+  /* Nor its qgroup. */
+  {
+    const gchar *qgroups[] = { "btrfs", "qgroup", "show", mnt, NULL };
+    g_autofree gchar *q = run_ok (qgroups);
+    g_assert_null (strstr (q, "<stale>"));
+    g_assert_null (strstr (q, "0/256"));
+  }
   g_free (run_ok (umount));
 }
 
