@@ -777,3 +777,119 @@ vd_project_publish_finish (VdProject *self, GAsyncResult *result, GError **error
   g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
   return g_task_propagate_boolean (G_TASK (result), error);
 }
+
+/* ---- the same, off the main loop ----------------------------------------- */
+
+typedef struct {
+  gchar    *projects_dir;
+  gchar    *keys_dir;
+  gchar    *name;
+  guint64   quota;
+  GVariant *options;
+} CreateData;
+
+static void
+create_data_free (CreateData *d)
+{
+  g_free (d->projects_dir);
+  g_free (d->keys_dir);
+  g_free (d->name);
+  g_clear_pointer (&d->options, g_variant_unref);
+  g_free (d);
+}
+
+static void
+create_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  CreateData *d = data;
+  GError *error = NULL;
+  VdProject *p = vd_project_create (d->projects_dir, d->keys_dir, d->name, d->quota, d->options,
+                                    cancellable, &error);
+
+  if (p == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, p, g_object_unref);
+}
+
+void
+vd_project_create_async (const gchar *projects_dir, const gchar *keys_dir, const gchar *name,
+                         guint64 quota_bytes, GVariant *options, GCancellable *cancellable,
+                         GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
+  CreateData *d = g_new0 (CreateData, 1);
+
+  d->projects_dir = g_strdup (projects_dir);
+  d->keys_dir = g_strdup (keys_dir);
+  d->name = g_strdup (name);
+  d->quota = quota_bytes;
+  d->options = options != NULL ? g_variant_ref_sink (options) : NULL;
+  g_task_set_source_tag (task, vd_project_create_async);
+  g_task_set_task_data (task, d, (GDestroyNotify) create_data_free);
+  g_task_run_in_thread (task, create_thread);
+}
+
+VdProject *
+vd_project_create_finish (GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+typedef struct {
+  gchar     *message;
+  gchar     *commit_id;
+  GPtrArray *changes;
+} CommitData;
+
+static void
+commit_data_free (CommitData *d)
+{
+  g_free (d->message);
+  g_free (d->commit_id);
+  g_clear_pointer (&d->changes, g_ptr_array_unref);
+  g_free (d);
+}
+
+static void
+commit_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  CommitData *d = data;
+  GError *error = NULL;
+
+  if (vd_project_commit (VD_PROJECT (source), d->message, &d->commit_id, &d->changes, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+void
+vd_project_commit_async (VdProject *self, const gchar *message, GCancellable *cancellable,
+                         GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  CommitData *d = g_new0 (CommitData, 1);
+
+  d->message = g_strdup (message);
+  g_task_set_source_tag (task, vd_project_commit_async);
+  g_task_set_task_data (task, d, (GDestroyNotify) commit_data_free);
+  g_task_run_in_thread (task, commit_thread);
+}
+
+gboolean
+vd_project_commit_finish (VdProject *self, GAsyncResult *result, gchar **commit_id, GPtrArray **changes,
+                          GError **error)
+{
+  CommitData *d;
+
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  if (!g_task_propagate_boolean (G_TASK (result), error))
+    return FALSE;
+  d = g_task_get_task_data (G_TASK (result));
+  if (commit_id != NULL)
+    *commit_id = g_steal_pointer (&d->commit_id);
+  if (changes != NULL)
+    *changes = g_steal_pointer (&d->changes);
+  return TRUE;
+}

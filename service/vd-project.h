@@ -143,6 +143,29 @@ gboolean     vd_project_publish_finish  (VdProject    *self,
                                          GAsyncResult *result,
                                          GError      **error);
 
+/* The blocking calls above that a main-loop caller needs, in a thread:
+ * create (mkfs, mount, clone) and commit (hashing the tree). */
+void         vd_project_create_async    (const gchar        *projects_dir,
+                                         const gchar        *keys_dir,
+                                         const gchar        *name,
+                                         guint64             quota_bytes,
+                                         GVariant           *options,
+                                         GCancellable       *cancellable,
+                                         GAsyncReadyCallback callback,
+                                         gpointer            user_data);
+VdProject   *vd_project_create_finish   (GAsyncResult  *result,
+                                         GError       **error);
+void         vd_project_commit_async    (VdProject          *self,
+                                         const gchar        *message,
+                                         GCancellable       *cancellable,
+                                         GAsyncReadyCallback callback,
+                                         gpointer            user_data);
+gboolean     vd_project_commit_finish   (VdProject    *self,
+                                         GAsyncResult *result,
+                                         gchar       **commit_id,
+                                         GPtrArray   **changes,
+                                         GError      **error);
+
 /* At daemon shutdown: unmounts the ext4 dataset (load mounts it again). */
 gboolean     vd_project_unmount         (VdProject *self,
                                          GError   **error);

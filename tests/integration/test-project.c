@@ -128,6 +128,20 @@ make_project (const gchar *name, GVariant *options)
 }
 
 static void
+async_done (GObject *source, GAsyncResult *res, gpointer data)
+{
+  *(GAsyncResult **) data = g_object_ref (res);
+}
+
+static GAsyncResult *
+wait_async (GAsyncResult **slot)
+{
+  while (*slot == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  return *slot;
+}
+
+static void
 drop_project (VdProject *p)
 {
   g_autoptr(GError) error = NULL;
@@ -229,10 +243,23 @@ hooks_state (VdProject *p)
 
 /* ---- tests ------------------------------------------------------------- */
 
+static VdProject *
+make_project_async (const gchar *name)
+{
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(GError) error = NULL;
+  VdProject *p;
+
+  vd_project_create_async (projects_dir, keys_dir, name, QUOTA, NULL, NULL, async_done, &res);
+  p = vd_project_create_finish (wait_async (&res), &error);
+  g_assert_no_error (error);
+  return p;
+}
+
 static void
 test_create_layout (void)
 {
-  g_autoptr(VdProject) p = make_project ("alpha", NULL);
+  g_autoptr(VdProject) p = make_project_async ("alpha");
   g_autofree gchar *dotgit = g_build_filename (vd_project_get_work_path (p), ".git", NULL);
   g_autofree gchar *img = g_build_filename (projects_dir, "alpha", "dataset.img", NULL);
   g_autofree gchar *record = g_build_filename (projects_dir, "alpha", "project.json", NULL);
@@ -391,7 +418,12 @@ test_change_set (void)
   assert_change (computed, "c.txt", VD_CHANGE_DELETED, VD_CHANGE_KIND_FILE, 0, 1);
   assert_change (computed, "d.txt", VD_CHANGE_ADDED, VD_CHANGE_KIND_FILE, 2, 0);
 
-  id = commit (p, "task t1: two modified, one added, one deleted", &committed);
+  {
+    g_autoptr(GAsyncResult) res = NULL;
+    vd_project_commit_async (p, "task t1: two modified, one added, one deleted", NULL, async_done, &res);
+    g_assert_true (vd_project_commit_finish (p, wait_async (&res), &id, &committed, &error));
+    g_assert_no_error (error);
+  }
   g_assert_cmpuint (committed->len, ==, 4);
   assert_change (committed, "c.txt", VD_CHANGE_DELETED, VD_CHANGE_KIND_FILE, 0, 1);
   h = head (p);
