@@ -661,6 +661,14 @@ vd_project_set_last_task (VdProject *self, const gchar *task_id, GError **error)
   return record_write (self, error);
 }
 
+gboolean
+vd_project_set_identity (VdProject *self, const gchar *name, const gchar *email, GError **error)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+
+  return have_repo (self, error) && vd_repo_set_identity (self->repo, name, email, error);
+}
+
 /* ---- access ------------------------------------------------------------ */
 
 gboolean

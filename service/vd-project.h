@@ -90,6 +90,13 @@ gboolean     vd_project_set_last_task   (VdProject   *self,
                                          const gchar *task_id,
                                          GError     **error);
 
+/* The identity of the daemon's commits (from the daemon's config); until
+ * set, "Vivarium <vivarium@localhost>". Not stored: set it after load. */
+gboolean     vd_project_set_identity    (VdProject   *self,
+                                         const gchar *name,
+                                         const gchar *email,
+                                         GError     **error);
+
 /* Makes the working tree writable by @uid alone (chown of the whole tree,
  * links not followed), for one session; revoke gives it back to root. */
 gboolean     vd_project_grant           (VdProject *self,

@@ -393,13 +393,32 @@ vd_repo_open (const gchar *gitdir, GError **error)
   return repo_wrap (repo);
 }
 
-void
-vd_repo_set_identity (VdRepo *self, const gchar *name, const gchar *email)
+static gboolean
+identity_part_ok (const gchar *s)
 {
+  if (s == NULL || s[0] == '\0' || strlen (s) > 256 || !g_utf8_validate (s, -1, NULL))
+    return FALSE;
+  for (const guchar *p = (const guchar *) s; *p != '\0'; p++) {
+    if (*p < 0x20 || *p == 0x7f || *p == '<' || *p == '>')
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+vd_repo_set_identity (VdRepo *self, const gchar *name, const gchar *email, GError **error)
+{
+  if (!identity_part_ok (name) || !identity_part_ok (email)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "A commit identity is a name and an email of 1 to 256 bytes of UTF-8 "
+                 "without control characters, '<' or '>'");
+    return FALSE;
+  }
   g_free (self->identity_name);
   g_free (self->identity_email);
   self->identity_name = g_strdup (name);
   self->identity_email = g_strdup (email);
+  return TRUE;
 }
 
 gchar *
@@ -424,7 +443,8 @@ typedef struct {
   const gchar  *host_key_pin;
   gchar        *host_key_seen;
   GCancellable *cancellable;
-  guint         credential_tries;
+  guint         credential_calls;
+  guint         key_offers;
   GString      *remote_text;
   gchar        *rejected;
 } Transfer;
@@ -445,13 +465,14 @@ credentials_cb (git_credential **out, const char *url, const char *username_from
   Transfer *t = payload;
   g_autofree gchar *pub = NULL;
 
-  /* libgit2 asks again after each refusal; one offer of the deploy key is
-   * all there is, so a second question means "refused". */
-  if (t->ssh_key == NULL || t->credential_tries++ > 0)
+  /* libgit2 asks again after each refusal. The user name may be asked for
+   * first (a URL without user@); one offer of the deploy key is all there
+   * is, so a second request for a key means "refused". */
+  if (t->ssh_key == NULL || t->credential_calls++ > 4)
     return GIT_PASSTHROUGH;
   if (allowed_types & GIT_CREDENTIAL_USERNAME)
     return git_credential_username_new (out, username_from_url != NULL ? username_from_url : "git");
-  if (!(allowed_types & GIT_CREDENTIAL_SSH_KEY))
+  if (!(allowed_types & GIT_CREDENTIAL_SSH_KEY) || t->key_offers++ > 0)
     return GIT_PASSTHROUGH;
   pub = g_strconcat (t->ssh_key, ".pub", NULL);
   return git_credential_ssh_key_new (out, username_from_url != NULL ? username_from_url : "git",
@@ -1068,7 +1089,7 @@ push_result (Transfer *t, int rc, GError **error)
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED, "The push was cancelled");
     return FALSE;
   }
-  if (rc < 0 && t->ssh_key != NULL && t->credential_tries > 1) {
+  if (rc < 0 && t->key_offers > 1) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED,
                  "The remote refused the project's deploy key: add the project's DeployKey on the remote");
     return FALSE;

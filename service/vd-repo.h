@@ -82,9 +82,10 @@ VdRepo      *vd_repo_open               (const gchar *gitdir,
 
 /* The identity of the daemon's commits; "Vivarium <vivarium@localhost>"
  * unless set. */
-void         vd_repo_set_identity       (VdRepo      *self,
+gboolean     vd_repo_set_identity       (VdRepo      *self,
                                          const gchar *name,
-                                         const gchar *email);
+                                         const gchar *email,
+                                         GError     **error);
 /* HEAD's commit id (40 hex digits). */
 gchar       *vd_repo_get_head           (VdRepo  *self,
                                          GError **error);

@@ -188,6 +188,28 @@ test_repo_display_paths (Fixture *f, gconstpointer data)
 }
 
 static void
+test_repo_identity (Fixture *f, gconstpointer data)
+{
+  const gchar *bad[][2] = { { "", "a@b" }, { "x", "" }, { "Evil <e@e>", "a@b" }, { "x", "a@b>" },
+                            { "two\nlines", "a@b" }, { "esc\033", "a@b" } };
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *author = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autoptr(GError) e = NULL;
+    g_assert_false (vd_repo_set_identity (f->repo, bad[i][0], bad[i][1], &e));
+    g_assert_error (e, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  }
+  g_assert_true (vd_repo_set_identity (f->repo, "Build Host", "ci@example.org", &error));
+  g_assert_no_error (error);
+  put (f, "f", "x\n");
+  g_assert_true (vd_repo_commit (f->repo, "by config", NULL, NULL, &error));
+  g_assert_no_error (error);
+  author = git (f, "log", "-1", "--format=%an <%ae>");
+  g_assert_cmpstr (author, ==, "Build Host <ci@example.org>\n");
+}
+
+static void
 test_repo_remote (Fixture *f, gconstpointer data)
 {
   g_autoptr(GError) error = NULL;
@@ -216,6 +238,7 @@ main (int argc, char **argv)
   g_test_add_func ("/repo/remote-urls", test_remote_urls);
   g_test_add ("/repo/basics", Fixture, NULL, fixture_setup, test_repo_basics, fixture_teardown);
   g_test_add ("/repo/display-paths", Fixture, NULL, fixture_setup, test_repo_display_paths, fixture_teardown);
+  g_test_add ("/repo/identity", Fixture, NULL, fixture_setup, test_repo_identity, fixture_teardown);
   g_test_add ("/repo/remote", Fixture, NULL, fixture_setup, test_repo_remote, fixture_teardown);
   return g_test_run ();
 }
