@@ -850,6 +850,15 @@ change_for_delta (git_diff *diff, size_t i, GError **error)
   return c;
 }
 
+static gint
+compare_changes (gconstpointer a, gconstpointer b)
+{
+  const VdChange *ca = *(VdChange * const *) a;
+  const VdChange *cb = *(VdChange * const *) b;
+
+  return strcmp (ca->path, cb->path);
+}
+
 static GPtrArray *
 changes_between (VdRepo *self, git_tree *old_tree, git_tree *new_tree, GPtrArray *skipped, GError **error)
 {
@@ -871,6 +880,9 @@ changes_between (VdRepo *self, git_tree *old_tree, git_tree *new_tree, GPtrArray
       return NULL;
     g_ptr_array_add (changes, c);
   }
+  /* readdir's order is the filesystem's: sort, so that the same tree
+   * always gives the same report. */
+  g_ptr_array_sort (skipped, compare_changes);
   for (guint i = 0; i < skipped->len; i++)
     g_ptr_array_add (changes, g_steal_pointer (&skipped->pdata[i]));
   g_ptr_array_set_size (skipped, 0);

@@ -516,6 +516,13 @@ test_tampering (void)
   g_assert_cmpint (c->kind, ==, VD_CHANGE_KIND_SPECIAL);
   g_assert_nonnull (c->reason);
   g_assert_cmpuint (changes->len, ==, 8);
+  /* Committed first, sorted; then the skipped, sorted. */
+  {
+    const gchar *order[] = { "esc\033[31mred", "odd\nname", "shadow-link", "sub/kept",
+                             ".git", "deep/.GIT", "pipe", "sub/.git" };
+    for (guint i = 0; i < G_N_ELEMENTS (order); i++)
+      g_assert_cmpstr (((VdChange *) changes->pdata[i])->path, ==, order[i]);
+  }
 
   /* The commit, read back with git: a link whose content is its target
    * (11 bytes, not /etc/shadow's content), the raw names, no .git. */
