@@ -604,7 +604,26 @@ vd_repo_clone (const gchar *url, const gchar *gitdir, const gchar *workdir, cons
 typedef struct {
   VdRepo    *self;
   GPtrArray *skipped;
+  git_tree  *head_tree;  /* whose submodule links are kept */
 } TreeWalk;
+
+/* A submodule is a link to another repository's commit, checked out (or
+ * not) in a directory of the tree: that directory's files are not this
+ * repository's, and its link stays as HEAD has it. */
+static gboolean
+head_gitlink (TreeWalk *w, const gchar *rel, git_oid *out)
+{
+  git_tree_entry *e = NULL;
+  gboolean is_link;
+
+  if (w->head_tree == NULL || git_tree_entry_bypath (&e, w->head_tree, rel) < 0)
+    return FALSE;
+  is_link = git_tree_entry_filemode (e) == GIT_FILEMODE_COMMIT;
+  if (is_link)
+    git_oid_cpy (out, git_tree_entry_id (e));
+  git_tree_entry_free (e);
+  return is_link;
+}
 
 static gboolean
 blob_from_fd (git_repository *repo, int fd, git_oid *out, const gchar *rel, GError **error)
@@ -686,6 +705,25 @@ skip (TreeWalk *w, VdChangeKind kind, const gchar *rel, const gchar *reason)
   g_ptr_array_add (w->skipped, change_new (VD_CHANGE_SKIPPED, kind, rel, reason));
 }
 
+static gboolean
+dir_is_empty (int dirfd, const gchar *name)
+{
+  int fd = openat (dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *dir = fd >= 0 ? fdopendir (fd) : NULL;
+  struct dirent *de;
+  gboolean empty = TRUE;
+
+  if (dir == NULL) {
+    if (fd >= 0)
+      close (fd);
+    return TRUE;
+  }
+  while (empty && (de = readdir (dir)) != NULL)
+    empty = strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0;
+  closedir (dir);
+  return empty;
+}
+
 /* One directory entry into @bld; what cannot be committed is recorded. */
 static gboolean
 add_entry (TreeWalk *w, git_treebuilder *bld, int dirfd, const gchar *name, const gchar *rel,
@@ -711,6 +749,10 @@ add_entry (TreeWalk *w, git_treebuilder *bld, int dirfd, const gchar *name, cons
     mode = GIT_FILEMODE_LINK;
     if (!blob_for_symlink (repo, dirfd, name, rel, &oid, &vanished, error))
       return FALSE;
+  } else if (S_ISDIR (st.st_mode) && head_gitlink (w, rel, &oid)) {
+    mode = GIT_FILEMODE_COMMIT;
+    if (!dir_is_empty (dirfd, name))
+      skip (w, VD_CHANGE_KIND_SPECIAL, rel, "a submodule's files belong to its own repository and are not committed here");
   } else if (S_ISDIR (st.st_mode)) {
     int child = openat (dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     gboolean ok;
@@ -779,10 +821,10 @@ tree_from_dir (TreeWalk *w, int dirfd, const gchar *rel, guint depth,
 /* Every file is hashed afresh: no index, no stat cache the guest could
  * have fooled with timestamps. Objects already stored are not rewritten. */
 static git_tree *
-tree_from_workdir (VdRepo *self, GPtrArray *skipped, GError **error)
+tree_from_workdir (VdRepo *self, git_tree *head_tree, GPtrArray *skipped, GError **error)
 {
   const gchar *workdir = git_repository_workdir (self->repo);
-  TreeWalk w = { self, skipped };
+  TreeWalk w = { self, skipped, head_tree };
   git_tree *tree = NULL;
   gboolean empty;
   git_oid oid;
@@ -915,6 +957,8 @@ GPtrArray *
 vd_repo_compute_changes (VdRepo *self, const gchar *base, GError **error)
 {
   g_autoptr(git_commit) commit = NULL;
+  g_autoptr(git_commit) head = NULL;
+  g_autoptr(git_tree) head_tree = NULL;
   g_autoptr(git_tree) old_tree = NULL;
   g_autoptr(git_tree) new_tree = NULL;
   g_autoptr(GPtrArray) skipped = g_ptr_array_new_with_free_func ((GDestroyNotify) vd_change_free);
@@ -926,7 +970,12 @@ vd_repo_compute_changes (VdRepo *self, const gchar *base, GError **error)
     set_git_error (error, rc, "read the base tree");
     return NULL;
   }
-  new_tree = tree_from_workdir (self, skipped, error);
+  if (!parse_commit_id (self, NULL, &head, error) || (rc = git_commit_tree (&head_tree, head)) < 0) {
+    if (head_tree == NULL && head != NULL)
+      set_git_error (error, rc, "read HEAD's tree");
+    return NULL;
+  }
+  new_tree = tree_from_workdir (self, head_tree, skipped, error);
   if (new_tree == NULL)
     return NULL;
   return changes_between (self, old_tree, new_tree, skipped, error);
@@ -989,7 +1038,7 @@ vd_repo_commit (VdRepo *self, const gchar *message, gchar **commit_id, GPtrArray
     return FALSE;
   if ((rc = git_commit_tree (&head_tree, head)) < 0)
     return set_git_error (error, rc, "read HEAD's tree");
-  tree = tree_from_workdir (self, skipped, error);
+  tree = tree_from_workdir (self, head_tree, skipped, error);
   if (tree == NULL)
     return FALSE;
   git_oid_cpy (&oid, git_commit_id (head));

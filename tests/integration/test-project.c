@@ -771,6 +771,53 @@ test_clone (void)
   g_assert_cmpuint (changes->len, ==, 0);
   drop_project (g_steal_pointer (&p));
 
+  /* A submodule: its link is kept as it is, its files are not ours. */
+  {
+    g_autofree gchar *sub_bare = make_bare ("clone-sub.git");
+    g_autofree gchar *sub_src = g_build_filename (scratch, "clone-sub-src", NULL);
+    g_autofree gchar *sub_mod = g_build_filename (scratch, "clone-sub-module", NULL);
+    g_autofree gchar *sub_url = g_strconcat ("file://", sub_bare, NULL);
+    const gchar *with_sub[] = { "sh", "-c",
+      "git init -q -b main \"$3\" && cd \"$3\" && echo s > s && git add s "
+      "&& git -c user.name=S -c user.email=s@s commit -qm s && cd .. "
+      "&& git clone -q \"$1\" \"$2\" 2>/dev/null && cd \"$2\" && echo top > top "
+      "&& git -c protocol.file.allow=always submodule add -q \"$3\" mods/sub >/dev/null 2>&1 && git add -A "
+      "&& git -c user.name=S -c user.email=s@s commit -qm with-sub && git push -q origin main",
+      "sh", sub_bare, sub_src, sub_mod, NULL };
+    g_autoptr(VdProject) ps = NULL;
+    g_autoptr(GPtrArray) sc = NULL;
+    g_autofree gchar *link_before = NULL;
+    g_autofree gchar *link_after = NULL;
+
+    g_free (run_ok (with_sub));
+    ps = make_project ("cloned-sub", clone_option (sub_url));
+    link_before = git (ps, "ls-tree", "HEAD", "mods/sub", NULL);
+    g_assert_true (g_str_has_prefix (link_before, "160000 commit "));
+    sc = vd_project_compute_changes (ps, NULL, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (sc->len, ==, 0);
+    g_clear_pointer (&sc, g_ptr_array_unref);
+    {
+      g_autofree gchar *inside = g_build_filename (vd_project_get_work_path (ps), "mods", "sub", "new", NULL);
+      g_autofree gchar *subdir = g_build_filename (vd_project_get_work_path (ps), "mods", "sub", NULL);
+      g_mkdir_with_parents (subdir, 0755);
+      g_assert_true (g_file_set_contents (inside, "x\n", -1, NULL));
+    }
+    put (ps, "top", "changed\n");
+    sc = NULL;
+    {
+      g_autofree gchar *cid = NULL;
+      g_assert_true (vd_project_commit (ps, "task sub", &cid, &sc, &error));
+      g_assert_no_error (error);
+    }
+    g_assert_cmpuint (sc->len, ==, 2);
+    assert_change (sc, "top", VD_CHANGE_MODIFIED, VD_CHANGE_KIND_FILE, 1, 1);
+    g_assert_cmpint (find_change (sc, "mods/sub")->status, ==, VD_CHANGE_SKIPPED);
+    link_after = git (ps, "ls-tree", "HEAD", "mods/sub", NULL);
+    g_assert_cmpstr (link_before, ==, link_after);
+    drop_project (g_steal_pointer (&ps));
+  }
+
   /* A clone larger than the quota: NoSpace, and nothing left. */
   {
     g_autofree gchar *big_bare = make_bare ("clone-big.git");
