@@ -669,6 +669,20 @@ vd_project_set_identity (VdProject *self, const gchar *name, const gchar *email,
   return have_repo (self, error) && vd_repo_set_identity (self->repo, name, email, error);
 }
 
+/* Without its filesystem, the working tree is an empty directory on the
+ * host's: a commit would delete every file, a grant would hand out space
+ * without a quota. */
+static gboolean
+dataset_ready (VdProject *self, GError **error)
+{
+  if (vd_dataset_get_backend (self->dataset) == VD_DATASET_BACKEND_EXT4 && !vd_dataset_is_mounted (self->dataset)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                 "The dataset of project %s is not mounted", self->name);
+    return FALSE;
+  }
+  return vd_dataset_mount (self->dataset, error);
+}
+
 /* ---- access ------------------------------------------------------------ */
 
 gboolean
@@ -682,7 +696,7 @@ vd_project_grant (VdProject *self, uid_t uid, GError **error)
     return FALSE;
   }
   /* The group stays root's: the session's group is shared by all QEMUs. */
-  return vd_dataset_chown_tree (self->dataset, uid, 0, error);
+  return dataset_ready (self, error) && vd_dataset_chown_tree (self->dataset, uid, 0, error);
 }
 
 gboolean
@@ -700,7 +714,8 @@ vd_project_compute_changes (VdProject *self, const gchar *base_commit, GError **
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
 
-  return have_repo (self, error) ? vd_repo_compute_changes (self->repo, base_commit, error) : NULL;
+  return have_repo (self, error) && dataset_ready (self, error)
+         ? vd_repo_compute_changes (self->repo, base_commit, error) : NULL;
 }
 
 gboolean
@@ -709,7 +724,8 @@ vd_project_commit (VdProject *self, const gchar *message, gchar **commit_id, GPt
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
 
-  return have_repo (self, error) && vd_repo_commit (self->repo, message, commit_id, changes, error) &&
+  return have_repo (self, error) && dataset_ready (self, error) &&
+         vd_repo_commit (self->repo, message, commit_id, changes, error) &&
          refresh_head (self, error);
 }
 

@@ -871,6 +871,14 @@ test_restart (void)
   /* Daemon shutdown. */
   g_assert_true (vd_project_unmount (p, &error));
   g_assert_no_error (error);
+  /* Unmounted, the tree is an empty host directory: no commit (it would
+   * delete everything), no grant (space without a quota). */
+  g_assert_false (vd_project_commit (p, "would delete all", NULL, NULL, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE);
+  g_clear_error (&error);
+  g_assert_false (vd_project_grant (p, WORKER_UID, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE);
+  g_clear_error (&error);
   g_clear_object (&p);
   g_assert_false (is_mountpoint (work));
   g_assert_false (g_file_test (kept, G_FILE_TEST_EXISTS));
