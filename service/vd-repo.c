@@ -585,6 +585,10 @@ vd_repo_clone (const gchar *url, const gchar *gitdir, const gchar *workdir, cons
   /* SAFE: checkout refuses paths libgit2 considers dangerous (.git, links
    * that would lead outside the tree). */
   opts.checkout_opts.checkout_strategy = GIT_CHECKOUT_SAFE;
+  /* The tree holds the blobs' bytes as they are, as commits read them: a
+   * checkout that converted line ends (.gitattributes eol=crlf) would make
+   * every such file look modified to the first task. */
+  opts.checkout_opts.disable_filters = 1;
   transfer_callbacks (&opts.fetch_opts.callbacks, &t);
   rc = git_clone (&repo, url, gitdir, &opts);
   transfer_clear (&t);

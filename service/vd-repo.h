@@ -8,8 +8,10 @@ G_BEGIN_DECLS
 /* One git repository whose git directory and working tree are apart: the
  * git directory on the host, the working tree in a dataset the guest
  * writes. libgit2 never looks for a .git in the tree, never runs a hook and
- * never applies a filter from the tree's .gitattributes: what is committed
- * is exactly the bytes (and link targets) in the tree.
+ * never applies a filter from .gitattributes (the tree's are the guest's,
+ * and reading them would follow its links and block on its fifos): what is
+ * committed is exactly the bytes (and link targets) in the tree, and a clone
+ * checks out exactly the blobs' bytes.
  *
  * Blocking calls; not thread-safe on one object: the owner serialises. */
 

@@ -733,7 +733,8 @@ test_clone (void)
   g_autofree gchar *src = g_build_filename (scratch, "clone-src", NULL);
   g_autofree gchar *url = g_strconcat ("file://", bare, NULL);
   const gchar *seed[] = { "sh", "-c", "git clone -q \"$1\" \"$2\" 2>/dev/null && cd \"$2\" && mkdir d && echo one > d/one "
-                          "&& ln -s d/one l && git add -A && git -c user.name=S -c user.email=s@s commit -qm seed "
+                          "&& ln -s d/one l && printf '*.bat text eol=crlf\\n' > .gitattributes && printf 'a\\nb\\n' > run.bat "
+                          "&& git add -A && git -c user.name=S -c user.email=s@s commit -qm seed "
                           "&& git push -q origin main", "sh", bare, src, NULL };
   g_autofree gchar *gd = g_strconcat ("--git-dir=", bare, NULL);
   const gchar *rev[] = { "git", gd, "rev-parse", "refs/heads/main", NULL };
@@ -765,7 +766,13 @@ test_clone (void)
   g_assert_false (g_file_test (dotgit, G_FILE_TEST_EXISTS));
   remote = vd_project_get_remote (p);
   g_assert_cmpstr (remote, ==, url);
-  /* Checked out exactly: nothing to commit. */
+  /* Checked out exactly (run.bat keeps the blob's LF): nothing to commit. */
+  {
+    g_autofree gchar *bat_path = g_build_filename (vd_project_get_work_path (p), "run.bat", NULL);
+    g_autofree gchar *bat = NULL;
+    g_assert_true (g_file_get_contents (bat_path, &bat, NULL, NULL));
+    g_assert_cmpstr (bat, ==, "a\nb\n");
+  }
   changes = vd_project_compute_changes (p, NULL, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (changes->len, ==, 0);
