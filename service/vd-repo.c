@@ -26,6 +26,7 @@
 struct _VdRepo {
   GObject          parent_instance;
   git_repository  *repo;
+  git_repository  *bare;   /* the same git directory without a working tree: see bare_view() */
   gchar           *identity_name;
   gchar           *identity_email;
 };
@@ -50,6 +51,7 @@ vd_repo_finalize (GObject *object)
   VdRepo *self = VD_REPO (object);
 
   git_repository_free (self->repo);
+  git_repository_free (self->bare);
   g_free (self->identity_name);
   g_free (self->identity_email);
   G_OBJECT_CLASS (vd_repo_parent_class)->finalize (object);
@@ -896,6 +898,22 @@ change_for_delta (git_diff *diff, size_t i, GError **error)
   return c;
 }
 
+/* Diffs read attributes (binary, diff drivers) from the working tree's
+ * .gitattributes when the repository has one: those are the guest's, and
+ * libgit2 would follow their links and block on a fifo named so. The same
+ * git directory opened bare has only its own info/attributes. */
+static git_repository *
+bare_view (VdRepo *self, GError **error)
+{
+  int rc;
+
+  if (self->bare == NULL && (rc = git_repository_open_bare (&self->bare, git_repository_path (self->repo))) < 0) {
+    set_git_error (error, rc, "open the repository for diffs");
+    return NULL;
+  }
+  return self->bare;
+}
+
 static gint
 compare_changes (gconstpointer a, gconstpointer b)
 {
@@ -911,12 +929,22 @@ changes_between (VdRepo *self, git_tree *old_tree, git_tree *new_tree, GPtrArray
   git_diff_options opts = GIT_DIFF_OPTIONS_INIT;
   g_autoptr(git_diff) diff = NULL;
   g_autoptr(GPtrArray) changes = g_ptr_array_new_with_free_func ((GDestroyNotify) vd_change_free);
+  g_autoptr(git_tree) old_bare = NULL;
+  g_autoptr(git_tree) new_bare = NULL;
+  git_repository *bare = bare_view (self, error);
   int rc;
 
+  if (bare == NULL)
+    return NULL;
+  if ((rc = git_tree_lookup (&old_bare, bare, git_tree_id (old_tree))) < 0 ||
+      (rc = git_tree_lookup (&new_bare, bare, git_tree_id (new_tree))) < 0) {
+    set_git_error (error, rc, "read the trees to compare");
+    return NULL;
+  }
   /* No rename detection: a rename is a deletion and an addition, each
    * exactly what it is. */
   opts.flags = GIT_DIFF_INCLUDE_TYPECHANGE;
-  if ((rc = git_diff_tree_to_tree (&diff, self->repo, old_tree, new_tree, &opts)) < 0) {
+  if ((rc = git_diff_tree_to_tree (&diff, bare, old_bare, new_bare, &opts)) < 0) {
     set_git_error (error, rc, "compare trees");
     return NULL;
   }

@@ -491,7 +491,7 @@ test_tampering (void)
       "&& ln -s /etc/shadow shadow-link "
       "&& printf 'a\\n' > \"$(printf 'odd\\nname')\" "
       "&& printf 'b\\n' > \"$(printf 'esc\\033[31mred')\" "
-      "&& mkfifo pipe", NULL), ==, 0);
+      "&& mkfifo pipe && mkfifo .gitattributes && mkdir -p attrs && ln -s /etc/shadow attrs/.gitattributes", NULL), ==, 0);
   do_revoke (p);
 
   id = commit (p, "task tamper", &changes);
@@ -515,11 +515,17 @@ test_tampering (void)
   g_assert_cmpint (c->status, ==, VD_CHANGE_SKIPPED);
   g_assert_cmpint (c->kind, ==, VD_CHANGE_KIND_SPECIAL);
   g_assert_nonnull (c->reason);
-  g_assert_cmpuint (changes->len, ==, 8);
+  /* .gitattributes as a fifo and as a link to /etc/shadow: libgit2 would
+   * block on the one and follow the other if it read the tree's attributes. */
+  c = find_change (changes, ".gitattributes");
+  g_assert_cmpint (c->status, ==, VD_CHANGE_SKIPPED);
+  g_assert_cmpint (c->kind, ==, VD_CHANGE_KIND_SPECIAL);
+  assert_change (changes, "attrs/.gitattributes", VD_CHANGE_ADDED, VD_CHANGE_KIND_SYMLINK, 1, 0);
+  g_assert_cmpuint (changes->len, ==, 10);
   /* Committed first, sorted; then the skipped, sorted. */
   {
-    const gchar *order[] = { "esc\033[31mred", "odd\nname", "shadow-link", "sub/kept",
-                             ".git", "deep/.GIT", "pipe", "sub/.git" };
+    const gchar *order[] = { "attrs/.gitattributes", "esc\033[31mred", "odd\nname", "shadow-link", "sub/kept",
+                             ".git", ".gitattributes", "deep/.GIT", "pipe", "sub/.git" };
     for (guint i = 0; i < G_N_ELEMENTS (order); i++)
       g_assert_cmpstr (((VdChange *) changes->pdata[i])->path, ==, order[i]);
   }
@@ -532,7 +538,7 @@ test_tampering (void)
   g_assert_cmpstr (target, ==, "/etc/shadow");
   names = git (p, "ls-tree", "-r", "--name-only", "HEAD");
   /* git quotes what it would not print raw. */
-  g_assert_cmpstr (names, ==, "\"esc\\033[31mred\"\n\"odd\\nname\"\nshadow-link\nsub/kept\n");
+  g_assert_cmpstr (names, ==, "attrs/.gitattributes\n\"esc\\033[31mred\"\n\"odd\\nname\"\nshadow-link\nsub/kept\n");
 
   /* The host's repository: config and hooks as they were. */
   config_after = sha256_of (config);
