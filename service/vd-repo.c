@@ -996,17 +996,13 @@ vd_repo_compute_changes (VdRepo *self, const gchar *base, GError **error)
   g_autoptr(GPtrArray) skipped = g_ptr_array_new_with_free_func ((GDestroyNotify) vd_change_free);
   int rc;
 
-  if (!parse_commit_id (self, base, &commit, error))
+  if (!parse_commit_id (self, base, &commit, error) || !parse_commit_id (self, NULL, &head, error))
     return NULL;
-  if ((rc = git_commit_tree (&old_tree, commit)) < 0) {
-    set_git_error (error, rc, "read the base tree");
-    return NULL;
-  }
-  if (!parse_commit_id (self, NULL, &head, error) || (rc = git_commit_tree (&head_tree, head)) < 0) {
-    if (head_tree == NULL && head != NULL)
-      set_git_error (error, rc, "read HEAD's tree");
+  if ((rc = git_commit_tree (&old_tree, commit)) < 0 || (rc = git_commit_tree (&head_tree, head)) < 0) {
+    set_git_error (error, rc, "read a commit's tree");
     return NULL;
   }
+  /* HEAD's tree, not the base's: it says which directories are submodules. */
   new_tree = tree_from_workdir (self, head_tree, skipped, error);
   if (new_tree == NULL)
     return NULL;
