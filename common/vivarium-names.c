@@ -53,6 +53,45 @@ vivarium_name_validate (const gchar *kind, const gchar *name, GError **error)
 }
 
 static gboolean
+project_name_char_ok (gchar c, gboolean first)
+{
+  if (g_ascii_isdigit (c) || (c >= 'a' && c <= 'z'))
+    return TRUE;
+  return !first && (c == '-' || c == '_' || c == '.');
+}
+
+/* The pattern is [a-z0-9][a-z0-9._-]{0,62}: no '/', and "." or ".." cannot
+ * be spelt because the first byte is alphanumeric. */
+gboolean
+vivarium_project_name_validate (const gchar *name, GError **error)
+{
+  gsize len;
+
+  if (name == NULL || name[0] == '\0') {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The project name is empty");
+    return FALSE;
+  }
+  len = strlen (name);
+  if (len > VIVARIUM_PROJECT_NAME_MAX) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The project name is %" G_GSIZE_FORMAT " bytes long; the limit is %d",
+                 len, VIVARIUM_PROJECT_NAME_MAX);
+    return FALSE;
+  }
+  for (gsize i = 0; i < len; i++) {
+    if (!project_name_char_ok (name[i], i == 0)) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                   "A project name may only hold lower-case letters, digits, '.', '_' and '-', "
+                   "and must start with a letter or digit (byte %" G_GSIZE_FORMAT " is not allowed)",
+                   i);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
 has_control_chars (const gchar *s)
 {
   for (; *s != '\0'; s++) {

@@ -35,6 +35,13 @@ G_BEGIN_DECLS
 #define VIVARIUM_CPUS_MAX           64
 #define VIVARIUM_TIMEOUT_MAX_SEC    (7 * 24 * 3600)
 #define VIVARIUM_EXEC_TIMEOUT_MAX_SEC (24 * 3600)
+/* Project names: [a-z0-9][a-z0-9._-]{0,62}. They name a directory, a D-Bus
+ * object path element, a key file and a git branch's home, so lower case
+ * only: two projects must never differ by case alone. */
+#define VIVARIUM_PROJECT_NAME_MAX   63
+/* A dataset smaller than this cannot hold an ext4 filesystem's own metadata
+ * and a useful working tree. */
+#define VIVARIUM_PROJECT_QUOTA_MIN  (16 * 1024 * 1024)
 
 /* The command log. A caller may send 256 arguments of 64 KiB each (16 MiB);
  * the log keeps a bounded record of that, marked "argv-truncated", so that
@@ -54,6 +61,8 @@ G_BEGIN_DECLS
 
 gboolean  vivarium_name_validate         (const gchar  *kind,
                                           const gchar  *name,
+                                          GError      **error);
+gboolean  vivarium_project_name_validate (const gchar  *name,
                                           GError      **error);
 gboolean  vivarium_guest_path_validate   (const gchar  *path,
                                           GError      **error);

@@ -13,6 +13,10 @@ packages=(
   # run: the service and what it drives
   dbus dbus-daemon polkitd pkexec systemd systemd-container nftables iproute2 git
   qemu-system-x86 qemu-utils
+  # project datasets: btrfs subvolumes + qgroups, ext4 images, deploy keys
+  btrfs-progs e2fsprogs openssh-client
+  # tests: publishing over ssh (an sshd of the test's own on 127.0.0.1)
+  openssh-server
   # the tiny guest image, built from host packages
   linux-image-amd64 busybox-static qemu-guest-agent e2fsprogs cpio gzip kmod xz-utils zstd debootstrap
   # tests
@@ -28,3 +32,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${packages[@]}"
+# openssh-server is there for the tests' own sshd (127.0.0.1, a free port,
+# stopped by PID); the machine's sshd unit is not wanted, nor in test hosts
+# that overlay this root.
+systemctl disable ssh.service >/dev/null 2>&1 || true
