@@ -75,9 +75,12 @@ static const gchar *allowed_devices[] = { "/dev/kvm", "/dev/null", NULL };
 
 struct _VdSelfTest {
   GObject      parent_instance;
-  VdManager   *manager;        /* unowned: the manager outlives every run */
+  VdSessionPool *pool;
+  VdGuard     *guard;
+  VdSystemd   *systemd;
   VdConfig    *config;
   gchar       *image;
+  VdImage     *boot_image;     /* NULL when probing a live session */
   gboolean     negative_control;
   VdCanary    *canary;
   GTask       *task;
@@ -89,7 +92,7 @@ struct _VdSelfTest {
   gint64       finished_at;
   gint64       phase_started_at;
   gchar       *image_digest;
-  gchar       *verdict;
+  VivariumVerdict verdict;
   GHashTable  *guest_status;   /* "probe/transport" → exit status (GINT) */
   guint64      packets_before;
   guint64      bytes_before;
@@ -114,9 +117,12 @@ vd_self_test_finalize (GObject *object)
   g_clear_object (&self->session);
   g_clear_object (&self->live_session);
   g_clear_object (&self->config);
+  g_clear_object (&self->pool);
+  g_clear_object (&self->guard);
+  g_clear_object (&self->systemd);
+  g_clear_object (&self->boot_image);
   g_free (self->image);
   g_free (self->image_digest);
-  g_free (self->verdict);
   g_free (self->phase_error);
   g_hash_table_unref (self->guest_status);
   json_array_unref (self->rows);
@@ -143,13 +149,17 @@ vd_self_test_init (VdSelfTest *self)
 }
 
 VdSelfTest *
-vd_self_test_new (VdManager *manager, VdConfig *config, const gchar *image, gboolean negative_control)
+vd_self_test_new (VdSessionPool *pool, VdGuard *guard, VdSystemd *systemd, VdConfig *config,
+                  const gchar *image_name, VdImage *image, gboolean negative_control)
 {
   VdSelfTest *self = g_object_new (VD_TYPE_SELF_TEST, NULL);
 
-  self->manager = manager;
+  self->pool = g_object_ref (pool);
+  self->guard = g_object_ref (guard);
+  self->systemd = g_object_ref (systemd);
   self->config = g_object_ref (config);
-  self->image = g_strdup (image);
+  self->image = g_strdup (image_name);
+  self->boot_image = image != NULL ? g_object_ref (image) : NULL;
   self->negative_control = negative_control;
   self->n_phases = negative_control ? G_N_ELEMENTS (configurations) : G_N_ELEMENTS (configurations) - 1;
   return self;
@@ -163,7 +173,7 @@ vd_self_test_set_live_session (VdSelfTest *self, VdSession *session)
   self->n_phases = 1;
 }
 
-const gchar *vd_self_test_get_verdict (VdSelfTest *self) { return self->verdict; }
+VivariumVerdict vd_self_test_get_verdict (VdSelfTest *self) { return self->verdict; }
 gint64 vd_self_test_get_finished_at (VdSelfTest *self) { return self->finished_at; }
 
 static gchar *
@@ -330,7 +340,7 @@ list_process_fds (VdSelfTest *self, guint32 pid)
   g_autofree gchar *unit = g_strdup_printf ("vivarium-selftest-fds-%s.service", vd_session_get_id (self->session));
 
   g_unlink (output);
-  vd_systemd_start_transient_async (vd_manager_get_systemd (self->manager), unit,
+  vd_systemd_start_transient_async (self->systemd, unit,
                                     fd_lister_properties (self, pid, output), NULL, NULL,
                                     fd_lister_done_cb, g_object_ref (self));
 }
@@ -354,9 +364,12 @@ addresses_to_json (GVariant *value)
 
     if (len == 4 || len == 16) {
       g_autofree gchar *text = NULL;
+      g_autofree gchar *cidr = NULL;
       addr = g_inet_address_new_from_bytes (data, len == 4 ? G_SOCKET_FAMILY_IPV4 : G_SOCKET_FAMILY_IPV6);
       text = g_inet_address_to_string (addr);
-      json_array_add_string_element (array, g_strdup_printf ("%s/%u", text, prefix));
+      /* json-glib copies the string. */
+      cidr = g_strdup_printf ("%s/%u", text, prefix);
+      json_array_add_string_element (array, cidr);
     }
     g_variant_unref (bytes);
   }
@@ -366,7 +379,7 @@ addresses_to_json (GVariant *value)
 static GVariant *
 unit_property (VdSelfTest *self, const gchar *name)
 {
-  VdSystemd *systemd = vd_manager_get_systemd (self->manager);
+  VdSystemd *systemd = self->systemd;
 
   return vd_systemd_get_unit_property (systemd, vd_session_get_unit (self->session),
                                        "org.freedesktop.systemd1.Service", name, NULL);
@@ -397,7 +410,7 @@ check_unit (VdSelfTest *self)
 static void
 check_layer2_coverage (VdSelfTest *self)
 {
-  VdGuard *guard = vd_manager_get_guard (self->manager);
+  VdGuard *guard = self->guard;
   guint32 uid = vd_session_get_uid (self->session);
   gboolean uncovered = uid == vd_guard_get_uncovered_uid (guard);
   g_autoptr(GError) error = NULL;
@@ -600,7 +613,7 @@ add_row (VdSelfTest *self, const Probe *probe, const gchar *transport, JsonObjec
 static void
 record_rows (VdSelfTest *self)
 {
-  VdGuard *guard = vd_manager_get_guard (self->manager);
+  VdGuard *guard = self->guard;
   guint64 packets = 0, bytes = 0;
   gboolean counters = self->session != NULL &&
                       vd_guard_get_counters (guard, vd_session_get_uid (self->session), &packets, &bytes);
@@ -710,7 +723,7 @@ run_probes (VdSelfTest *self)
 
   progress (self, 2, 4, step);
   vd_canary_reset (self->canary);
-  self->counters_before = vd_guard_get_counters (vd_manager_get_guard (self->manager),
+  self->counters_before = vd_guard_get_counters (self->guard,
                                                  vd_session_get_uid (self->session),
                                                  &self->packets_before, &self->bytes_before);
   vd_session_exec_async (self->session, argv, PROBE_EXEC_TIMEOUT_SEC, NULL, probes_done_cb, g_object_ref (self));
@@ -741,7 +754,7 @@ scratch_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(VdSelfTest) self = user_data;
   GError *error = NULL;
 
-  self->session = vd_manager_start_scratch_session_finish (VD_MANAGER (source), res, &error);
+  self->session = vd_session_pool_start_scratch_finish (VD_SESSION_POOL (source), res, &error);
   if (self->session == NULL) {
     if (self->phase == 0 && is_caller_error (error)) {
       fail_run (self, error);
@@ -773,7 +786,7 @@ start_phase (VdSelfTest *self)
     return;
   }
   progress (self, 0, 4, step);
-  vd_manager_start_scratch_session_async (self->manager, self->image, c->layer1, c->layer2, NULL,
+  vd_session_pool_start_scratch_async (self->pool, self->boot_image, c->layer1, c->layer2, NULL,
                                           scratch_started_cb, g_object_ref (self));
 }
 
@@ -800,14 +813,14 @@ any_check_failed (JsonArray *array)
   return FALSE;
 }
 
-static const gchar *
+static VivariumVerdict
 compute_verdict (VdSelfTest *self)
 {
   if (any_outcome (self->rows, "outcome", "fail") || any_check_failed (self->host_checks))
-    return "fail";
+    return VIVARIUM_VERDICT_FAIL;
   if (json_array_get_length (self->rows) == 0 || any_outcome (self->rows, "outcome", "inconclusive"))
-    return "inconclusive";
-  return "pass";
+    return VIVARIUM_VERDICT_INCONCLUSIVE;
+  return VIVARIUM_VERDICT_PASS;
 }
 
 static JsonNode *
@@ -844,7 +857,7 @@ build_result (VdSelfTest *self)
   for (guint i = 0; i < self->n_phases; i++)
     json_array_add_string_element (names, configurations[i].name);
   json_object_set_string_member (root, "schema", VD_SELF_TEST_SCHEMA);
-  json_object_set_string_member (root, "verdict", self->verdict);
+  json_object_set_string_member (root, "verdict", vivarium_verdict_to_string (self->verdict));
   json_object_set_string_member (root, "started-at", started);
   json_object_set_string_member (root, "finished-at", finished);
   json_object_set_int_member (root, "finished-at-usec", self->finished_at);
@@ -885,8 +898,8 @@ finish (VdSelfTest *self)
   vd_canary_teardown (self->canary);
   check_canary_removed (self);
   self->finished_at = g_get_real_time ();
-  self->verdict = g_strdup (compute_verdict (self));
-  g_info ("self-test verdict: %s", self->verdict);
+  self->verdict = compute_verdict (self);
+  g_info ("self-test verdict: %s", vivarium_verdict_to_string (self->verdict));
   g_task_return_pointer (task, build_result (self), g_free);
   g_object_unref (task);
 }
