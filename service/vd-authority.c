@@ -39,7 +39,7 @@ static const VdActionMap action_map[] = {
   { I ("Session"), "Screenshot",    A ("session-exec") },
   { I ("Session"), "GetCommandLog", A ("read-reports") },
   { I ("Session"), "Stop",          A ("session-stop") },
-  { I ("Task"),    "Cancel",        A ("image-build") },
+  { I ("Job"),     "Cancel",        A ("image-build") },
   { I ("Guard"),   "RunSelfTest",   A ("guard-selftest") },
 };
 

@@ -175,6 +175,8 @@ publish (VdGuard *self)
   vivarium_dbus_guard_set_layer2 (self->skeleton, self->layer2_problem != NULL ? self->layer2_problem : "enforced");
   if (vivarium_dbus_guard_get_verdict (self->skeleton) == NULL)
     vivarium_dbus_guard_set_verdict (self->skeleton, vivarium_verdict_to_string (VIVARIUM_VERDICT_NEVER_RUN));
+  if (vivarium_dbus_guard_get_job (self->skeleton) == NULL)
+    vivarium_dbus_guard_set_job (self->skeleton, "/");
 }
 
 static gboolean

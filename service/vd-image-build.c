@@ -27,7 +27,7 @@ struct _VdImageBuild {
   GObject       parent_instance;
   VdConfig     *config;
   VdSystemd    *systemd;
-  VdTask       *task;
+  VdJob       *task;
   gchar        *recipe;
   gchar        *name;
   gchar        *unit;
@@ -105,7 +105,7 @@ vd_image_build_list_recipes (VdConfig *config)
 }
 
 VdImageBuild *
-vd_image_build_new (VdConfig *config, VdSystemd *systemd, VdTask *task, const gchar *recipe, const gchar *name)
+vd_image_build_new (VdConfig *config, VdSystemd *systemd, VdJob *task, const gchar *recipe, const gchar *name)
 {
   VdImageBuild *self = g_object_new (VD_TYPE_IMAGE_BUILD, NULL);
 
@@ -114,8 +114,8 @@ vd_image_build_new (VdConfig *config, VdSystemd *systemd, VdTask *task, const gc
   self->task = g_object_ref (task);
   self->recipe = g_strdup (recipe);
   self->name = g_strdup (name);
-  self->unit = g_strdup_printf ("vivarium-build-%s.service", vd_task_get_id (task));
-  self->staging = vd_config_build_state_path (config, "images", ".staging", vd_task_get_id (task), NULL);
+  self->unit = g_strdup_printf ("vivarium-build-%s.service", vd_job_get_id (task));
+  self->staging = vd_config_build_state_path (config, "images", ".staging", vd_job_get_id (task), NULL);
   self->outdir = g_build_filename (self->staging, "out", NULL);
   return self;
 }
@@ -144,7 +144,7 @@ read_log_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_free (self->last_line);
     self->last_line = vivarium_escape_untrusted (line, strlen (line), 300, NULL);
   }
-  vd_task_append_log (self->task, line);
+  vd_job_append_log (self->task, line);
   if (self->log_file != NULL)
     fprintf (self->log_file, "%s\n", line);
   g_data_input_stream_read_line_async (in, G_PRIORITY_DEFAULT, NULL, read_log_line_cb, g_object_ref (self));
@@ -159,13 +159,13 @@ read_progress_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   guint64 percent;
   gchar *space;
 
-  if (line == NULL || vd_task_is_finished (self->task))
+  if (line == NULL || vd_job_is_finished (self->task))
     return;
   space = strchr (line, ' ');
   if (space != NULL) {
     *space = '\0';
     if (g_ascii_string_to_unsigned (line, 10, 0, 100, &percent, NULL))
-      vd_task_progress (self->task, (guint) percent, space + 1);
+      vd_job_progress (self->task, (guint) percent, space + 1);
   }
   g_data_input_stream_read_line_async (in, G_PRIORITY_DEFAULT, NULL, read_progress_line_cb, g_object_ref (self));
 }
@@ -281,7 +281,7 @@ finish (VdImageBuild *self)
     close (self->fifo_keepalive);
     self->fifo_keepalive = -1;
   }
-  if (error == NULL && g_cancellable_set_error_if_cancelled (vd_task_get_cancellable (self->task), &error) == FALSE)
+  if (error == NULL && g_cancellable_set_error_if_cancelled (vd_job_get_cancellable (self->task), &error) == FALSE)
     publish_image (self, &final_dir, &error);
   cleanup_staging (self);
   if (error != NULL) {
@@ -329,7 +329,7 @@ build_unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(VdImageBuild) self = VD_IMAGE_BUILD (user_data);
 
-  g_cancellable_disconnect (vd_task_get_cancellable (self->task), self->cancel_id);
+  g_cancellable_disconnect (vd_job_get_cancellable (self->task), self->cancel_id);
   self->cancel_id = 0;
   vd_systemd_start_transient_finish (self->systemd, res, &self->job_error);
   self->job_done = TRUE;
@@ -390,8 +390,8 @@ vd_image_build_run_async (VdImageBuild *self, GAsyncReadyCallback callback, gpoi
     g_task_return_error (g_steal_pointer (&self->gtask), g_steal_pointer (&error));
     return;
   }
-  vd_task_progress (self->task, 1, "Starting the builder");
-  self->cancel_id = g_cancellable_connect (vd_task_get_cancellable (self->task), G_CALLBACK (cancelled_cb), self, NULL);
+  vd_job_progress (self->task, 1, "Starting the builder");
+  self->cancel_id = g_cancellable_connect (vd_job_get_cancellable (self->task), G_CALLBACK (cancelled_cb), self, NULL);
   vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, fifo), fds,
                                     NULL, build_unit_done_cb, g_object_ref (self));
 }

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
@@ -21,17 +22,19 @@
 #include "vd-image.h"
 #include "vd-image-build.h"
 #include "vd-image-import.h"
+#include "vd-job.h"
 #include "vd-log.h"
 #include "vd-manager.h"
+#include "vd-progress.h"
 #include "vd-selftest.h"
 #include "vd-session.h"
 #include "vd-session-pool.h"
 #include "vd-systemd.h"
-#include "vd-task.h"
 
-/* Finished tasks stay visible this long, so that a caller can still read
- * how they ended. */
-#define FORGET_AFTER_SEC   300
+/* Finished jobs stay on disk and on the bus, the newest this many: a
+ * restarted daemon shows them again, and memory stays bounded (each log is
+ * capped at 1 MiB). */
+#define JOB_HISTORY        20
 /* Stored self-test results kept under the state dir's selftest/. */
 #define SELF_TEST_HISTORY  50
 
@@ -53,7 +56,7 @@ struct _VdManager {
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
   GHashTable           *pending;      /* names of images being built or imported */
-  GHashTable           *tasks;        /* id → VdTask */
+  GHashTable           *jobs;         /* id → VdJob */
 };
 
 G_DEFINE_TYPE (VdManager, vd_manager, G_TYPE_OBJECT)
@@ -69,7 +72,7 @@ vd_manager_finalize (GObject *object)
     g_dbus_interface_skeleton_unexport (vd_guard_get_skeleton (self->guard));
   g_hash_table_unref (self->images);
   g_hash_table_unref (self->pending);
-  g_hash_table_unref (self->tasks);
+  g_hash_table_unref (self->jobs);
   g_clear_object (&self->skeleton);
   g_clear_object (&self->self_test);
   g_clear_object (&self->pool);
@@ -94,7 +97,7 @@ vd_manager_init (VdManager *self)
 {
   self->images = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   self->pending = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  self->tasks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->jobs = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
 }
 
 static const gchar **
@@ -298,63 +301,129 @@ check_new_image_name (VdManager *self, const gchar *name, GError **error)
   return TRUE;
 }
 
-/* --- tasks ----------------------------------------------------------- */
+/* --- jobs ------------------------------------------------------------ */
 
-typedef struct {
-  VdManager *manager;
-  VdTask    *task;
-} ForgetTask;
-
-static void
-forget_task_free (gpointer data)
+static gchar *
+jobs_dir (VdManager *self)
 {
-  ForgetTask *f = data;
+  return vd_config_build_state_path (self->config, "jobs", NULL);
+}
 
-  g_object_unref (f->task);
-  g_free (f);
+static gint
+compare_started (gconstpointer a, gconstpointer b)
+{
+  gint64 x = vd_job_get_started_at (*(VdJob **) a);
+  gint64 y = vd_job_get_started_at (*(VdJob **) b);
+
+  return x < y ? -1 : x > y ? 1 : g_strcmp0 (vd_job_get_id (*(VdJob **) a), vd_job_get_id (*(VdJob **) b));
+}
+
+/* Oldest finished jobs go, from the bus and from the disk, until at most
+ * JOB_HISTORY remain; running ones always stay. */
+static void
+prune_jobs (VdManager *self)
+{
+  g_autoptr(GPtrArray) finished = g_ptr_array_new_with_free_func (g_object_unref);
+  GHashTableIter iter;
+  gpointer value;
+  guint excess;
+
+  g_hash_table_iter_init (&iter, self->jobs);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    if (vd_job_is_finished (value))
+      g_ptr_array_add (finished, g_object_ref (value));
+  }
+  if (g_hash_table_size (self->jobs) <= JOB_HISTORY)
+    return;
+  g_ptr_array_sort (finished, compare_started);
+  excess = MIN (g_hash_table_size (self->jobs) - JOB_HISTORY, finished->len);
+  for (guint i = 0; i < excess; i++) {
+    VdJob *job = g_ptr_array_index (finished, i);
+    g_autoptr(GError) error = NULL;
+    if (!vd_job_delete_files (job, &error))
+      g_warning ("%s", error->message);
+    g_hash_table_remove (self->jobs, vd_job_get_id (job));
+  }
 }
 
 static gboolean
-forget_task_cb (gpointer user_data)
+add_job (VdManager *self, VdJob *job, GError **error)
 {
-  ForgetTask *f = user_data;
-
-  g_hash_table_remove (f->manager->tasks, vd_task_get_id (f->task));
-  return G_SOURCE_REMOVE;
+  if (!export_protected (self, vd_job_get_skeleton (job), vd_job_get_object_path (job), error))
+    return FALSE;
+  g_hash_table_insert (self->jobs, g_strdup (vd_job_get_id (job)), g_object_ref (job));
+  return TRUE;
 }
 
 static void
-task_finished (VdManager *self, VdTask *task, guint inhibit)
+load_jobs (VdManager *self)
 {
-  ForgetTask *f = g_new0 (ForgetTask, 1);
+  g_autofree gchar *dir = jobs_dir (self);
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
 
-  f->manager = self;
-  f->task = g_object_ref (task);
-  g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, FORGET_AFTER_SEC, forget_task_cb, f, forget_task_free);
-  vd_idle_uninhibit (self->idle, inhibit);
+  for (guint i = 0; names[i] != NULL; i++) {
+    g_autofree gchar *id = NULL;
+    g_autoptr(VdJob) job = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (names[i][0] == '.' || !g_str_has_suffix (names[i], ".json"))
+      continue;
+    id = g_strndup (names[i], strlen (names[i]) - strlen (".json"));
+    if (!vivarium_name_validate ("job", id, &error) || (job = vd_job_load (dir, id, &error)) == NULL ||
+        !add_job (self, job, &error))
+      g_warning ("skipping job record %s: %s", names[i], error->message);
+  }
+  prune_jobs (self);
 }
 
-static VdTask *
-new_task (VdManager *self, const gchar *kind, guint *inhibit, GError **error)
-{
-  g_autoptr(VdTask) task = vd_task_new (kind, self->connection, error);
-  g_autofree gchar *reason = NULL;
+typedef struct {
+  VdManager *manager;
+  guint      inhibit;
+} JobHold;
 
-  if (task == NULL)
+static void
+job_finished_cb (VdJob *job, gpointer user_data)
+{
+  g_autofree JobHold *hold = user_data;
+
+  g_signal_handlers_disconnect_by_data (job, hold);
+  vd_idle_uninhibit (hold->manager->idle, hold->inhibit);
+  prune_jobs (hold->manager);
+}
+
+/* Authorized and exported before anyone learns its path; it keeps the
+ * daemon on the bus until it finishes. */
+static VdJob *
+new_job (VdManager *self, const gchar *operation, gboolean cancelable, GError **error)
+{
+  g_autofree gchar *dir = jobs_dir (self);
+  g_autofree gchar *id = vd_job_new_id ();
+  g_autofree gchar *reason = NULL;
+  g_autoptr(VdJob) job = NULL;
+  JobHold *hold;
+
+  while (g_hash_table_contains (self->jobs, id)) {
+    g_free (id);
+    id = vd_job_new_id ();
+  }
+  job = vd_job_new (operation, id, dir, cancelable);
+  if (!add_job (self, job, error)) {
+    vd_job_delete_files (job, NULL);
     return NULL;
-  vd_authority_protect (self->authority, vd_task_get_skeleton (task));
-  g_hash_table_insert (self->tasks, g_strdup (vd_task_get_id (task)), g_object_ref (task));
-  reason = g_strdup_printf ("task %s (%s)", vd_task_get_id (task), kind);
-  *inhibit = vd_idle_inhibit (self->idle, reason);
-  return g_steal_pointer (&task);
+  }
+  hold = g_new0 (JobHold, 1);
+  hold->manager = self;
+  reason = g_strdup_printf ("job %s (%s)", id, operation);
+  hold->inhibit = vd_idle_inhibit (self->idle, reason);
+  g_signal_connect (job, "finished", G_CALLBACK (job_finished_cb), hold);
+  return g_steal_pointer (&job);
 }
 
 /* --- building -------------------------------------------------------- */
 
 typedef struct {
   VdManager *manager;
-  VdTask    *task;
-  guint      inhibit;
+  VdJob     *job;
 } BuildData;
 
 static void
@@ -363,7 +432,7 @@ build_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autofree BuildData *data = user_data;
   VdManager *self = data->manager;
   VdImageBuild *build = VD_IMAGE_BUILD (source);
-  g_autoptr(VdTask) task = data->task;
+  g_autoptr(VdJob) job = data->job;
   g_autofree gchar *name = g_strdup (vd_image_build_get_name (build));
   g_autofree gchar *dir = NULL;
   g_autoptr(VdImage) image = NULL;
@@ -373,11 +442,10 @@ build_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (dir != NULL)
     image = vd_image_load (dir, &error);
   if (image != NULL && add_image (self, image, TRUE, &error))
-    vd_task_succeed (task, vd_image_get_object_path (image));
+    vd_job_succeed (job, vd_image_get_object_path (image));
   else
-    vd_task_fail (task, error);
+    vd_job_fail (job, error);
   g_hash_table_remove (self->pending, name);
-  task_finished (self, task, data->inhibit);
 }
 
 static gboolean
@@ -400,26 +468,24 @@ handle_build_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
                     const gchar *name, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
-  g_autoptr(VdTask) task = NULL;
+  g_autoptr(VdJob) job = NULL;
   g_autoptr(VdImageBuild) build = NULL;
   BuildData *data;
-  guint inhibit = 0;
   GError *error = NULL;
 
   if (!check_recipe (self, recipe, &error) || !check_new_image_name (self, name, &error) ||
-      (task = new_task (self, "build-image", &inhibit, &error)) == NULL) {
+      (job = new_job (self, "build-image", TRUE, &error)) == NULL) {
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  build = vd_image_build_new (self->config, self->systemd, task, recipe, name);
+  build = vd_image_build_new (self->config, self->systemd, job, recipe, name);
   data = g_new0 (BuildData, 1);
   data->manager = self;
-  data->task = g_object_ref (task);
-  data->inhibit = inhibit;
+  data->job = g_object_ref (job);
   g_hash_table_add (self->pending, g_strdup (name));
-  vd_log_image (G_LOG_LEVEL_INFO, name, "building image %s from recipe %s (task %s)", name, recipe, vd_task_get_id (task));
+  vd_log_image (G_LOG_LEVEL_INFO, name, "building image %s from recipe %s (job %s)", name, recipe, vd_job_get_id (job));
   vd_image_build_run_async (build, build_done_cb, data);
-  vivarium_dbus_manager_complete_build_image (iface, invocation, vd_task_get_object_path (task));
+  vivarium_dbus_manager_complete_build_image (iface, invocation, vd_job_get_object_path (job));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -736,7 +802,7 @@ load_last_result (VdManager *self)
 typedef struct {
   VdManager             *manager;
   GDBusMethodInvocation *invocation;
-  guint                  inhibit;
+  VdJob                 *job;
 } SelfTestData;
 
 static void
@@ -746,6 +812,7 @@ self_test_progress_cb (VdSelfTest *test, guint percent, const gchar *step, gpoin
   VivariumDBusGuard *guard = VIVARIUM_DBUS_GUARD (vd_guard_get_skeleton (data->manager->guard));
 
   vivarium_dbus_guard_emit_self_test_progress (guard, percent, step);
+  vd_job_set_progress (data->job, vd_progress_get_fraction (vd_self_test_get_progress (test)), step);
 }
 
 static void
@@ -753,6 +820,7 @@ self_test_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autofree SelfTestData *data = user_data;
   g_autoptr(GDBusMethodInvocation) invocation = data->invocation;
+  g_autoptr(VdJob) job = data->job;
   VdManager *self = data->manager;
   VivariumDBusGuard *guard = VIVARIUM_DBUS_GUARD (vd_guard_get_skeleton (self->guard));
   VdSelfTest *test = VD_SELF_TEST (source);
@@ -763,15 +831,17 @@ self_test_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 
   g_signal_handlers_disconnect_by_data (test, data);
   g_clear_object (&self->self_test);
-  vd_idle_uninhibit (self->idle, data->inhibit);
   if (json == NULL) {
+    vd_job_fail (job, error);
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
+  vd_job_append_log (job, json);
   vd_guard_set_self_test_result (self->guard, json, verdict, vd_self_test_get_finished_at (test));
   if (!store_result (self, json, vd_self_test_get_finished_at (test), &store_error))
     g_warning ("cannot store the self-test result: %s", store_error->message);
   vivarium_dbus_guard_emit_self_test_progress (guard, 100, vivarium_verdict_to_string (verdict));
+  vd_job_succeed (job, NULL);
   vivarium_dbus_guard_complete_run_self_test (guard, invocation, json);
 }
 
@@ -851,6 +921,7 @@ handle_run_self_test (VivariumDBusGuard *iface, GDBusMethodInvocation *invocatio
   VdSession *live = NULL;
   gboolean negative = FALSE;
   SelfTestData *data;
+  VdJob *job;
   GError *error = NULL;
 
   if (self->self_test != NULL) {
@@ -862,14 +933,20 @@ handle_run_self_test (VivariumDBusGuard *iface, GDBusMethodInvocation *invocatio
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  g_info ("self-test started (image %s%s)", image_name, negative ? ", with the negative control" : "");
+  if ((job = new_job (self, "self-test", FALSE, &error)) == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  g_info ("self-test started (image %s%s, job %s)", image_name, negative ? ", with the negative control" : "",
+          vd_job_get_id (job));
+  vivarium_dbus_guard_set_job (VIVARIUM_DBUS_GUARD (iface), vd_job_get_object_path (job));
   self->self_test = vd_self_test_new (self->pool, self->guard, self->systemd, self->config, image_name, image, negative);
   if (live != NULL)
     vd_self_test_set_live_session (self->self_test, live);
   data = g_new0 (SelfTestData, 1);
   data->manager = self;
   data->invocation = g_object_ref (invocation);
-  data->inhibit = vd_idle_inhibit (self->idle, "the isolation self-test");
+  data->job = job;   /* the table holds one reference, this the other */
   g_signal_connect (self->self_test, "progress", G_CALLBACK (self_test_progress_cb), data);
   vd_self_test_run_async (self->self_test, self_test_done_cb, data);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -992,6 +1069,7 @@ vd_manager_start (VdManager *self, GError **error)
       !export_protected (self, vd_guard_get_skeleton (self->guard), VIVARIUM_DBUS_PATH, error))
     return FALSE;
   load_images (self);
+  load_jobs (self);
   return TRUE;
 }
 

@@ -15,6 +15,7 @@
 #include "vd-canary.h"
 #include "vd-guard.h"
 #include "vd-image.h"
+#include "vd-progress.h"
 #include "vd-selftest.h"
 #include "vd-session.h"
 #include "vd-systemd.h"
@@ -86,6 +87,8 @@ struct _VdSelfTest {
   GTask       *task;
   guint        phase;
   guint        n_phases;
+  VdProgress  *progress;       /* setup, one step per phase, teardown */
+  guint        phase_step;     /* PhaseStep the phase's child is at */
   VdSession   *session;
   VdSession   *live_session;   /* set: probe it, boot nothing, stop nothing */
   gint64       started_at;
@@ -114,6 +117,7 @@ vd_self_test_finalize (GObject *object)
   VdSelfTest *self = VD_SELF_TEST (object);
 
   g_clear_object (&self->canary);
+  g_clear_object (&self->progress);
   g_clear_object (&self->session);
   g_clear_object (&self->live_session);
   g_clear_object (&self->config);
@@ -185,15 +189,6 @@ format_time (gint64 usec)
   return g_date_time_format_iso8601 (precise);
 }
 
-static void
-progress (VdSelfTest *self, guint step_in_phase, guint steps_per_phase, const gchar *step)
-{
-  guint total = self->n_phases * steps_per_phase;
-  guint done = self->phase * steps_per_phase + step_in_phase;
-
-  g_signal_emit (self, signals[SIGNAL_PROGRESS], 0, MIN (99u, done * 100 / MAX (total, 1u)), step);
-}
-
 static const Configuration *
 current (VdSelfTest *self)
 {
@@ -201,6 +196,67 @@ current (VdSelfTest *self)
     return &live_configuration;
   return &configurations[self->phase];
 }
+
+static const gchar *
+current_name (VdSelfTest *self, guint phase)
+{
+  return self->live_session != NULL ? live_configuration.name : configurations[phase].name;
+}
+
+/* Each phase's steps, weighted by what they took on TCG. */
+typedef enum {
+  PHASE_STEP_BOOT,
+  PHASE_STEP_HOST_CHECKS,
+  PHASE_STEP_PROBE,
+  PHASE_STEP_STOP,
+} PhaseStep;
+
+static const struct { const gchar *name; guint weight; } phase_steps[] = {
+  [PHASE_STEP_BOOT]        = { "booting a scratch guest", 5 },
+  [PHASE_STEP_HOST_CHECKS] = { "checking the guest's process from the host", 1 },
+  [PHASE_STEP_PROBE]       = { "probing the canaries from the guest", 3 },
+  [PHASE_STEP_STOP]        = { "stopping the scratch session", 1 },
+};
+
+static void
+progress_changed_cb (VdProgress *progress, gdouble fraction, const gchar *message, gpointer user_data)
+{
+  VdSelfTest *self = VD_SELF_TEST (user_data);
+
+  g_signal_emit (self, signals[SIGNAL_PROGRESS], 0, vd_progress_get_percent (progress), message != NULL ? message : "");
+}
+
+/* Declared once per run: the steps a person sees, in order. */
+static void
+declare_steps (VdSelfTest *self)
+{
+  self->progress = vd_progress_new ();
+  g_signal_connect (self->progress, "changed", G_CALLBACK (progress_changed_cb), self);
+  vd_progress_add_step (self->progress, "setting up the canary network", 1);
+  for (guint i = 0; i < self->n_phases; i++)
+    vd_progress_add_step (self->progress, current_name (self, i), 10);
+  vd_progress_add_step (self->progress, "removing the canary network", 1);
+}
+
+/* Moves the current phase's child on to @step (skipping what a failed
+ * phase never reached) and says what runs now. */
+static void
+phase_progress (VdSelfTest *self, PhaseStep step, const gchar *message)
+{
+  VdProgress *child = vd_progress_get_child (self->progress);
+
+  if (vd_progress_get_n_steps (child) == 0) {
+    for (guint i = 0; i < G_N_ELEMENTS (phase_steps); i++)
+      vd_progress_add_step (child, phase_steps[i].name, phase_steps[i].weight);
+    self->phase_step = PHASE_STEP_BOOT;
+  }
+  for (; self->phase_step < step; self->phase_step++)
+    vd_progress_step_done (child);
+  vd_progress_set_message (child, message);
+}
+
+VdProgress *vd_self_test_get_progress (VdSelfTest *self) { return self->progress; }
+
 
 /* --- host-side checks -------------------------------------------------- */
 
@@ -655,6 +711,7 @@ static void
 next_phase (VdSelfTest *self)
 {
   record_phase (self);
+  vd_progress_step_done (self->progress);
   g_clear_object (&self->session);
   g_clear_pointer (&self->phase_error, g_free);
   self->phase++;
@@ -679,7 +736,7 @@ static void
 end_phase (VdSelfTest *self)
 {
   record_rows (self);
-  progress (self, 3, 4, "stopping the scratch session");
+  phase_progress (self, PHASE_STEP_STOP, "stopping the scratch session");
   if (self->session == NULL || self->live_session != NULL) {
     g_clear_object (&self->session);
     next_phase (self);
@@ -721,7 +778,7 @@ run_probes (VdSelfTest *self)
   g_autofree gchar *step = g_strdup_printf ("%s: probing %" G_GSIZE_FORMAT " canaries from the guest",
                                             current (self)->name, G_N_ELEMENTS (probes));
 
-  progress (self, 2, 4, step);
+  phase_progress (self, PHASE_STEP_PROBE, step);
   vd_canary_reset (self->canary);
   self->counters_before = vd_guard_get_counters (self->guard,
                                                  vd_session_get_uid (self->session),
@@ -767,6 +824,7 @@ scratch_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   if (self->image_digest == NULL)
     self->image_digest = g_strdup (vd_image_get_digest (vd_session_get_image (self->session)));
+  phase_progress (self, PHASE_STEP_HOST_CHECKS, NULL);
   run_host_checks (self);
 }
 
@@ -779,13 +837,13 @@ start_phase (VdSelfTest *self)
 
   self->phase_started_at = g_get_real_time ();
   if (self->live_session != NULL) {
-    progress (self, 0, 4, "live-session: probing the caller's running session");
+    phase_progress (self, PHASE_STEP_HOST_CHECKS, "live-session: probing the caller's running session");
     self->session = g_object_ref (self->live_session);
     self->image_digest = g_strdup (vd_image_get_digest (vd_session_get_image (self->session)));
     run_host_checks (self);
     return;
   }
-  progress (self, 0, 4, step);
+  phase_progress (self, PHASE_STEP_BOOT, step);
   vd_session_pool_start_scratch_async (self->pool, self->boot_image, c->layer1, c->layer2, NULL,
                                           scratch_started_cb, g_object_ref (self));
 }
@@ -894,7 +952,7 @@ finish (VdSelfTest *self)
 {
   GTask *task = g_steal_pointer (&self->task);
 
-  progress (self, 0, 4, "removing the canary network");
+  vd_progress_set_message (self->progress, NULL);
   vd_canary_teardown (self->canary);
   check_canary_removed (self);
   self->finished_at = g_get_real_time ();
@@ -913,12 +971,14 @@ vd_self_test_run_async (VdSelfTest *self, GAsyncReadyCallback callback, gpointer
   self->task = g_task_new (self, NULL, callback, user_data);
   self->started_at = g_get_real_time ();
   self->canary = vd_canary_new (vd_config_get_runtime_dir (self->config));
-  g_signal_emit (self, signals[SIGNAL_PROGRESS], 0, 0u, "setting up the canary network");
+  declare_steps (self);
+  vd_progress_set_message (self->progress, NULL);
   if (!vd_canary_setup (self->canary, &error)) {
     g_prefix_error (&error, "Cannot set up the canary network: ");
     fail_run (self, error);
     return;
   }
+  vd_progress_step_done (self->progress);
   start_phase (self);
 }
 

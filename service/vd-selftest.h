@@ -7,6 +7,7 @@
 #include "vd-config.h"
 #include "vd-guard.h"
 #include "vd-image.h"
+#include "vd-progress.h"
 #include "vd-session.h"
 #include "vd-session-pool.h"
 #include "vd-systemd.h"
@@ -17,6 +18,8 @@ G_BEGIN_DECLS
 
 /* One run of the isolation self-test: scratch guests probe canary listeners
  * under each configuration of the guard; the result is a JSON document.
+ * Its steps are declared up front in a VdProgress (setup, one per
+ * configuration, teardown), below 100 % until the caller has the result.
  * signal "progress" (guint percent, const gchar *step) */
 
 #define VD_TYPE_SELF_TEST (vd_self_test_get_type ())
@@ -41,5 +44,6 @@ void         vd_self_test_set_live_session (VdSelfTest *self,
                                            VdSession  *session);
 VivariumVerdict vd_self_test_get_verdict (VdSelfTest *self);
 gint64       vd_self_test_get_finished_at (VdSelfTest *self);
+VdProgress  *vd_self_test_get_progress (VdSelfTest *self);
 
 G_END_DECLS
