@@ -828,15 +828,18 @@ self_test_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autofree gchar *json = vd_self_test_run_finish (test, res, &error);
   g_autoptr(GError) store_error = NULL;
   VivariumVerdict verdict = vd_self_test_get_verdict (test);
+  g_autofree gchar *verdict_line = NULL;
 
   g_signal_handlers_disconnect_by_data (test, data);
   g_clear_object (&self->self_test);
   if (json == NULL) {
+    vd_job_append_log (job, error->message);
     vd_job_fail (job, error);
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
-  vd_job_append_log (job, json);
+  verdict_line = g_strdup_printf ("verdict: %s", vivarium_verdict_to_string (verdict));
+  vd_job_append_log (job, verdict_line);
   vd_guard_set_self_test_result (self->guard, json, verdict, vd_self_test_get_finished_at (test));
   if (!store_result (self, json, vd_self_test_get_finished_at (test), &store_error))
     g_warning ("cannot store the self-test result: %s", store_error->message);
