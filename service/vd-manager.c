@@ -991,7 +991,8 @@ sweep_dir (const gchar *dir)
 
 /* A daemon that crashed, or was killed, leaves units (already stopped by
  * BindsTo= in the normal case), overlays and sockets behind. Nothing of a
- * previous instance can still be in use, so everything of it goes. */
+ * previous instance can still be in use, so everything of it goes, except
+ * the record of what happened: its Jobs stay (load_jobs() shows them). */
 static void
 sweep_leftovers (VdManager *self)
 {

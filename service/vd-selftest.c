@@ -203,7 +203,8 @@ current_name (VdSelfTest *self, guint phase)
   return self->live_session != NULL ? live_configuration.name : configurations[phase].name;
 }
 
-/* Each phase's steps, weighted by what they took on TCG. */
+/* Each phase's steps, weighted roughly as their time under TCG: the boot
+ * and the probes (timeouts for the blocked ones) dominate. */
 typedef enum {
   PHASE_STEP_BOOT,
   PHASE_STEP_HOST_CHECKS,
