@@ -107,26 +107,29 @@ vctl_cmd_image_recipes (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
 typedef struct {
   GMainLoop        *loop;
   VctlProgress     *progress;
-  VivariumDBusTask *task;
+  VivariumDBusJob  *job;
   VctlContext      *ctx;
   gchar            *state;
   gchar            *message;
   gboolean          vanished;
   gboolean          cancelling;
-} TaskWait;
+} JobWait;
 
+/* Progress and Step are properties: they arrive as PropertiesChanged. */
 static void
-on_task_progress (VivariumDBusTask *task, guint percent, const gchar *step, gpointer user_data)
+on_job_properties_changed (GDBusProxy *proxy, GVariant *changed, GStrv invalidated, gpointer user_data)
 {
-  TaskWait *w = user_data;
-  vctl_progress_update (w->progress, percent, step);
+  JobWait *w = user_data;
+
+  if (!w->cancelling)
+    vctl_progress_update (w->progress, vivarium_dbus_job_get_percent (w->job), vivarium_dbus_job_get_step (w->job));
 }
 
 static void
-on_task_finished (VivariumDBusTask *task, const gchar *state, const gchar *message,
-                  gpointer user_data)
+on_job_finished (VivariumDBusJob *job, const gchar *state, const gchar *message,
+                 gpointer user_data)
 {
-  TaskWait *w = user_data;
+  JobWait *w = user_data;
 
   g_free (w->state);
   w->state = g_strdup (state);
@@ -137,9 +140,9 @@ on_task_finished (VivariumDBusTask *task, const gchar *state, const gchar *messa
 
 /* Without an owner nobody will ever send Finished; waiting on would hang. */
 static void
-on_task_name_owner (GObject *object, GParamSpec *pspec, gpointer user_data)
+on_job_name_owner (GObject *object, GParamSpec *pspec, gpointer user_data)
 {
-  TaskWait *w = user_data;
+  JobWait *w = user_data;
   g_autofree gchar *owner = g_dbus_proxy_get_name_owner (G_DBUS_PROXY (object));
 
   if (owner == NULL) {
@@ -162,100 +165,100 @@ on_cancel_done (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 /* Ctrl-C asks the daemon to cancel, which removes what was built so far;
- * the client keeps waiting so that it can say how the task ended. */
+ * the client keeps waiting so that it can say how the job ended. */
 static gboolean
 on_sigint (gpointer user_data)
 {
-  TaskWait *w = user_data;
+  JobWait *w = user_data;
 
   if (!w->cancelling) {
     w->cancelling = TRUE;
     vctl_progress_end (w->progress);
     g_printerr ("%s\n", _("Cancelling…"));
-    g_dbus_proxy_call (G_DBUS_PROXY (w->task), "Cancel", NULL,
+    g_dbus_proxy_call (G_DBUS_PROXY (w->job), "Cancel", NULL,
                        vctl_call_flags (w->ctx), -1, NULL, on_cancel_done, NULL);
   }
   return G_SOURCE_CONTINUE;
 }
 
 static void
-task_wait_run (TaskWait *w)
+job_wait_run (JobWait *w)
 {
   guint sigint_id;
 
-  g_signal_connect (w->task, "progress", G_CALLBACK (on_task_progress), w);
-  g_signal_connect (w->task, "finished", G_CALLBACK (on_task_finished), w);
-  g_signal_connect (w->task, "notify::g-name-owner", G_CALLBACK (on_task_name_owner), w);
+  g_signal_connect (w->job, "g-properties-changed", G_CALLBACK (on_job_properties_changed), w);
+  g_signal_connect (w->job, "finished", G_CALLBACK (on_job_finished), w);
+  g_signal_connect (w->job, "notify::g-name-owner", G_CALLBACK (on_job_name_owner), w);
   sigint_id = g_unix_signal_add (SIGINT, on_sigint, w);
   g_main_loop_run (w->loop);
   g_source_remove (sigint_id);
-  g_signal_handlers_disconnect_by_data (w->task, w);
+  g_signal_handlers_disconnect_by_data (w->job, w);
 }
 
 static void
-task_wait_clear (TaskWait *w)
+job_wait_clear (JobWait *w)
 {
   g_clear_pointer (&w->loop, g_main_loop_unref);
   g_clear_pointer (&w->progress, vctl_progress_free);
-  g_clear_object (&w->task);
+  g_clear_object (&w->job);
   g_clear_pointer (&w->state, g_free);
   g_clear_pointer (&w->message, g_free);
 }
 
 static gboolean
-task_outcome (TaskWait *w, GError **error)
+job_outcome (JobWait *w, GError **error)
 {
   if (w->vanished) {
     g_set_error_literal (error, G_DBUS_ERROR, G_DBUS_ERROR_NO_REPLY,
-                         _("The daemon went away before the task finished"));
+                         _("The daemon went away before the job finished"));
     return FALSE;
   }
   if (g_strcmp0 (w->state, "succeeded") == 0)
     return TRUE;
   if (g_strcmp0 (w->state, "cancelled") == 0) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
-                         _("The task was cancelled"));
+                         _("The job was cancelled"));
     return FALSE;
   }
   if (w->message != NULL && w->message[0] != '\0')
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("The task failed: %s"),
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("The job failed: %s"),
                  w->message);
   else
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("The task ended as “%s”"),
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("The job ended as “%s”"),
                  w->state != NULL ? w->state : "?");
   return FALSE;
 }
 
 static gboolean
-wait_for_task (VctlContext *ctx, const gchar *task_path, GError **error)
+wait_for_job (VctlContext *ctx, const gchar *job_path, GError **error)
 {
-  TaskWait w = { 0 };
+  JobWait w = { 0 };
   gboolean ok;
 
   w.ctx = ctx;
-  w.task = vivarium_dbus_task_proxy_new_sync (ctx->bus, G_DBUS_PROXY_FLAGS_NONE,
-                                              VIVARIUM_DBUS_NAME, task_path, NULL, error);
-  if (w.task == NULL || !vctl_ensure_properties (ctx, w.task, error)) {
-    task_wait_clear (&w);
+  w.job = vivarium_dbus_job_proxy_new_sync (ctx->bus, G_DBUS_PROXY_FLAGS_NONE,
+                                            VIVARIUM_DBUS_NAME, job_path, NULL, error);
+  if (w.job == NULL || !vctl_ensure_properties (ctx, w.job, error)) {
+    job_wait_clear (&w);
     return FALSE;
   }
   w.loop = g_main_loop_new (NULL, FALSE);
   w.progress = vctl_progress_new (stdout);
   /* The proxy subscribed to signals before it read the properties, so a
-   * task that ended in between shows its final State here instead. */
-  w.state = vivarium_dbus_task_dup_state (w.task);
+   * job that ended in between shows its final State here instead. */
+  w.state = vivarium_dbus_job_dup_state (w.job);
   if (g_strcmp0 (w.state, "running") == 0) {
-    vctl_progress_update (w.progress, vivarium_dbus_task_get_percent (w.task),
-                          vivarium_dbus_task_get_step (w.task));
-    task_wait_run (&w);
+    vctl_progress_update (w.progress, vivarium_dbus_job_get_percent (w.job),
+                          vivarium_dbus_job_get_step (w.job));
+    job_wait_run (&w);
   } else {
-    w.message = vivarium_dbus_task_dup_error_message (w.task);
+    w.message = vivarium_dbus_job_dup_error_message (w.job);
   }
   if (g_strcmp0 (w.state, "succeeded") == 0)
     vctl_progress_update (w.progress, 100, _("Done"));
   vctl_progress_end (w.progress);
-  ok = task_outcome (&w, error);
-  task_wait_clear (&w);
+  ok = job_outcome (&w, error);
+  job_wait_clear (&w);
   return ok;
 }
 
@@ -264,7 +267,7 @@ vctl_cmd_image_build (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
 {
   g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *shown = NULL;
-  const gchar *task_path = NULL;
+  const gchar *job_path = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
     return FALSE;
@@ -274,8 +277,8 @@ vctl_cmd_image_build (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
                    g_variant_new ("(ss)", (*argv)[1], (*argv)[2]), -1, NULL, error);
   if (ret == NULL)
     return FALSE;
-  g_variant_get (ret, "(&o)", &task_path);
-  if (!wait_for_task (ctx, task_path, error))
+  g_variant_get (ret, "(&o)", &job_path);
+  if (!wait_for_job (ctx, job_path, error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[2]);
   g_print (_("Built image “%s”.\n"), shown);

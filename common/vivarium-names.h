@@ -12,6 +12,7 @@ G_BEGIN_DECLS
 #define VIVARIUM_DBUS_PATH_IMAGES   VIVARIUM_DBUS_PATH "/images"
 #define VIVARIUM_DBUS_PATH_PROJECTS VIVARIUM_DBUS_PATH "/projects"
 #define VIVARIUM_DBUS_PATH_TASKS    VIVARIUM_DBUS_PATH "/tasks"
+#define VIVARIUM_DBUS_PATH_JOBS     VIVARIUM_DBUS_PATH "/jobs"
 #define VIVARIUM_DBUS_IFACE_PREFIX  "org.vivarium.Vivarium1"
 #define VIVARIUM_DBUS_ERROR_PREFIX  "org.vivarium.Vivarium1.Error"
 #define VIVARIUM_POLKIT_PREFIX      "org.vivarium.vivarium1."

@@ -40,7 +40,7 @@ static const VdActionMap action_map[] = {
   { I ("Session"), "GetCommandLog", A ("read-reports") },
   { I ("Session"), "Resume",        A ("session-exec") },  /* drives the machine on; runs nothing new */
   { I ("Session"), "Stop",          A ("session-stop") },
-  { I ("Task"),    "Cancel",        A ("image-build") },
+  { I ("Job"),     "Cancel",        A ("image-build") },
   { I ("Guard"),   "RunSelfTest",   A ("guard-selftest") },
 };
 

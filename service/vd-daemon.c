@@ -8,23 +8,24 @@
 
 #include "vivarium-names.h"
 #include "vd-daemon.h"
+#include "vd-idle.h"
 #include "vd-manager.h"
 
 /* Owns the bus name, tells systemd how it is doing, and leaves the bus when
- * nothing has happened for a while and nothing is running: the bus activates
- * it again on the next call. */
+ * nothing has happened for a while and nothing is running (VdIdle: the
+ * manager holds inhibitors for running work, every call resets the clock):
+ * the bus activates it again on the next call. */
 struct _VdDaemon {
   GObject          parent_instance;
   VdConfig        *config;
   VdAuthority     *authority;
   VdManager       *manager;
+  VdIdle          *idle;
   GMainLoop       *loop;
   GDBusConnection *connection;
   guint            owner_id;
-  guint            idle_source;
+  guint            filter_id;
   guint            watchdog_source;
-  guint            holds;
-  guint            last_call_count;
   gboolean         replace;
   gboolean         name_lost;
   gint             exit_status;
@@ -37,10 +38,12 @@ vd_daemon_finalize (GObject *object)
 {
   VdDaemon *self = VD_DAEMON (object);
 
-  g_clear_handle_id (&self->idle_source, g_source_remove);
   g_clear_handle_id (&self->watchdog_source, g_source_remove);
+  if (self->filter_id != 0)
+    g_dbus_connection_remove_filter (self->connection, self->filter_id);
   g_clear_handle_id (&self->owner_id, g_bus_unown_name);
   g_clear_object (&self->manager);
+  g_clear_object (&self->idle);
   g_clear_object (&self->authority);
   g_clear_object (&self->config);
   g_clear_object (&self->connection);
@@ -61,6 +64,8 @@ vd_daemon_init (VdDaemon *self)
   self->authority = vd_authority_new ();
 }
 
+static void idle_timeout_cb (VdIdle *idle, gpointer user_data);
+
 VdDaemon *
 vd_daemon_new (VdConfig *config, gboolean replace)
 {
@@ -68,20 +73,9 @@ vd_daemon_new (VdConfig *config, gboolean replace)
 
   self->config = g_object_ref (config);
   self->replace = replace;
+  self->idle = vd_idle_new (vd_config_get_idle_timeout_sec (config) * 1000);
+  g_signal_connect (self->idle, "timeout", G_CALLBACK (idle_timeout_cb), self);
   return self;
-}
-
-void
-vd_daemon_hold (VdDaemon *self)
-{
-  self->holds++;
-}
-
-void
-vd_daemon_release (VdDaemon *self)
-{
-  g_return_if_fail (self->holds > 0);
-  self->holds--;
 }
 
 void
@@ -91,33 +85,38 @@ vd_daemon_quit (VdDaemon *self)
   g_main_loop_quit (self->loop);
 }
 
-static gboolean
-idle_check_cb (gpointer user_data)
+static void
+idle_timeout_cb (VdIdle *idle, gpointer user_data)
 {
   VdDaemon *self = VD_DAEMON (user_data);
-  guint calls = vd_authority_get_call_count (self->authority);
 
-  if (self->holds > 0 || calls != self->last_call_count) {
-    self->last_call_count = calls;
-    return G_SOURCE_CONTINUE;
-  }
   g_info ("idle with nothing running; leaving the bus");
   /* Give the name up first so that a caller arriving now queues an
    * activation instead of talking to a daemon on its way out. */
   g_clear_handle_id (&self->owner_id, g_bus_unown_name);
-  self->idle_source = 0;
   vd_daemon_quit (self);
+}
+
+static gboolean
+reset_idle_cb (gpointer user_data)
+{
+  vd_idle_reset (VD_IDLE (user_data));
   return G_SOURCE_REMOVE;
 }
 
-static void
-start_idle_timer (VdDaemon *self)
+/* Runs in GDBus's worker thread for every message: a call arriving and its
+ * reply leaving each restart the idle clock, on the main loop. Refused
+ * calls count too: a caller is there. */
+static GDBusMessage *
+message_filter_cb (GDBusConnection *connection, GDBusMessage *message, gboolean incoming, gpointer user_data)
 {
-  guint timeout = vd_config_get_idle_timeout_sec (self->config);
+  VdIdle *idle = VD_IDLE (user_data);
+  GDBusMessageType type = g_dbus_message_get_message_type (message);
 
-  if (timeout == 0)
-    return;
-  self->idle_source = g_timeout_add_seconds (timeout, idle_check_cb, self);
+  if ((incoming && type == G_DBUS_MESSAGE_TYPE_METHOD_CALL) ||
+      (!incoming && (type == G_DBUS_MESSAGE_TYPE_METHOD_RETURN || type == G_DBUS_MESSAGE_TYPE_ERROR)))
+    g_main_context_invoke_full (NULL, G_PRIORITY_DEFAULT, reset_idle_cb, g_object_ref (idle), g_object_unref);
+  return message;
 }
 
 static gboolean
@@ -144,7 +143,9 @@ bus_acquired_cb (GDBusConnection *connection, const gchar *name, gpointer user_d
   g_autoptr(GError) error = NULL;
 
   self->connection = g_object_ref (connection);
-  self->manager = vd_manager_new (self, self->config, self->authority, connection);
+  self->filter_id = g_dbus_connection_add_filter (connection, message_filter_cb, g_object_ref (self->idle),
+                                                  g_object_unref);
+  self->manager = vd_manager_new (self->config, self->authority, self->idle, connection);
   if (!vd_manager_start (self->manager, &error)) {
     g_critical ("cannot start the manager: %s", error->message);
     self->exit_status = 1;
@@ -160,7 +161,7 @@ name_acquired_cb (GDBusConnection *connection, const gchar *name, gpointer user_
   g_info ("serving %s (version %s)", name, PACKAGE_VERSION);
   sd_notify (0, "READY=1\nSTATUS=Serving " VIVARIUM_DBUS_NAME);
   start_watchdog (self);
-  start_idle_timer (self);
+  vd_idle_reset (self->idle);
 }
 
 static void

@@ -14,8 +14,6 @@ G_DECLARE_FINAL_TYPE (VdDaemon, vd_daemon, VD, DAEMON, GObject)
 VdDaemon    *vd_daemon_new            (VdConfig  *config,
                                        gboolean   replace);
 gint         vd_daemon_run            (VdDaemon  *self);
-void         vd_daemon_hold           (VdDaemon  *self);
-void         vd_daemon_release        (VdDaemon  *self);
 void         vd_daemon_quit           (VdDaemon  *self);
 
 G_END_DECLS

@@ -9,20 +9,15 @@
 #include <linux/magic.h>
 #include <sys/socket.h>
 #include <sys/vfs.h>
-#include <glib/gstdio.h>
-#include <json-glib/json-glib.h>
 
 #include "vivarium-dbus-generated.h"
 #include "vivarium-denylist.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-state.h"
 #include "vd-guard.h"
 #include "vd-guard-table.h"
 #include "vd-fs.h"
-#include "vd-selftest.h"
-
-/* Stored self-test results kept under the state dir's selftest/. */
-#define SELF_TEST_HISTORY 50
 
 /* The network guard: one deny list, two layers. Layer 1 is IPAddressDeny=
  * on each session unit (cgroup BPF, enforced by systemd); layer 2 is the
@@ -37,8 +32,6 @@ struct _VdGuard {
   GPtrArray          *deny_list;
   gchar              *layer1_problem;   /* NULL: enforced */
   gchar              *layer2_problem;
-  VdManager          *manager;          /* unowned: it owns us */
-  VdSelfTest         *self_test;        /* the run in progress, if any */
 };
 
 G_DEFINE_TYPE (VdGuard, vd_guard, G_TYPE_OBJECT)
@@ -51,7 +44,6 @@ vd_guard_finalize (GObject *object)
   if (self->table != NULL)
     vd_guard_table_uninstall (self->table);
   g_clear_object (&self->table);
-  g_clear_object (&self->self_test);
   g_clear_object (&self->skeleton);
   g_clear_object (&self->config);
   g_clear_object (&self->systemd);
@@ -182,7 +174,9 @@ publish (VdGuard *self)
   vivarium_dbus_guard_set_layer1 (self->skeleton, self->layer1_problem != NULL ? self->layer1_problem : "enforced");
   vivarium_dbus_guard_set_layer2 (self->skeleton, self->layer2_problem != NULL ? self->layer2_problem : "enforced");
   if (vivarium_dbus_guard_get_verdict (self->skeleton) == NULL)
-    vivarium_dbus_guard_set_verdict (self->skeleton, "never-run");
+    vivarium_dbus_guard_set_verdict (self->skeleton, vivarium_verdict_to_string (VIVARIUM_VERDICT_NEVER_RUN));
+  if (vivarium_dbus_guard_get_job (self->skeleton) == NULL)
+    vivarium_dbus_guard_set_job (self->skeleton, "/");
 }
 
 static gboolean
@@ -333,223 +327,12 @@ vd_guard_verify_table (VdGuard *self, GError **error)
   return vd_guard_table_verify (self->table, error);
 }
 
-/* --- the isolation self-test ----------------------------------------- */
-
-static gchar *
-self_test_dir (VdGuard *self)
-{
-  return vd_config_build_state_path (self->config, "selftest", NULL);
-}
-
-static void
-publish_result (VdGuard *self, const gchar *json, const gchar *verdict, gint64 finished_at)
+/* The self-test runs above the guard (it boots sessions); the guard only
+ * shows its last result. */
+void
+vd_guard_set_self_test_result (VdGuard *self, const gchar *json, VivariumVerdict verdict, gint64 finished_at)
 {
   vivarium_dbus_guard_set_last_result (self->skeleton, json);
-  vivarium_dbus_guard_set_verdict (self->skeleton, verdict);
+  vivarium_dbus_guard_set_verdict (self->skeleton, vivarium_verdict_to_string (verdict));
   vivarium_dbus_guard_set_last_run_at (self->skeleton, (guint64) finished_at);
-}
-
-/* Oldest first by name: the names are UTC timestamps. */
-static void
-prune_history (const gchar *dir)
-{
-  g_auto(GStrv) names = vd_fs_list_dir (dir);
-  g_autoptr(GPtrArray) results = g_ptr_array_new ();
-  guint n;
-
-  for (guint i = 0; names[i] != NULL; i++) {
-    if (g_str_has_suffix (names[i], ".json") && names[i][0] != '.')
-      g_ptr_array_add (results, names[i]);
-  }
-  g_ptr_array_sort (results, (GCompareFunc) g_strcmp0);
-  n = results->len;
-  for (guint i = 0; n > SELF_TEST_HISTORY && i < n - SELF_TEST_HISTORY; i++) {
-    g_autofree gchar *path = g_build_filename (dir, *(gchar **) g_ptr_array_index (results, i), NULL);
-    if (g_unlink (path) != 0)
-      g_warning ("cannot remove old self-test result %s: %s", path, g_strerror (errno));
-  }
-}
-
-/* g_file_set_contents() writes a temporary file and renames it over the
- * target: a reader never sees half a result. */
-static gboolean
-store_result (VdGuard *self, const gchar *json, gint64 finished_at, GError **error)
-{
-  g_autofree gchar *dir = self_test_dir (self);
-  g_autoptr(GDateTime) dt = g_date_time_new_from_unix_utc (finished_at / G_USEC_PER_SEC);
-  g_autofree gchar *stamp = g_date_time_format (dt, "%Y%m%dT%H%M%S");
-  g_autofree gchar *name = g_strdup_printf ("%s.%06" G_GINT64_FORMAT "Z.json", stamp, finished_at % G_USEC_PER_SEC);
-  g_autofree gchar *path = g_build_filename (dir, name, NULL);
-
-  if (g_mkdir_with_parents (dir, 0700) != 0) {
-    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "Cannot create %s: %s", dir, g_strerror (errno));
-    return FALSE;
-  }
-  if (!g_file_set_contents_full (path, json, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error))
-    return FALSE;
-  prune_history (dir);
-  return TRUE;
-}
-
-static gboolean
-parse_stored (const gchar *json, gchar **verdict, gint64 *finished_at)
-{
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  JsonObject *root;
-
-  if (!json_parser_load_from_data (parser, json, -1, NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return FALSE;
-  root = json_node_get_object (json_parser_get_root (parser));
-  *verdict = g_strdup (json_object_get_string_member_with_default (root, "verdict", "inconclusive"));
-  *finished_at = json_object_get_int_member_with_default (root, "finished-at-usec", 0);
-  return TRUE;
-}
-
-/* The newest stored result becomes LastResult/Verdict/LastRunAt, so a
- * restarted (or re-activated) daemon still shows the last run. */
-static void
-load_last_result (VdGuard *self)
-{
-  g_autofree gchar *dir = self_test_dir (self);
-  g_auto(GStrv) names = vd_fs_list_dir (dir);
-  const gchar *newest = NULL;
-  g_autofree gchar *path = NULL;
-  g_autofree gchar *json = NULL;
-  g_autofree gchar *verdict = NULL;
-  gint64 finished_at = 0;
-  g_autoptr(GError) error = NULL;
-
-  for (guint i = 0; names[i] != NULL; i++) {
-    if (g_str_has_suffix (names[i], ".json") && names[i][0] != '.' && g_strcmp0 (names[i], newest) > 0)
-      newest = names[i];
-  }
-  if (newest == NULL)
-    return;
-  path = g_build_filename (dir, newest, NULL);
-  if (!g_file_get_contents (path, &json, NULL, &error) || !parse_stored (json, &verdict, &finished_at)) {
-    g_warning ("cannot load the last self-test result %s: %s", path, error != NULL ? error->message : "not JSON");
-    return;
-  }
-  publish_result (self, json, verdict, finished_at);
-}
-
-static void
-self_test_progress_cb (VdSelfTest *test, guint percent, const gchar *step, gpointer user_data)
-{
-  VdGuard *self = VD_GUARD (user_data);
-
-  vivarium_dbus_guard_emit_self_test_progress (self->skeleton, percent, step);
-}
-
-static void
-self_test_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  g_autoptr(GDBusMethodInvocation) invocation = user_data;
-  VdSelfTest *test = VD_SELF_TEST (source);
-  VdGuard *self = g_object_get_data (G_OBJECT (invocation), "guard");
-  GError *error = NULL;
-  g_autofree gchar *json = vd_self_test_run_finish (test, res, &error);
-  g_autoptr(GError) store_error = NULL;
-
-  g_signal_handlers_disconnect_by_data (test, self);
-  g_clear_object (&self->self_test);
-  vd_manager_release (self->manager);
-  if (json == NULL) {
-    g_dbus_method_invocation_take_error (invocation, error);
-    return;
-  }
-  publish_result (self, json, vd_self_test_get_verdict (test), vd_self_test_get_finished_at (test));
-  if (!store_result (self, json, vd_self_test_get_finished_at (test), &store_error))
-    g_warning ("cannot store the self-test result: %s", store_error->message);
-  vivarium_dbus_guard_emit_self_test_progress (self->skeleton, 100, vd_self_test_get_verdict (test));
-  vivarium_dbus_guard_complete_run_self_test (self->skeleton, invocation, json);
-}
-
-static gboolean
-parse_self_test_options (VdGuard *self, GVariant *options, const gchar **image, gboolean *negative,
-                         const gchar **session, GError **error)
-{
-  const gchar *known[] = { "image", "negative-control", "session", NULL };
-  GVariantIter iter;
-  const gchar *key;
-  GVariant *value;
-
-  *image = "tiny";
-  *negative = FALSE;
-  *session = NULL;
-  g_variant_iter_init (&iter, options);
-  while (g_variant_iter_next (&iter, "{&sv}", &key, &value)) {
-    g_autoptr(GVariant) v = value;
-    if (!g_strv_contains (known, key)) {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                   "Unknown self-test option “%s” (known: image, negative-control, session)", key);
-      return FALSE;
-    }
-    if (g_str_equal (key, "image") && g_variant_is_of_type (v, G_VARIANT_TYPE_STRING)) {
-      *image = g_variant_get_string (v, NULL);
-    } else if (g_str_equal (key, "negative-control") && g_variant_is_of_type (v, G_VARIANT_TYPE_BOOLEAN)) {
-      *negative = g_variant_get_boolean (v);
-    } else if (g_str_equal (key, "session") && g_variant_is_of_type (v, G_VARIANT_TYPE_STRING)) {
-      *session = g_variant_get_string (v, NULL);
-    } else {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                   "The self-test option “%s” has the wrong type", key);
-      return FALSE;
-    }
-  }
-  if (*session != NULL && *negative) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "A live session keeps both layers; it cannot be the negative control");
-    return FALSE;
-  }
-  /* A run with neither layer is a guest with the host's networks open:
-   * only an administrator can allow it, in the configuration file. */
-  if (*negative && !vd_config_get_allow_negative_control (self->config)) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_SUPPORTED,
-                 "The negative control needs [Guard] AllowNegativeControl=true in the configuration");
-    return FALSE;
-  }
-  return vivarium_name_validate ("image", *image, error);
-}
-
-static gboolean
-handle_run_self_test (VivariumDBusGuard *iface, GDBusMethodInvocation *invocation, GVariant *options, gpointer user_data)
-{
-  VdGuard *self = VD_GUARD (user_data);
-  const gchar *image = NULL;
-  const gchar *session_id = NULL;
-  VdSession *live = NULL;
-  gboolean negative = FALSE;
-  GError *error = NULL;
-
-  if (self->self_test != NULL) {
-    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
-                                           "A self-test is already running");
-    return G_DBUS_METHOD_INVOCATION_HANDLED;
-  }
-  if (!parse_self_test_options (self, options, &image, &negative, &session_id, &error) ||
-      (session_id != NULL && (live = vd_manager_lookup_running_session (self->manager, session_id, &error)) == NULL) ||
-      !vd_guard_check_can_start (self, &error)) {
-    g_dbus_method_invocation_take_error (invocation, error);
-    return G_DBUS_METHOD_INVOCATION_HANDLED;
-  }
-  g_info ("self-test started (image %s%s)", image, negative ? ", with the negative control" : "");
-  self->self_test = vd_self_test_new (self->manager, self->config, image, negative);
-  if (live != NULL)
-    vd_self_test_set_live_session (self->self_test, live);
-  vd_manager_hold (self->manager);
-  g_signal_connect (self->self_test, "progress", G_CALLBACK (self_test_progress_cb), self);
-  g_object_set_data (G_OBJECT (invocation), "guard", self);
-  vd_self_test_run_async (self->self_test, self_test_done_cb, g_object_ref (invocation));
-  return G_DBUS_METHOD_INVOCATION_HANDLED;
-}
-
-/* Called once by the manager, after vd_guard_start(): the self-test boots
- * scratch sessions through it. */
-void
-vd_guard_enable_self_test (VdGuard *self, VdManager *manager)
-{
-  self->manager = manager;
-  load_last_result (self);
-  g_signal_connect (self->skeleton, "handle-run-self-test", G_CALLBACK (handle_run_self_test), self);
 }

@@ -3,6 +3,7 @@
 
 #include <gio/gio.h>
 
+#include "vivarium-state.h"
 #include "vd-config.h"
 #include "vd-systemd.h"
 
@@ -35,8 +36,9 @@ gboolean     vd_guard_get_counters        (VdGuard   *self,
 gboolean     vd_guard_verify_table        (VdGuard   *self,
                                            GError   **error);
 
-typedef struct _VdManager VdManager;
-void         vd_guard_enable_self_test    (VdGuard   *self,
-                                           VdManager *manager);
+void         vd_guard_set_self_test_result (VdGuard        *self,
+                                            const gchar    *json,
+                                            VivariumVerdict verdict,
+                                            gint64          finished_at);
 
 G_END_DECLS

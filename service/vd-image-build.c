@@ -27,7 +27,7 @@ struct _VdImageBuild {
   GObject       parent_instance;
   VdConfig     *config;
   VdSystemd    *systemd;
-  VdTask       *task;
+  VdJob       *task;
   gchar        *recipe;
   gchar        *name;
   gchar        *unit;
@@ -112,7 +112,7 @@ vd_image_build_list_recipes (VdConfig *config)
 }
 
 VdImageBuild *
-vd_image_build_new (VdConfig *config, VdSystemd *systemd, VdTask *task, const gchar *recipe, const gchar *name)
+vd_image_build_new (VdConfig *config, VdSystemd *systemd, VdJob *task, const gchar *recipe, const gchar *name)
 {
   VdImageBuild *self = g_object_new (VD_TYPE_IMAGE_BUILD, NULL);
 
@@ -121,8 +121,8 @@ vd_image_build_new (VdConfig *config, VdSystemd *systemd, VdTask *task, const gc
   self->task = g_object_ref (task);
   self->recipe = g_strdup (recipe);
   self->name = g_strdup (name);
-  self->unit = g_strdup_printf ("vivarium-build-%s.service", vd_task_get_id (task));
-  self->staging = vd_config_build_state_path (config, "images", ".staging", vd_task_get_id (task), NULL);
+  self->unit = g_strdup_printf ("vivarium-build-%s.service", vd_job_get_id (task));
+  self->staging = vd_config_build_state_path (config, "images", ".staging", vd_job_get_id (task), NULL);
   self->outdir = g_build_filename (self->staging, "out", NULL);
   return self;
 }
@@ -212,7 +212,7 @@ read_log_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_free (self->last_line);
     self->last_line = vivarium_escape_untrusted (line, strlen (line), BUILDER_LINE_CAP, NULL);
   }
-  vd_task_append_log (self->task, line);
+  vd_job_append_log (self->task, line);
   if (self->log_file != NULL)
     fprintf (self->log_file, "%s\n", line);
   g_data_input_stream_read_line_async (in, G_PRIORITY_DEFAULT, NULL, read_log_line_cb, g_object_ref (self));
@@ -227,13 +227,13 @@ read_progress_line_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   guint64 percent;
   gchar *space;
 
-  if (line == NULL || vd_task_is_finished (self->task))
+  if (line == NULL || vd_job_is_finished (self->task))
     return;
   space = strchr (line, ' ');
   if (space != NULL) {
     *space = '\0';
     if (g_ascii_string_to_unsigned (line, 10, 0, 100, &percent, NULL))
-      vd_task_progress (self->task, (guint) percent, space + 1);
+      vd_job_progress (self->task, (guint) percent, space + 1);
   }
   g_data_input_stream_read_line_async (in, G_PRIORITY_DEFAULT, NULL, read_progress_line_cb, g_object_ref (self));
 }
@@ -363,9 +363,9 @@ finish (VdImageBuild *self)
   }
   /* A cancelled build's unit was stopped, so it "failed" too: what the
    * caller asked for decides how it is reported. */
-  if (g_cancellable_is_cancelled (vd_task_get_cancellable (self->task))) {
+  if (g_cancellable_is_cancelled (vd_job_get_cancellable (self->task))) {
     g_clear_error (&error);
-    g_cancellable_set_error_if_cancelled (vd_task_get_cancellable (self->task), &error);
+    g_cancellable_set_error_if_cancelled (vd_job_get_cancellable (self->task), &error);
   } else if (error == NULL) {
     publish_image (self, &final_dir, &error);
   }
@@ -410,7 +410,7 @@ build_unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(VdImageBuild) self = VD_IMAGE_BUILD (user_data);
 
-  g_cancellable_disconnect (vd_task_get_cancellable (self->task), self->cancel_id);
+  g_cancellable_disconnect (vd_job_get_cancellable (self->task), self->cancel_id);
   self->cancel_id = 0;
   /* Only this failure is the builder's own; the ones before and after it
    * (staging, publishing) are the daemon's and say so themselves. */
@@ -471,8 +471,8 @@ vd_image_build_run_async (VdImageBuild *self, GAsyncReadyCallback callback, gpoi
                          vd_image_build_failure (self->name, self->recipe, NULL, error));
     return;
   }
-  vd_task_progress (self->task, 1, "Starting the builder");
-  self->cancel_id = g_cancellable_connect (vd_task_get_cancellable (self->task), G_CALLBACK (cancelled_cb), self, NULL);
+  vd_job_progress (self->task, 1, "Starting the builder");
+  self->cancel_id = g_cancellable_connect (vd_job_get_cancellable (self->task), G_CALLBACK (cancelled_cb), self, NULL);
   vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, fifo), fds,
                                     NULL, build_unit_done_cb, g_object_ref (self));
 }

@@ -5,7 +5,7 @@
 
 #include "vd-config.h"
 #include "vd-systemd.h"
-#include "vd-task.h"
+#include "vd-job.h"
 
 G_BEGIN_DECLS
 
@@ -22,7 +22,7 @@ gchar        *vd_image_build_recipe_path (VdConfig *config, const gchar *recipe)
 GStrv         vd_image_build_list_recipes (VdConfig *config);
 VdImageBuild *vd_image_build_new         (VdConfig    *config,
                                           VdSystemd   *systemd,
-                                          VdTask      *task,
+                                          VdJob      *task,
                                           const gchar *recipe,
                                           const gchar *name);
 const gchar  *vd_image_build_get_name    (VdImageBuild *self);

@@ -4,46 +4,59 @@
 #include "config.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 
 #include "vivarium-dbus-generated.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-state.h"
 #include "vd-canary.h"
-#include "vd-daemon.h"
 #include "vd-dns-relay.h"
 #include "vd-fs.h"
 #include "vd-guard.h"
+#include "vd-idle.h"
 #include "vd-image.h"
 #include "vd-image-build.h"
 #include "vd-image-import.h"
+#include "vd-job.h"
 #include "vd-log.h"
 #include "vd-manager.h"
+#include "vd-progress.h"
+#include "vd-selftest.h"
 #include "vd-session.h"
+#include "vd-session-pool.h"
 #include "vd-systemd.h"
-#include "vd-task.h"
 
-/* Stopped sessions and finished tasks stay visible this long, so that a
- * caller can still read how they ended. */
-#define FORGET_AFTER_SEC   300
+/* Finished jobs stay on disk and on the bus, the newest this many: a
+ * restarted daemon shows them again, and memory stays bounded (each log is
+ * capped at 1 MiB). */
+#define JOB_HISTORY        20
+/* Stored self-test results kept under the state dir's selftest/. */
+#define SELF_TEST_HISTORY  50
 
+/* The engine: images, builds, the session pool, the guard and its
+ * self-test. It exports its objects through export_protected() on the
+ * connection it was given and keeps the daemon on the bus with VdIdle
+ * inhibitors; the bus name and the daemon's life are not its business. */
 struct _VdManager {
   GObject               parent_instance;
-  VdDaemon             *daemon;       /* unowned: the daemon owns us */
   VdConfig             *config;
   VdAuthority          *authority;
+  VdIdle               *idle;
   GDBusConnection      *connection;
   VdSystemd            *systemd;
   VdGuard              *guard;
   VdDnsRelay           *dns_relay;
+  VdSessionPool        *pool;
+  VdSelfTest           *self_test;    /* the run in progress, if any */
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
   GHashTable           *pending;      /* names of images being built or imported */
-  GHashTable           *sessions;     /* id → VdSession */
-  GHashTable           *tasks;        /* id → VdTask */
-  GHashTable           *uids;         /* uid → session id */
+  GHashTable           *jobs;         /* id → VdJob */
 };
 
 G_DEFINE_TYPE (VdManager, vd_manager, G_TYPE_OBJECT)
@@ -55,19 +68,20 @@ vd_manager_finalize (GObject *object)
 
   if (self->skeleton != NULL)
     g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
-  if (self->guard != NULL)
+  if (self->guard != NULL && g_dbus_interface_skeleton_get_connection (vd_guard_get_skeleton (self->guard)) != NULL)
     g_dbus_interface_skeleton_unexport (vd_guard_get_skeleton (self->guard));
   g_hash_table_unref (self->images);
   g_hash_table_unref (self->pending);
-  g_hash_table_unref (self->sessions);
-  g_hash_table_unref (self->tasks);
-  g_hash_table_unref (self->uids);
+  g_hash_table_unref (self->jobs);
   g_clear_object (&self->skeleton);
+  g_clear_object (&self->self_test);
+  g_clear_object (&self->pool);
   g_clear_object (&self->guard);
   g_clear_object (&self->dns_relay);   /* stops it */
   g_clear_object (&self->systemd);
   g_clear_object (&self->config);
   g_clear_object (&self->authority);
+  g_clear_object (&self->idle);
   g_clear_object (&self->connection);
   G_OBJECT_CLASS (vd_manager_parent_class)->finalize (object);
 }
@@ -83,9 +97,7 @@ vd_manager_init (VdManager *self)
 {
   self->images = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   self->pending = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  self->sessions = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
-  self->tasks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
-  self->uids = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  self->jobs = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
 }
 
 static const gchar **
@@ -103,7 +115,8 @@ object_paths (GHashTable *table, const gchar *(*path_of) (gpointer))
   return (const gchar **) g_ptr_array_free (paths, FALSE);
 }
 
-/* Every object goes on the bus behind the same bouncer. */
+/* The one place objects go on the bus, each behind the same bouncer: the
+ * pool gets it as its VdExportFunc. */
 static gboolean
 export_protected (VdManager *self, GDBusInterfaceSkeleton *skeleton, const gchar *path, GError **error)
 {
@@ -113,13 +126,19 @@ export_protected (VdManager *self, GDBusInterfaceSkeleton *skeleton, const gchar
   return g_dbus_interface_skeleton_export (skeleton, self->connection, path, error);
 }
 
+static gboolean
+export_func (GDBusInterfaceSkeleton *skeleton, const gchar *path, gpointer user_data, GError **error)
+{
+  return export_protected (VD_MANAGER (user_data), skeleton, path, error);
+}
+
 /* --- listing --------------------------------------------------------- */
 
 static gboolean
 handle_list_sessions (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
-  g_autofree const gchar **paths = object_paths (self->sessions, (const gchar *(*) (gpointer)) vd_session_get_object_path);
+  g_autofree const gchar **paths = vd_session_pool_list_paths (self->pool);
 
   vivarium_dbus_manager_complete_list_sessions (iface, invocation, paths);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -282,47 +301,138 @@ check_new_image_name (VdManager *self, const gchar *name, GError **error)
   return TRUE;
 }
 
-/* --- tasks ----------------------------------------------------------- */
+/* --- jobs ------------------------------------------------------------ */
+
+static gchar *
+jobs_dir (VdManager *self)
+{
+  return vd_config_build_state_path (self->config, "jobs", NULL);
+}
+
+static gint
+compare_started (gconstpointer a, gconstpointer b)
+{
+  gint64 x = vd_job_get_started_at (*(VdJob **) a);
+  gint64 y = vd_job_get_started_at (*(VdJob **) b);
+
+  return x < y ? -1 : x > y ? 1 : g_strcmp0 (vd_job_get_id (*(VdJob **) a), vd_job_get_id (*(VdJob **) b));
+}
+
+/* Oldest finished jobs go, from the bus and from the disk, until at most
+ * JOB_HISTORY remain; running ones always stay. */
+static void
+prune_jobs (VdManager *self)
+{
+  g_autoptr(GPtrArray) finished = g_ptr_array_new_with_free_func (g_object_unref);
+  GHashTableIter iter;
+  gpointer value;
+  guint excess;
+
+  g_hash_table_iter_init (&iter, self->jobs);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    if (vd_job_is_finished (value))
+      g_ptr_array_add (finished, g_object_ref (value));
+  }
+  if (g_hash_table_size (self->jobs) <= JOB_HISTORY)
+    return;
+  g_ptr_array_sort (finished, compare_started);
+  excess = MIN (g_hash_table_size (self->jobs) - JOB_HISTORY, finished->len);
+  for (guint i = 0; i < excess; i++) {
+    VdJob *job = g_ptr_array_index (finished, i);
+    g_autoptr(GError) error = NULL;
+    if (!vd_job_delete_files (job, &error))
+      g_warning ("%s", error->message);
+    g_hash_table_remove (self->jobs, vd_job_get_id (job));
+  }
+}
 
 static gboolean
-forget_task_cb (gpointer user_data)
+add_job (VdManager *self, VdJob *job, GError **error)
 {
-  g_autoptr(VdTask) task = user_data;
-  VdManager *self = g_object_get_data (G_OBJECT (task), "manager");
-
-  g_hash_table_remove (self->tasks, vd_task_get_id (task));
-  return G_SOURCE_REMOVE;
+  if (!export_protected (self, vd_job_get_skeleton (job), vd_job_get_object_path (job), error))
+    return FALSE;
+  g_hash_table_insert (self->jobs, g_strdup (vd_job_get_id (job)), g_object_ref (job));
+  return TRUE;
 }
 
 static void
-task_finished (VdManager *self, VdTask *task)
+load_jobs (VdManager *self)
 {
-  g_object_set_data (G_OBJECT (task), "manager", self);
-  g_timeout_add_seconds (FORGET_AFTER_SEC, forget_task_cb, g_object_ref (task));
-  vd_daemon_release (self->daemon);
+  g_autofree gchar *dir = jobs_dir (self);
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    g_autofree gchar *id = NULL;
+    g_autoptr(VdJob) job = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (names[i][0] == '.' || !g_str_has_suffix (names[i], ".json"))
+      continue;
+    id = g_strndup (names[i], strlen (names[i]) - strlen (".json"));
+    if (!vivarium_name_validate ("job", id, &error) || (job = vd_job_load (dir, id, &error)) == NULL ||
+        !add_job (self, job, &error))
+      g_warning ("skipping job record %s: %s", names[i], error->message);
+  }
+  prune_jobs (self);
 }
 
-static VdTask *
-new_task (VdManager *self, const gchar *kind, GError **error)
-{
-  g_autoptr(VdTask) task = vd_task_new (kind, self->connection, error);
+typedef struct {
+  VdManager *manager;
+  guint      inhibit;
+} JobHold;
 
-  if (task == NULL)
+static void
+job_finished_cb (VdJob *job, gpointer user_data)
+{
+  g_autofree JobHold *hold = user_data;
+
+  g_signal_handlers_disconnect_by_data (job, hold);
+  vd_idle_uninhibit (hold->manager->idle, hold->inhibit);
+  prune_jobs (hold->manager);
+}
+
+/* Authorized and exported before anyone learns its path; it keeps the
+ * daemon on the bus until it finishes. */
+static VdJob *
+new_job (VdManager *self, const gchar *operation, gboolean cancelable, GError **error)
+{
+  g_autofree gchar *dir = jobs_dir (self);
+  g_autofree gchar *id = vd_job_new_id ();
+  g_autofree gchar *reason = NULL;
+  g_autoptr(VdJob) job = NULL;
+  JobHold *hold;
+
+  while (g_hash_table_contains (self->jobs, id)) {
+    g_free (id);
+    id = vd_job_new_id ();
+  }
+  job = vd_job_new (operation, id, dir, cancelable);
+  if (!add_job (self, job, error)) {
+    vd_job_delete_files (job, NULL);
     return NULL;
-  vd_authority_protect (self->authority, vd_task_get_skeleton (task));
-  g_hash_table_insert (self->tasks, g_strdup (vd_task_get_id (task)), g_object_ref (task));
-  vd_daemon_hold (self->daemon);
-  return g_steal_pointer (&task);
+  }
+  hold = g_new0 (JobHold, 1);
+  hold->manager = self;
+  reason = g_strdup_printf ("job %s (%s)", id, operation);
+  hold->inhibit = vd_idle_inhibit (self->idle, reason);
+  g_signal_connect (job, "finished", G_CALLBACK (job_finished_cb), hold);
+  return g_steal_pointer (&job);
 }
 
 /* --- building -------------------------------------------------------- */
 
+typedef struct {
+  VdManager *manager;
+  VdJob     *job;
+} BuildData;
+
 static void
 build_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
-  VdManager *self = VD_MANAGER (user_data);
+  g_autofree BuildData *data = user_data;
+  VdManager *self = data->manager;
   VdImageBuild *build = VD_IMAGE_BUILD (source);
-  g_autoptr(VdTask) task = g_object_ref (g_object_get_data (source, "task"));
+  g_autoptr(VdJob) job = data->job;
   g_autofree gchar *name = g_strdup (vd_image_build_get_name (build));
   g_autofree gchar *dir = NULL;
   g_autoptr(VdImage) image = NULL;
@@ -332,11 +442,10 @@ build_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (dir != NULL)
     image = vd_image_load (dir, &error);
   if (image != NULL && add_image (self, image, TRUE, &error))
-    vd_task_succeed (task, vd_image_get_object_path (image));
+    vd_job_succeed (job, vd_image_get_object_path (image));
   else
-    vd_task_fail (task, error);
+    vd_job_fail (job, error);
   g_hash_table_remove (self->pending, name);
-  task_finished (self, task);
 }
 
 static gboolean
@@ -359,38 +468,48 @@ handle_build_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
                     const gchar *name, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
-  g_autoptr(VdTask) task = NULL;
+  g_autoptr(VdJob) job = NULL;
   g_autoptr(VdImageBuild) build = NULL;
+  BuildData *data;
   GError *error = NULL;
 
   if (!check_recipe (self, recipe, &error) || !check_new_image_name (self, name, &error) ||
-      (task = new_task (self, "build-image", &error)) == NULL) {
+      (job = new_job (self, "build-image", TRUE, &error)) == NULL) {
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  build = vd_image_build_new (self->config, self->systemd, task, recipe, name);
-  g_object_set_data_full (G_OBJECT (build), "task", g_object_ref (task), g_object_unref);
+  build = vd_image_build_new (self->config, self->systemd, job, recipe, name);
+  data = g_new0 (BuildData, 1);
+  data->manager = self;
+  data->job = g_object_ref (job);
   g_hash_table_add (self->pending, g_strdup (name));
-  vd_log_image (G_LOG_LEVEL_INFO, name, "building image %s from recipe %s (task %s)", name, recipe, vd_task_get_id (task));
-  vd_image_build_run_async (build, build_done_cb, self);
-  vivarium_dbus_manager_complete_build_image (iface, invocation, vd_task_get_object_path (task));
+  vd_log_image (G_LOG_LEVEL_INFO, name, "building image %s from recipe %s (job %s)", name, recipe, vd_job_get_id (job));
+  vd_image_build_run_async (build, build_done_cb, data);
+  vivarium_dbus_manager_complete_build_image (iface, invocation, vd_job_get_object_path (job));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
 /* --- importing ------------------------------------------------------- */
 
+typedef struct {
+  VdManager             *manager;
+  GDBusMethodInvocation *invocation;
+  guint                  inhibit;
+} ImportData;
+
 static void
 import_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
-  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  g_autofree ImportData *data = user_data;
+  g_autoptr(GDBusMethodInvocation) invocation = data->invocation;
   VdImageImport *import = VD_IMAGE_IMPORT (source);
-  VdManager *self = g_object_get_data (source, "manager");
+  VdManager *self = data->manager;
   g_autofree gchar *dir = NULL;
   g_autoptr(VdImage) image = NULL;
   GError *error = NULL;
 
   g_hash_table_remove (self->pending, vd_image_import_get_name (import));
-  vd_daemon_release (self->daemon);
+  vd_idle_uninhibit (self->idle, data->inhibit);
   dir = vd_image_import_run_finish (import, res, &error);
   if (dir == NULL || (image = vd_image_load (dir, &error)) == NULL || !add_image (self, image, TRUE, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
@@ -406,6 +525,7 @@ handle_import_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocati
 {
   VdManager *self = VD_MANAGER (user_data);
   g_autoptr(VdImageImport) import = NULL;
+  ImportData *data;
   GError *error = NULL;
   gint fd;
 
@@ -414,13 +534,14 @@ handle_import_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocati
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   import = vd_image_import_new (self->config, name, fd);
-  g_object_set_data (G_OBJECT (import), "manager", self);
+  data = g_new0 (ImportData, 1);
+  data->manager = self;
+  data->invocation = g_object_ref (invocation);
+  data->inhibit = vd_idle_inhibit (self->idle, "an image import");
   g_hash_table_add (self->pending, g_strdup (name));
-  vd_daemon_hold (self->daemon);
-  vd_image_import_run_async (import, import_done_cb, g_object_ref (invocation));
+  vd_image_import_run_async (import, import_done_cb, data);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
-
 /* --- sessions -------------------------------------------------------- */
 
 static gboolean
@@ -513,212 +634,25 @@ check_project (VdManager *self, const gchar *project, GError **error)
   return FALSE;
 }
 
-static guint32
-allocate_uid (VdManager *self, GError **error)
-{
-  guint32 base = vd_config_get_uid_base (self->config);
-  guint32 last_covered = vd_guard_get_uncovered_uid (self->guard) - 1;
-
-  for (guint32 uid = base; uid <= last_covered; uid++) {
-    if (!g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
-      return uid;
-  }
-  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "No session uid is free");
-  return 0;
-}
-
-static gboolean
-forget_session_cb (gpointer user_data)
-{
-  g_autoptr(VdSession) session = user_data;
-  VdManager *self = g_object_get_data (G_OBJECT (session), "manager");
-  g_autofree gchar *path = g_strdup (vd_session_get_object_path (session));
-
-  if (g_hash_table_remove (self->sessions, vd_session_get_id (session)))
-    vivarium_dbus_manager_emit_session_removed (self->skeleton, path);
-  return G_SOURCE_REMOVE;
-}
-
-static void
-session_ended_cb (VdSession *session, gpointer user_data)
-{
-  VdManager *self = VD_MANAGER (user_data);
-  guint32 uid = vd_session_get_uid (session);
-  guint64 packets = 0, bytes = 0;
-
-  if (vd_guard_get_counters (self->guard, uid, &packets, &bytes))
-    vd_log_session (G_LOG_LEVEL_INFO, vd_session_get_id (session),
-                    "session %s: the guard dropped %" G_GUINT64_FORMAT " packets", vd_session_get_id (session), packets);
-  vd_guard_remove_session (self->guard, uid);
-  g_hash_table_remove (self->uids, GUINT_TO_POINTER (uid));
-  vd_image_remove_user (vd_session_get_image (session), vd_session_get_object_path (session));
-  vd_daemon_release (self->daemon);
-  g_object_set_data (G_OBJECT (session), "manager", self);
-  g_timeout_add_seconds (FORGET_AFTER_SEC, forget_session_cb, g_object_ref (session));
-}
-
-/* Layer 1 is checked on the unit as systemd holds it, not as we asked. */
-static gboolean
-check_started_session (VdManager *self, VdSession *session, GAsyncResult *res, GError **error)
-{
-  if (!vd_session_start_finish (session, res, error))
-    return FALSE;
-  if (vd_session_get_options (session)->guard_layer1 &&
-      !vd_guard_check_unit (self->guard, vd_session_get_unit (session), error)) {
-    vd_session_stop_async (session, NULL, NULL);
-    return FALSE;
-  }
-  return TRUE;
-}
+typedef struct {
+  VdManager             *manager;
+  GDBusMethodInvocation *invocation;
+} StartData;
 
 static void
 session_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
-  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  g_autofree StartData *data = user_data;
+  g_autoptr(GDBusMethodInvocation) invocation = data->invocation;
   VdSession *session = VD_SESSION (source);
-  VdManager *self = g_object_get_data (source, "manager");
+  VdManager *self = data->manager;
   GError *error = NULL;
 
-  if (!check_started_session (self, session, res, &error)) {
+  if (!vd_session_pool_start_finish (self->pool, session, res, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
   vivarium_dbus_manager_complete_start_session (self->skeleton, invocation, vd_session_get_object_path (session));
-}
-
-/* uid 0 means "pick a free slot"; the self-test passes the one slot the
- * nftables table does not cover. */
-static VdSession *
-create_session (VdManager *self, VdImage *image, const VdSessionOptions *options, guint32 uid, GError **error)
-{
-  g_autoptr(VdSession) session = NULL;
-  gint64 guard_started = g_get_monotonic_time ();
-
-  if (uid == 0)
-    uid = allocate_uid (self, error);
-  else if (g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "The session uid %u is in use", uid);
-  if (uid == 0 || (error != NULL && *error != NULL) || !vd_guard_add_session (self->guard, uid, error))
-    return NULL;
-  session = vd_session_new (self->config, self->systemd, self->connection, image, NULL, uid, options,
-                            vd_guard_get_deny_list (self->guard));
-  vd_session_set_resolv_conf (session, vd_dns_relay_get_resolv_conf (self->dns_relay));
-  vd_session_record_timing (session, "guard", (guint64) (g_get_monotonic_time () - guard_started));
-  if (!export_protected (self, vd_session_get_skeleton (session), vd_session_get_object_path (session), error)) {
-    vd_guard_remove_session (self->guard, uid);
-    return NULL;
-  }
-  g_hash_table_insert (self->uids, GUINT_TO_POINTER (uid), g_strdup (vd_session_get_id (session)));
-  g_hash_table_insert (self->sessions, g_strdup (vd_session_get_id (session)), g_object_ref (session));
-  g_signal_connect (session, "ended", G_CALLBACK (session_ended_cb), self);
-  g_object_set_data (G_OBJECT (session), "manager", self);
-  vd_daemon_hold (self->daemon);
-  vivarium_dbus_manager_emit_session_added (self->skeleton, vd_session_get_object_path (session));
-  return g_steal_pointer (&session);
-}
-
-static void
-scratch_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  g_autoptr(GTask) task = G_TASK (user_data);
-  VdManager *self = g_task_get_source_object (task);
-  GError *error = NULL;
-
-  if (!check_started_session (self, VD_SESSION (source), res, &error)) {
-    g_task_return_error (task, error);
-    return;
-  }
-  g_task_return_pointer (task, g_object_ref (source), g_object_unref);
-}
-
-/* A session for the daemon's own use (the isolation self-test): the same
- * path as StartSession, but with a layer of the guard possibly left out. */
-void
-vd_manager_start_scratch_session_async (VdManager *self, const gchar *image_name, gboolean layer1, gboolean layer2,
-                                        GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
-{
-  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
-  VdSessionOptions opts = { 0 };
-  g_autoptr(VdSession) session = NULL;
-  VdImage *image;
-  GError *error = NULL;
-
-  opts.memory_mib = vd_config_get_default_memory_mib (self->config);
-  opts.cpus = 1;
-  opts.guard_layer1 = layer1;
-  opts.guard_layer2 = layer2;
-  if ((image = lookup_bootable_image (self, image_name, &error)) == NULL ||
-      (session = create_session (self, image, &opts, layer2 ? 0 : vd_guard_get_uncovered_uid (self->guard), &error)) == NULL) {
-    g_task_return_error (task, error);
-    return;
-  }
-  vd_session_start_async (session, cancellable, scratch_started_cb, g_steal_pointer (&task));
-}
-
-VdSession *
-vd_manager_start_scratch_session_finish (VdManager *self, GAsyncResult *result, GError **error)
-{
-  return g_task_propagate_pointer (G_TASK (result), error);
-}
-
-/* For the self-test's live-session mode: a caller's running session. */
-VdSession *
-vd_manager_lookup_running_session (VdManager *self, const gchar *id, GError **error)
-{
-  VdSession *session;
-
-  if (!vivarium_name_validate ("session", id, error))
-    return NULL;
-  session = g_hash_table_lookup (self->sessions, id);
-  if (session == NULL) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND, "There is no session “%s”", id);
-    return NULL;
-  }
-  if (g_strcmp0 (vd_session_get_state (session), "running") != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The session %s is %s, not running",
-                 id, vd_session_get_state (session));
-    return NULL;
-  }
-  return session;
-}
-
-/* Long work that is not a session or a task (the self-test) keeps the
- * daemon on the bus while it runs. */
-void
-vd_manager_hold (VdManager *self)
-{
-  vd_daemon_hold (self->daemon);
-}
-
-void
-vd_manager_release (VdManager *self)
-{
-  vd_daemon_release (self->daemon);
-}
-
-VdGuard *
-vd_manager_get_guard (VdManager *self)
-{
-  return self->guard;
-}
-
-VdSystemd *
-vd_manager_get_systemd (VdManager *self)
-{
-  return self->systemd;
-}
-
-static guint
-count_active_sessions (VdManager *self)
-{
-  GHashTableIter iter;
-  gpointer value;
-  guint n = 0;
-
-  g_hash_table_iter_init (&iter, self->sessions);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    n += vd_session_is_active (value) ? 1 : 0;
-  return n;
 }
 
 static gboolean
@@ -729,6 +663,7 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
   VdSessionOptions opts = { 0 };
   VdImage *image;
   g_autoptr(VdSession) session = NULL;
+  StartData *data;
   GError *error = NULL;
 
   if (!parse_session_options (self, options, &opts, &error) || !check_project (self, project, &error) ||
@@ -737,18 +672,286 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  if (count_active_sessions (self) >= vd_config_get_max_sessions (self->config)) {
+  if (vd_session_pool_count_active (self->pool) >= vd_config_get_max_sessions (self->config)) {
     g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
                                            "%u sessions are running, the configured maximum",
                                            vd_config_get_max_sessions (self->config));
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  session = create_session (self, image, &opts, 0, &error);
+  session = vd_session_pool_create (self->pool, image, &opts, 0, &error);
   if (session == NULL) {
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  vd_session_start_async (session, NULL, session_started_cb, g_object_ref (invocation));
+  data = g_new0 (StartData, 1);
+  data->manager = self;
+  data->invocation = g_object_ref (invocation);
+  vd_session_start_async (session, NULL, session_started_cb, data);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+session_added_cb (VdSessionPool *pool, VdSession *session, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+
+  vivarium_dbus_manager_emit_session_added (self->skeleton, vd_session_get_object_path (session));
+}
+
+static void
+session_removed_cb (VdSessionPool *pool, const gchar *path, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+
+  vivarium_dbus_manager_emit_session_removed (self->skeleton, path);
+}
+
+/* --- the isolation self-test ----------------------------------------- */
+
+static gchar *
+self_test_dir (VdManager *self)
+{
+  return vd_config_build_state_path (self->config, "selftest", NULL);
+}
+
+/* Oldest first by name: the names are UTC timestamps. */
+static void
+prune_history (const gchar *dir)
+{
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+  g_autoptr(GPtrArray) results = g_ptr_array_new ();
+  guint n;
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    if (g_str_has_suffix (names[i], ".json") && names[i][0] != '.')
+      g_ptr_array_add (results, names[i]);
+  }
+  g_ptr_array_sort (results, (GCompareFunc) g_strcmp0);
+  n = results->len;
+  for (guint i = 0; n > SELF_TEST_HISTORY && i < n - SELF_TEST_HISTORY; i++) {
+    g_autofree gchar *path = g_build_filename (dir, *(gchar **) g_ptr_array_index (results, i), NULL);
+    if (g_unlink (path) != 0)
+      g_warning ("cannot remove old self-test result %s: %s", path, g_strerror (errno));
+  }
+}
+
+/* g_file_set_contents() writes a temporary file and renames it over the
+ * target: a reader never sees half a result. */
+static gboolean
+store_result (VdManager *self, const gchar *json, gint64 finished_at, GError **error)
+{
+  g_autofree gchar *dir = self_test_dir (self);
+  g_autoptr(GDateTime) dt = g_date_time_new_from_unix_utc (finished_at / G_USEC_PER_SEC);
+  g_autofree gchar *stamp = g_date_time_format (dt, "%Y%m%dT%H%M%S");
+  g_autofree gchar *name = g_strdup_printf ("%s.%06" G_GINT64_FORMAT "Z.json", stamp, finished_at % G_USEC_PER_SEC);
+  g_autofree gchar *path = g_build_filename (dir, name, NULL);
+
+  if (g_mkdir_with_parents (dir, 0700) != 0) {
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "Cannot create %s: %s", dir, g_strerror (errno));
+    return FALSE;
+  }
+  if (!g_file_set_contents_full (path, json, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error))
+    return FALSE;
+  prune_history (dir);
+  return TRUE;
+}
+
+static gboolean
+parse_stored (const gchar *json, VivariumVerdict *verdict, gint64 *finished_at)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonObject *root;
+
+  if (!json_parser_load_from_data (parser, json, -1, NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return FALSE;
+  root = json_node_get_object (json_parser_get_root (parser));
+  if (!vivarium_verdict_from_string (json_object_get_string_member_with_default (root, "verdict", ""), verdict))
+    *verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+  *finished_at = json_object_get_int_member_with_default (root, "finished-at-usec", 0);
+  return TRUE;
+}
+
+/* The newest stored result becomes LastResult/Verdict/LastRunAt, so a
+ * restarted (or re-activated) daemon still shows the last run. */
+static void
+load_last_result (VdManager *self)
+{
+  g_autofree gchar *dir = self_test_dir (self);
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+  const gchar *newest = NULL;
+  g_autofree gchar *path = NULL;
+  g_autofree gchar *json = NULL;
+  VivariumVerdict verdict = VIVARIUM_VERDICT_NEVER_RUN;
+  gint64 finished_at = 0;
+  g_autoptr(GError) error = NULL;
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    if (g_str_has_suffix (names[i], ".json") && names[i][0] != '.' && g_strcmp0 (names[i], newest) > 0)
+      newest = names[i];
+  }
+  if (newest == NULL)
+    return;
+  path = g_build_filename (dir, newest, NULL);
+  if (!g_file_get_contents (path, &json, NULL, &error) || !parse_stored (json, &verdict, &finished_at)) {
+    g_warning ("cannot load the last self-test result %s: %s", path, error != NULL ? error->message : "not JSON");
+    return;
+  }
+  vd_guard_set_self_test_result (self->guard, json, verdict, finished_at);
+}
+
+typedef struct {
+  VdManager             *manager;
+  GDBusMethodInvocation *invocation;
+  VdJob                 *job;
+} SelfTestData;
+
+static void
+self_test_progress_cb (VdSelfTest *test, guint percent, const gchar *step, gpointer user_data)
+{
+  SelfTestData *data = user_data;
+  VivariumDBusGuard *guard = VIVARIUM_DBUS_GUARD (vd_guard_get_skeleton (data->manager->guard));
+
+  vivarium_dbus_guard_emit_self_test_progress (guard, percent, step);
+  vd_job_set_progress (data->job, vd_progress_get_fraction (vd_self_test_get_progress (test)), step);
+}
+
+static void
+self_test_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autofree SelfTestData *data = user_data;
+  g_autoptr(GDBusMethodInvocation) invocation = data->invocation;
+  g_autoptr(VdJob) job = data->job;
+  VdManager *self = data->manager;
+  VivariumDBusGuard *guard = VIVARIUM_DBUS_GUARD (vd_guard_get_skeleton (self->guard));
+  VdSelfTest *test = VD_SELF_TEST (source);
+  GError *error = NULL;
+  g_autofree gchar *json = vd_self_test_run_finish (test, res, &error);
+  g_autoptr(GError) store_error = NULL;
+  VivariumVerdict verdict = vd_self_test_get_verdict (test);
+  g_autofree gchar *verdict_line = NULL;
+
+  g_signal_handlers_disconnect_by_data (test, data);
+  g_clear_object (&self->self_test);
+  if (json == NULL) {
+    vd_job_append_log (job, error->message);
+    vd_job_fail (job, error);
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  verdict_line = g_strdup_printf ("verdict: %s", vivarium_verdict_to_string (verdict));
+  vd_job_append_log (job, verdict_line);
+  vd_guard_set_self_test_result (self->guard, json, verdict, vd_self_test_get_finished_at (test));
+  if (!store_result (self, json, vd_self_test_get_finished_at (test), &store_error))
+    g_warning ("cannot store the self-test result: %s", store_error->message);
+  vivarium_dbus_guard_emit_self_test_progress (guard, 100, vivarium_verdict_to_string (verdict));
+  vd_job_succeed (job, NULL);
+  vivarium_dbus_guard_complete_run_self_test (guard, invocation, json);
+}
+
+static gboolean
+parse_self_test_options (VdManager *self, GVariant *options, const gchar **image, gboolean *negative,
+                         const gchar **session, GError **error)
+{
+  const gchar *known[] = { "image", "negative-control", "session", NULL };
+  GVariantIter iter;
+  const gchar *key;
+  GVariant *value;
+
+  *image = "tiny";
+  *negative = FALSE;
+  *session = NULL;
+  g_variant_iter_init (&iter, options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value)) {
+    g_autoptr(GVariant) v = value;
+    if (!g_strv_contains (known, key)) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                   "Unknown self-test option “%s” (known: image, negative-control, session)", key);
+      return FALSE;
+    }
+    if (g_str_equal (key, "image") && g_variant_is_of_type (v, G_VARIANT_TYPE_STRING)) {
+      *image = g_variant_get_string (v, NULL);
+    } else if (g_str_equal (key, "negative-control") && g_variant_is_of_type (v, G_VARIANT_TYPE_BOOLEAN)) {
+      *negative = g_variant_get_boolean (v);
+    } else if (g_str_equal (key, "session") && g_variant_is_of_type (v, G_VARIANT_TYPE_STRING)) {
+      *session = g_variant_get_string (v, NULL);
+    } else {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                   "The self-test option “%s” has the wrong type", key);
+      return FALSE;
+    }
+  }
+  if (*session != NULL && *negative) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "A live session keeps both layers; it cannot be the negative control");
+    return FALSE;
+  }
+  /* A run with neither layer is a guest with the host's networks open:
+   * only an administrator can allow it, in the configuration file. */
+  if (*negative && !vd_config_get_allow_negative_control (self->config)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_SUPPORTED,
+                 "The negative control needs [Guard] AllowNegativeControl=true in the configuration");
+    return FALSE;
+  }
+  return vivarium_name_validate ("image", *image, error);
+}
+
+/* Everything a caller can get wrong is refused here, before the canary
+ * network exists: options, the live session, the guard, the image. */
+static gboolean
+prepare_self_test (VdManager *self, GVariant *options, const gchar **image_name, VdImage **image,
+                   VdSession **live, gboolean *negative, GError **error)
+{
+  const gchar *session_id = NULL;
+
+  *image = NULL;
+  *live = NULL;
+  if (!parse_self_test_options (self, options, image_name, negative, &session_id, error))
+    return FALSE;
+  if (session_id != NULL && (*live = vd_session_pool_lookup_running (self->pool, session_id, error)) == NULL)
+    return FALSE;
+  if (!vd_guard_check_can_start (self->guard, error))
+    return FALSE;
+  return *live != NULL || (*image = lookup_bootable_image (self, *image_name, error)) != NULL;
+}
+
+static gboolean
+handle_run_self_test (VivariumDBusGuard *iface, GDBusMethodInvocation *invocation, GVariant *options,
+                      gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  const gchar *image_name = NULL;
+  VdImage *image = NULL;
+  VdSession *live = NULL;
+  gboolean negative = FALSE;
+  SelfTestData *data;
+  VdJob *job;
+  GError *error = NULL;
+
+  if (self->self_test != NULL) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                                           "A self-test is already running");
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (!prepare_self_test (self, options, &image_name, &image, &live, &negative, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if ((job = new_job (self, "self-test", FALSE, &error)) == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  g_info ("self-test started (image %s%s, job %s)", image_name, negative ? ", with the negative control" : "",
+          vd_job_get_id (job));
+  vivarium_dbus_guard_set_job (VIVARIUM_DBUS_GUARD (iface), vd_job_get_object_path (job));
+  self->self_test = vd_self_test_new (self->pool, self->guard, self->systemd, self->config, image_name, image, negative);
+  if (live != NULL)
+    vd_self_test_set_live_session (self->self_test, live);
+  data = g_new0 (SelfTestData, 1);
+  data->manager = self;
+  data->invocation = g_object_ref (invocation);
+  data->job = job;   /* the table holds one reference, this the other */
+  g_signal_connect (self->self_test, "progress", G_CALLBACK (self_test_progress_cb), data);
+  vd_self_test_run_async (self->self_test, self_test_done_cb, data);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -788,7 +991,8 @@ sweep_dir (const gchar *dir)
 
 /* A daemon that crashed, or was killed, leaves units (already stopped by
  * BindsTo= in the normal case), overlays and sockets behind. Nothing of a
- * previous instance can still be in use, so everything of it goes. */
+ * previous instance can still be in use, so everything of it goes, except
+ * the record of what happened: its Jobs stay (load_jobs() shows them). */
 static void
 sweep_leftovers (VdManager *self)
 {
@@ -808,17 +1012,19 @@ sweep_leftovers (VdManager *self)
 /* --- life cycle ------------------------------------------------------ */
 
 VdManager *
-vd_manager_new (VdDaemon *daemon, VdConfig *config, VdAuthority *authority, GDBusConnection *connection)
+vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusConnection *connection)
 {
   VdManager *self = g_object_new (VD_TYPE_MANAGER, NULL);
 
-  self->daemon = daemon;
   self->config = g_object_ref (config);
   self->authority = g_object_ref (authority);
+  self->idle = g_object_ref (idle);
   self->connection = g_object_ref (connection);
   self->systemd = vd_systemd_new (connection);
   self->guard = vd_guard_new (config, self->systemd);
   self->dns_relay = vd_dns_relay_new (config);
+  self->pool = vd_session_pool_new (config, self->systemd, self->guard, self->dns_relay, idle, connection,
+                                    export_func, self);
   return self;
 }
 
@@ -834,6 +1040,9 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-build-image", G_CALLBACK (handle_build_image), self);
   g_signal_connect (s, "handle-import-image", G_CALLBACK (handle_import_image), self);
   g_signal_connect (s, "handle-start-session", G_CALLBACK (handle_start_session), self);
+  g_signal_connect (vd_guard_get_skeleton (self->guard), "handle-run-self-test", G_CALLBACK (handle_run_self_test), self);
+  g_signal_connect (self->pool, "session-added", G_CALLBACK (session_added_cb), self);
+  g_signal_connect (self->pool, "session-removed", G_CALLBACK (session_removed_cb), self);
 }
 
 gboolean
@@ -854,7 +1063,7 @@ vd_manager_start (VdManager *self, GError **error)
     g_clear_error (&local_error);
   }
   vd_guard_start (self->guard);
-  vd_guard_enable_self_test (self->guard, self);
+  load_last_result (self);
   self->skeleton = vivarium_dbus_manager_skeleton_new ();
   vivarium_dbus_manager_set_version (self->skeleton, PACKAGE_VERSION);
   vivarium_dbus_manager_set_state (self->skeleton, "running");
@@ -864,6 +1073,7 @@ vd_manager_start (VdManager *self, GError **error)
       !export_protected (self, vd_guard_get_skeleton (self->guard), VIVARIUM_DBUS_PATH, error))
     return FALSE;
   load_images (self);
+  load_jobs (self);
   return TRUE;
 }
 
@@ -872,12 +1082,8 @@ vd_manager_start (VdManager *self, GError **error)
 void
 vd_manager_shutdown (VdManager *self)
 {
-  GHashTableIter iter;
-  gpointer value;
-
-  vivarium_dbus_manager_set_state (self->skeleton, "stopping");
-  g_hash_table_iter_init (&iter, self->sessions);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    vd_session_stop_sync (VD_SESSION (value));
+  if (self->skeleton != NULL)
+    vivarium_dbus_manager_set_state (self->skeleton, "stopping");
+  vd_session_pool_stop_all_sync (self->pool);
   vd_dns_relay_stop (self->dns_relay);
 }

@@ -5,42 +5,23 @@
 
 #include "vd-authority.h"
 #include "vd-config.h"
+#include "vd-idle.h"
 
 G_BEGIN_DECLS
 
-typedef struct _VdDaemon VdDaemon;
+/* The engine below the bus. It is handed the connection to export its
+ * objects on and a VdIdle to keep the daemon on the bus while work runs;
+ * it never includes the daemon. */
 
 #define VD_TYPE_MANAGER (vd_manager_get_type ())
 G_DECLARE_FINAL_TYPE (VdManager, vd_manager, VD, MANAGER, GObject)
 
-VdManager *vd_manager_new        (VdDaemon         *daemon,
-                                  VdConfig         *config,
+VdManager *vd_manager_new        (VdConfig         *config,
                                   VdAuthority      *authority,
+                                  VdIdle           *idle,
                                   GDBusConnection  *connection);
 gboolean   vd_manager_start      (VdManager        *self,
                                   GError          **error);
 void       vd_manager_shutdown   (VdManager        *self);
-
-typedef struct _VdSession VdSession;
-typedef struct _VdGuard VdGuard;
-typedef struct _VdSystemd VdSystemd;
-
-void       vd_manager_start_scratch_session_async  (VdManager          *self,
-                                                    const gchar        *image,
-                                                    gboolean            layer1,
-                                                    gboolean            layer2,
-                                                    GCancellable       *cancellable,
-                                                    GAsyncReadyCallback callback,
-                                                    gpointer            user_data);
-VdSession *vd_manager_start_scratch_session_finish (VdManager     *self,
-                                                    GAsyncResult  *result,
-                                                    GError       **error);
-VdGuard   *vd_manager_get_guard                    (VdManager *self);
-VdSession *vd_manager_lookup_running_session       (VdManager     *self,
-                                                    const gchar   *id,
-                                                    GError       **error);
-void       vd_manager_hold                         (VdManager *self);
-void       vd_manager_release                      (VdManager *self);
-VdSystemd *vd_manager_get_systemd                  (VdManager *self);
 
 G_END_DECLS

@@ -15,6 +15,7 @@
 #include "vd-canary.h"
 #include "vd-guard.h"
 #include "vd-image.h"
+#include "vd-progress.h"
 #include "vd-selftest.h"
 #include "vd-session.h"
 #include "vd-systemd.h"
@@ -75,21 +76,26 @@ static const gchar *allowed_devices[] = { "/dev/kvm", "/dev/null", NULL };
 
 struct _VdSelfTest {
   GObject      parent_instance;
-  VdManager   *manager;        /* unowned: the manager outlives every run */
+  VdSessionPool *pool;
+  VdGuard     *guard;
+  VdSystemd   *systemd;
   VdConfig    *config;
   gchar       *image;
+  VdImage     *boot_image;     /* NULL when probing a live session */
   gboolean     negative_control;
   VdCanary    *canary;
   GTask       *task;
   guint        phase;
   guint        n_phases;
+  VdProgress  *progress;       /* setup, one step per phase, teardown */
+  guint        phase_step;     /* PhaseStep the phase's child is at */
   VdSession   *session;
   VdSession   *live_session;   /* set: probe it, boot nothing, stop nothing */
   gint64       started_at;
   gint64       finished_at;
   gint64       phase_started_at;
   gchar       *image_digest;
-  gchar       *verdict;
+  VivariumVerdict verdict;
   GHashTable  *guest_status;   /* "probe/transport" → exit status (GINT) */
   guint64      packets_before;
   guint64      bytes_before;
@@ -111,12 +117,16 @@ vd_self_test_finalize (GObject *object)
   VdSelfTest *self = VD_SELF_TEST (object);
 
   g_clear_object (&self->canary);
+  g_clear_object (&self->progress);
   g_clear_object (&self->session);
   g_clear_object (&self->live_session);
   g_clear_object (&self->config);
+  g_clear_object (&self->pool);
+  g_clear_object (&self->guard);
+  g_clear_object (&self->systemd);
+  g_clear_object (&self->boot_image);
   g_free (self->image);
   g_free (self->image_digest);
-  g_free (self->verdict);
   g_free (self->phase_error);
   g_hash_table_unref (self->guest_status);
   json_array_unref (self->rows);
@@ -143,13 +153,17 @@ vd_self_test_init (VdSelfTest *self)
 }
 
 VdSelfTest *
-vd_self_test_new (VdManager *manager, VdConfig *config, const gchar *image, gboolean negative_control)
+vd_self_test_new (VdSessionPool *pool, VdGuard *guard, VdSystemd *systemd, VdConfig *config,
+                  const gchar *image_name, VdImage *image, gboolean negative_control)
 {
   VdSelfTest *self = g_object_new (VD_TYPE_SELF_TEST, NULL);
 
-  self->manager = manager;
+  self->pool = g_object_ref (pool);
+  self->guard = g_object_ref (guard);
+  self->systemd = g_object_ref (systemd);
   self->config = g_object_ref (config);
-  self->image = g_strdup (image);
+  self->image = g_strdup (image_name);
+  self->boot_image = image != NULL ? g_object_ref (image) : NULL;
   self->negative_control = negative_control;
   self->n_phases = negative_control ? G_N_ELEMENTS (configurations) : G_N_ELEMENTS (configurations) - 1;
   return self;
@@ -163,7 +177,7 @@ vd_self_test_set_live_session (VdSelfTest *self, VdSession *session)
   self->n_phases = 1;
 }
 
-const gchar *vd_self_test_get_verdict (VdSelfTest *self) { return self->verdict; }
+VivariumVerdict vd_self_test_get_verdict (VdSelfTest *self) { return self->verdict; }
 gint64 vd_self_test_get_finished_at (VdSelfTest *self) { return self->finished_at; }
 
 static gchar *
@@ -175,15 +189,6 @@ format_time (gint64 usec)
   return g_date_time_format_iso8601 (precise);
 }
 
-static void
-progress (VdSelfTest *self, guint step_in_phase, guint steps_per_phase, const gchar *step)
-{
-  guint total = self->n_phases * steps_per_phase;
-  guint done = self->phase * steps_per_phase + step_in_phase;
-
-  g_signal_emit (self, signals[SIGNAL_PROGRESS], 0, MIN (99u, done * 100 / MAX (total, 1u)), step);
-}
-
 static const Configuration *
 current (VdSelfTest *self)
 {
@@ -191,6 +196,68 @@ current (VdSelfTest *self)
     return &live_configuration;
   return &configurations[self->phase];
 }
+
+static const gchar *
+current_name (VdSelfTest *self, guint phase)
+{
+  return self->live_session != NULL ? live_configuration.name : configurations[phase].name;
+}
+
+/* Each phase's steps, weighted roughly as their time under TCG: the boot
+ * and the probes (timeouts for the blocked ones) dominate. */
+typedef enum {
+  PHASE_STEP_BOOT,
+  PHASE_STEP_HOST_CHECKS,
+  PHASE_STEP_PROBE,
+  PHASE_STEP_STOP,
+} PhaseStep;
+
+static const struct { const gchar *name; guint weight; } phase_steps[] = {
+  [PHASE_STEP_BOOT]        = { "booting a scratch guest", 5 },
+  [PHASE_STEP_HOST_CHECKS] = { "checking the guest's process from the host", 1 },
+  [PHASE_STEP_PROBE]       = { "probing the canaries from the guest", 3 },
+  [PHASE_STEP_STOP]        = { "stopping the scratch session", 1 },
+};
+
+static void
+progress_changed_cb (VdProgress *progress, gdouble fraction, const gchar *message, gpointer user_data)
+{
+  VdSelfTest *self = VD_SELF_TEST (user_data);
+
+  g_signal_emit (self, signals[SIGNAL_PROGRESS], 0, vd_progress_get_percent (progress), message != NULL ? message : "");
+}
+
+/* Declared once per run: the steps a person sees, in order. */
+static void
+declare_steps (VdSelfTest *self)
+{
+  self->progress = vd_progress_new ();
+  g_signal_connect (self->progress, "changed", G_CALLBACK (progress_changed_cb), self);
+  vd_progress_add_step (self->progress, "setting up the canary network", 1);
+  for (guint i = 0; i < self->n_phases; i++)
+    vd_progress_add_step (self->progress, current_name (self, i), 10);
+  vd_progress_add_step (self->progress, "removing the canary network", 1);
+}
+
+/* Moves the current phase's child on to @step (skipping what a failed
+ * phase never reached) and says what runs now. */
+static void
+phase_progress (VdSelfTest *self, PhaseStep step, const gchar *message)
+{
+  VdProgress *child = vd_progress_get_child (self->progress);
+
+  if (vd_progress_get_n_steps (child) == 0) {
+    for (guint i = 0; i < G_N_ELEMENTS (phase_steps); i++)
+      vd_progress_add_step (child, phase_steps[i].name, phase_steps[i].weight);
+    self->phase_step = PHASE_STEP_BOOT;
+  }
+  for (; self->phase_step < step; self->phase_step++)
+    vd_progress_step_done (child);
+  vd_progress_set_message (child, message);
+}
+
+VdProgress *vd_self_test_get_progress (VdSelfTest *self) { return self->progress; }
+
 
 /* --- host-side checks -------------------------------------------------- */
 
@@ -330,7 +397,7 @@ list_process_fds (VdSelfTest *self, guint32 pid)
   g_autofree gchar *unit = g_strdup_printf ("vivarium-selftest-fds-%s.service", vd_session_get_id (self->session));
 
   g_unlink (output);
-  vd_systemd_start_transient_async (vd_manager_get_systemd (self->manager), unit,
+  vd_systemd_start_transient_async (self->systemd, unit,
                                     fd_lister_properties (self, pid, output), NULL, NULL,
                                     fd_lister_done_cb, g_object_ref (self));
 }
@@ -354,9 +421,12 @@ addresses_to_json (GVariant *value)
 
     if (len == 4 || len == 16) {
       g_autofree gchar *text = NULL;
+      g_autofree gchar *cidr = NULL;
       addr = g_inet_address_new_from_bytes (data, len == 4 ? G_SOCKET_FAMILY_IPV4 : G_SOCKET_FAMILY_IPV6);
       text = g_inet_address_to_string (addr);
-      json_array_add_string_element (array, g_strdup_printf ("%s/%u", text, prefix));
+      /* json-glib copies the string. */
+      cidr = g_strdup_printf ("%s/%u", text, prefix);
+      json_array_add_string_element (array, cidr);
     }
     g_variant_unref (bytes);
   }
@@ -366,7 +436,7 @@ addresses_to_json (GVariant *value)
 static GVariant *
 unit_property (VdSelfTest *self, const gchar *name)
 {
-  VdSystemd *systemd = vd_manager_get_systemd (self->manager);
+  VdSystemd *systemd = self->systemd;
 
   return vd_systemd_get_unit_property (systemd, vd_session_get_unit (self->session),
                                        "org.freedesktop.systemd1.Service", name, NULL);
@@ -397,7 +467,7 @@ check_unit (VdSelfTest *self)
 static void
 check_layer2_coverage (VdSelfTest *self)
 {
-  VdGuard *guard = vd_manager_get_guard (self->manager);
+  VdGuard *guard = self->guard;
   guint32 uid = vd_session_get_uid (self->session);
   gboolean uncovered = uid == vd_guard_get_uncovered_uid (guard);
   g_autoptr(GError) error = NULL;
@@ -600,7 +670,7 @@ add_row (VdSelfTest *self, const Probe *probe, const gchar *transport, JsonObjec
 static void
 record_rows (VdSelfTest *self)
 {
-  VdGuard *guard = vd_manager_get_guard (self->manager);
+  VdGuard *guard = self->guard;
   guint64 packets = 0, bytes = 0;
   gboolean counters = self->session != NULL &&
                       vd_guard_get_counters (guard, vd_session_get_uid (self->session), &packets, &bytes);
@@ -642,6 +712,7 @@ static void
 next_phase (VdSelfTest *self)
 {
   record_phase (self);
+  vd_progress_step_done (self->progress);
   g_clear_object (&self->session);
   g_clear_pointer (&self->phase_error, g_free);
   self->phase++;
@@ -666,7 +737,7 @@ static void
 end_phase (VdSelfTest *self)
 {
   record_rows (self);
-  progress (self, 3, 4, "stopping the scratch session");
+  phase_progress (self, PHASE_STEP_STOP, "stopping the scratch session");
   if (self->session == NULL || self->live_session != NULL) {
     g_clear_object (&self->session);
     next_phase (self);
@@ -708,9 +779,9 @@ run_probes (VdSelfTest *self)
   g_autofree gchar *step = g_strdup_printf ("%s: probing %" G_GSIZE_FORMAT " canaries from the guest",
                                             current (self)->name, G_N_ELEMENTS (probes));
 
-  progress (self, 2, 4, step);
+  phase_progress (self, PHASE_STEP_PROBE, step);
   vd_canary_reset (self->canary);
-  self->counters_before = vd_guard_get_counters (vd_manager_get_guard (self->manager),
+  self->counters_before = vd_guard_get_counters (self->guard,
                                                  vd_session_get_uid (self->session),
                                                  &self->packets_before, &self->bytes_before);
   vd_session_exec_async (self->session, argv, PROBE_EXEC_TIMEOUT_SEC, NULL, probes_done_cb, g_object_ref (self));
@@ -741,7 +812,7 @@ scratch_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(VdSelfTest) self = user_data;
   GError *error = NULL;
 
-  self->session = vd_manager_start_scratch_session_finish (VD_MANAGER (source), res, &error);
+  self->session = vd_session_pool_start_scratch_finish (VD_SESSION_POOL (source), res, &error);
   if (self->session == NULL) {
     if (self->phase == 0 && is_caller_error (error)) {
       fail_run (self, error);
@@ -754,6 +825,7 @@ scratch_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   if (self->image_digest == NULL)
     self->image_digest = g_strdup (vd_image_get_digest (vd_session_get_image (self->session)));
+  phase_progress (self, PHASE_STEP_HOST_CHECKS, NULL);
   run_host_checks (self);
 }
 
@@ -766,14 +838,14 @@ start_phase (VdSelfTest *self)
 
   self->phase_started_at = g_get_real_time ();
   if (self->live_session != NULL) {
-    progress (self, 0, 4, "live-session: probing the caller's running session");
+    phase_progress (self, PHASE_STEP_HOST_CHECKS, "live-session: probing the caller's running session");
     self->session = g_object_ref (self->live_session);
     self->image_digest = g_strdup (vd_image_get_digest (vd_session_get_image (self->session)));
     run_host_checks (self);
     return;
   }
-  progress (self, 0, 4, step);
-  vd_manager_start_scratch_session_async (self->manager, self->image, c->layer1, c->layer2, NULL,
+  phase_progress (self, PHASE_STEP_BOOT, step);
+  vd_session_pool_start_scratch_async (self->pool, self->boot_image, c->layer1, c->layer2, NULL,
                                           scratch_started_cb, g_object_ref (self));
 }
 
@@ -800,14 +872,14 @@ any_check_failed (JsonArray *array)
   return FALSE;
 }
 
-static const gchar *
+static VivariumVerdict
 compute_verdict (VdSelfTest *self)
 {
   if (any_outcome (self->rows, "outcome", "fail") || any_check_failed (self->host_checks))
-    return "fail";
+    return VIVARIUM_VERDICT_FAIL;
   if (json_array_get_length (self->rows) == 0 || any_outcome (self->rows, "outcome", "inconclusive"))
-    return "inconclusive";
-  return "pass";
+    return VIVARIUM_VERDICT_INCONCLUSIVE;
+  return VIVARIUM_VERDICT_PASS;
 }
 
 static JsonNode *
@@ -844,7 +916,7 @@ build_result (VdSelfTest *self)
   for (guint i = 0; i < self->n_phases; i++)
     json_array_add_string_element (names, configurations[i].name);
   json_object_set_string_member (root, "schema", VD_SELF_TEST_SCHEMA);
-  json_object_set_string_member (root, "verdict", self->verdict);
+  json_object_set_string_member (root, "verdict", vivarium_verdict_to_string (self->verdict));
   json_object_set_string_member (root, "started-at", started);
   json_object_set_string_member (root, "finished-at", finished);
   json_object_set_int_member (root, "finished-at-usec", self->finished_at);
@@ -881,12 +953,12 @@ finish (VdSelfTest *self)
 {
   GTask *task = g_steal_pointer (&self->task);
 
-  progress (self, 0, 4, "removing the canary network");
+  vd_progress_set_message (self->progress, NULL);
   vd_canary_teardown (self->canary);
   check_canary_removed (self);
   self->finished_at = g_get_real_time ();
-  self->verdict = g_strdup (compute_verdict (self));
-  g_info ("self-test verdict: %s", self->verdict);
+  self->verdict = compute_verdict (self);
+  g_info ("self-test verdict: %s", vivarium_verdict_to_string (self->verdict));
   g_task_return_pointer (task, build_result (self), g_free);
   g_object_unref (task);
 }
@@ -900,12 +972,14 @@ vd_self_test_run_async (VdSelfTest *self, GAsyncReadyCallback callback, gpointer
   self->task = g_task_new (self, NULL, callback, user_data);
   self->started_at = g_get_real_time ();
   self->canary = vd_canary_new (vd_config_get_runtime_dir (self->config));
-  g_signal_emit (self, signals[SIGNAL_PROGRESS], 0, 0u, "setting up the canary network");
+  declare_steps (self);
+  vd_progress_set_message (self->progress, NULL);
   if (!vd_canary_setup (self->canary, &error)) {
     g_prefix_error (&error, "Cannot set up the canary network: ");
     fail_run (self, error);
     return;
   }
+  vd_progress_step_done (self->progress);
   start_phase (self);
 }
 

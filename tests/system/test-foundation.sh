@@ -232,7 +232,8 @@ fi
 
 list_sessions >/dev/null 2>&1
 first_pid=$(unit_prop MainPID)
-# Idle checks run every IdleTimeoutSec (3 s): expect an exit within ~6 s; allow 20.
+# The exit comes IdleTimeoutSec (3 s) after the last call (VdIdle re-arms its
+# timer on every call and reply; tests/unit/test-idle.c bounds it); allow 20.
 if retry_until 40 0.5 unit_is_inactive; then
   ok "vivariumd exits after being idle (was $first_pid)"
 else
@@ -243,5 +244,66 @@ assert_eq 0 "$(unit_prop ExecMainStatus)" "... with exit status 0"
 assert_success "a new call is answered" -- list_sessions
 assert_eq active "$(systemctl is-active "$UNIT")" "the new call activated vivariumd again"
 assert_ne 0 "$(unit_prop MainPID)" "the reactivated unit has a main process"
+
+# --- 7. a Job outlives the daemon that ran it (defect 7) ----------------------
+
+readonly JOB_IFACE=org.vivarium.Vivarium1.Job
+readonly JOBS_DIR=/var/lib/vivarium/jobs
+job_prop () {  # PATH PROPERTY: the value alone (busctl's JSON "data")
+  busctl --json=short get-property "$BUS" "$1" "$JOB_IFACE" "$2" 2>/dev/null | jq -r .data
+}
+job_finished () { [ "$(job_prop "$1" State)" != running ] && [ -n "$(job_prop "$1" State)" ]; }
+job_step_moved () { local s; s=$(job_prop "$1" Step); [ -n "$s" ] && [ "$s" != Starting ]; }
+build_job () {  # RECIPE NAME: prints the job's object path
+  busctl --json=short call "$BUS" "$OBJ" "$MGR" BuildImage ss "$1" "$2" | jq -r '.data[0]'
+}
+# Only the daemon's own process, by its PID; systemd (Restart=on-failure) or
+# the next call brings it back.
+kill_daemon () {
+  local pid
+  pid=$(unit_prop MainPID)
+  [ "${pid:-0}" != 0 ] || return 1
+  kill -9 "$pid" && retry_until 40 0.25 sh -c "! kill -0 $pid 2>/dev/null"
+}
+
+command -v jq >/dev/null || bail_out "jq is not installed"
+# A build that fails (no network here), then the daemon killed after it.
+failed_job=$(build_job ubuntu job-fails)
+assert_contains "$failed_job" /org/vivarium/Vivarium1/jobs/ "BuildImage returns a Job path ($failed_job)"
+assert_eq build-image "$(job_prop "$failed_job" Operation)" "the Job's Operation is build-image"
+if retry_until 240 0.5 job_finished "$failed_job"; then
+  ok "the failing build's Job finished"
+else
+  not_ok "the failing build's Job finished" "State: $(job_prop "$failed_job" State)"
+fi
+failed_message=$(job_prop "$failed_job" ErrorMessage)
+failed_log_len=$(job_prop "$failed_job" Log | wc -c)
+assert_eq failed "$(job_prop "$failed_job" State)" "the failing build's Job is failed"
+failed_id=${failed_job##*/}
+assert_success "the Job's record is on disk" -- test -s "$JOBS_DIR/$failed_id.json"
+
+# A build killed while it runs.
+running_job=$(build_job tiny job-killed)
+if retry_until 120 0.5 job_step_moved "$running_job"; then
+  ok "the tiny build's Job is running ($(job_prop "$running_job" Step))"
+else
+  not_ok "the tiny build's Job is running" "Step: $(job_prop "$running_job" Step)"
+fi
+assert_eq running "$(job_prop "$running_job" State)" "the Job says running before the daemon dies"
+killed_pid=$(unit_prop MainPID)
+assert_success "kill -9 the daemon (PID $killed_pid) while the build runs" -- kill_daemon
+
+# Read back by a call (activation, or the daemon systemd restarted).
+assert_success "the daemon answers again after kill -9" -- retry_until 40 0.5 list_sessions
+assert_ne "$killed_pid" "$(unit_prop MainPID)" "it is a new daemon process"
+assert_eq failed "$(job_prop "$failed_job" State)" "after the crash, the finished Job is shown again, still failed"
+assert_eq "$failed_message" "$(job_prop "$failed_job" ErrorMessage)" "... with the same error message"
+assert_eq "$failed_log_len" "$(job_prop "$failed_job" Log | wc -c)" "... and its whole log ($failed_log_len bytes)"
+assert_eq failed "$(job_prop "$running_job" State)" "the Job that was running when the daemon died is failed"
+assert_eq "the daemon stopped while it ran" "$(job_prop "$running_job" ErrorMessage)" "... with the reason"
+assert_ne 0 "$(job_prop "$running_job" Log | wc -c)" "... and the log it had written"
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-build-*' | head -1)" \
+  "the dead daemon's build unit was swept"
+assert_eq "no" "$([ -e /var/lib/vivarium/images/job-killed ] && echo yes || echo no)" "the killed build left no image"
 
 done_testing

@@ -100,10 +100,21 @@ else
   not_ok "the nft drop counters rose for the both-layers session's uid" "delta: '$drops'"
 fi
 
+# The run was a Job (Operation self-test), named by Guard.Job.
+readonly JOB_IFACE=org.vivarium.Vivarium1.Job
+job_prop () { busctl --json=short get-property "$BUS" "$1" "$JOB_IFACE" "$2" 2>/dev/null | jq -r .data; }
+self_test_job=$(busctl --json=short get-property "$BUS" "$OBJ" "$GUARD" Job 2>/dev/null | jq -r .data)
+assert_contains "$self_test_job" "$OBJ/jobs/" "Guard.Job names the self-test's Job ($self_test_job)"
+assert_eq self-test "$(job_prop "$self_test_job" Operation)" "the Job's Operation is self-test"
+assert_eq succeeded "$(job_prop "$self_test_job" State)" "the self-test's Job succeeded"
+assert_eq 1 "$(job_prop "$self_test_job" Progress)" "the self-test's Job Progress is 1.0"
+assert_eq false "$(job_prop "$self_test_job" Cancelable)" "the self-test's Job is not cancelable"
+
 # Stored, and shown on the Guard interface, also after a restart.
 stored=$(find "$STATE" -maxdepth 1 -name '*.json' 2>/dev/null | wc -l)
 assert_ne 0 "$stored" "the result is stored under $STATE"
 restart_daemon || bail_out "vivariumd does not come back after a restart"
+assert_eq succeeded "$(job_prop "$self_test_job" State)" "after a restart, the self-test's Job is shown again"
 assert_eq 's "pass"' "$(busctl get-property "$BUS" "$OBJ" "$GUARD" Verdict 2>&1)" \
   "after a restart, the Guard's Verdict is the stored pass"
 last=$(busctl --json=short get-property "$BUS" "$OBJ" "$GUARD" LastResult 2>/dev/null | jq -r .data | jq -r .verdict)

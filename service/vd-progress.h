@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib-object.h>
+
+G_BEGIN_DECLS
+
+/* A declared list of steps with weights (like fwupd's FuProgress). The
+ * current step may have a child list whose progress fills that step's
+ * share, so a long operation is one tree and later steps have one place to
+ * go. signal "changed" (gdouble fraction, const gchar *message), on the
+ * root, for every change anywhere in the tree. */
+
+#define VD_TYPE_PROGRESS (vd_progress_get_type ())
+G_DECLARE_FINAL_TYPE (VdProgress, vd_progress, VD, PROGRESS, GObject)
+
+VdProgress  *vd_progress_new          (void);
+void         vd_progress_add_step     (VdProgress  *self,
+                                       const gchar *name,
+                                       guint        weight);
+guint        vd_progress_get_n_steps  (VdProgress  *self);
+VdProgress  *vd_progress_get_child    (VdProgress  *self);
+void         vd_progress_set_message  (VdProgress  *self,
+                                       const gchar *message);
+void         vd_progress_step_done    (VdProgress  *self);
+void         vd_progress_finish       (VdProgress  *self);
+gdouble      vd_progress_get_fraction (VdProgress  *self);
+guint        vd_progress_get_percent  (VdProgress  *self);
+const gchar *vd_progress_get_message  (VdProgress  *self);
+
+G_END_DECLS
