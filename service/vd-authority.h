@@ -2,17 +2,48 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <polkit/polkit.h>
 
 G_BEGIN_DECLS
+
+/* One row of the bouncer's map. @member is a method, a signal, or
+ * VD_AUTHORITY_READ: the action that guards reading the interface
+ * (Properties.Get/GetAll, introspection, and every signal without a row of
+ * its own). */
+typedef struct {
+  const gchar *interface;
+  const gchar *member;
+  const gchar *action;
+} VdActionRow;
+
+#define VD_AUTHORITY_READ "*"
+
+/* A non-interactive check that takes longer than this is refused: clients
+ * give up after 25 s by default, and they must hear "no", not a timeout. */
+#define VD_AUTHORITY_CHECK_TIMEOUT_SEC             10
+#define VD_AUTHORITY_CHECK_TIMEOUT_INTERACTIVE_SEC 300
 
 #define VD_TYPE_AUTHORITY (vd_authority_get_type ())
 G_DECLARE_FINAL_TYPE (VdAuthority, vd_authority, VD, AUTHORITY, GObject)
 
-VdAuthority *vd_authority_new               (void);
-const gchar *vd_authority_action_for        (const gchar *interface_name,
-                                             const gchar *method_name);
-void         vd_authority_protect           (VdAuthority            *self,
-                                             GDBusInterfaceSkeleton *skeleton);
-guint        vd_authority_get_call_count    (VdAuthority *self);
+VdAuthority       *vd_authority_new                (void);
+const VdActionRow *vd_authority_get_action_map     (gsize *n_rows);
+const gchar       *vd_authority_action_for         (const gchar *interface_name,
+                                                    const gchar *method_name);
+const gchar       *vd_authority_read_action_for    (const gchar *interface_name);
+const gchar       *vd_authority_signal_action_for  (const gchar *interface_name,
+                                                    const gchar *signal_name);
+guint              vd_authority_get_call_count     (VdAuthority *self);
+
+void               vd_authority_check_async        (VdAuthority         *self,
+                                                    const gchar         *sender,
+                                                    const gchar         *action,
+                                                    PolkitDetails       *details,
+                                                    gboolean             interactive,
+                                                    GAsyncReadyCallback  callback,
+                                                    gpointer             user_data);
+gboolean           vd_authority_check_finish       (VdAuthority   *self,
+                                                    GAsyncResult  *result,
+                                                    GError       **error);
 
 G_END_DECLS

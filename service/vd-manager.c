@@ -14,6 +14,7 @@
 #include "vd-canary.h"
 #include "vd-daemon.h"
 #include "vd-dns-relay.h"
+#include "vd-exported.h"
 #include "vd-fs.h"
 #include "vd-guard.h"
 #include "vd-image.h"
@@ -34,6 +35,7 @@ struct _VdManager {
   VdDaemon             *daemon;       /* unowned: the daemon owns us */
   VdConfig             *config;
   VdAuthority          *authority;
+  VdExported           *exported;     /* the only way onto the bus */
   GDBusConnection      *connection;
   VdSystemd            *systemd;
   VdGuard              *guard;
@@ -53,10 +55,7 @@ vd_manager_finalize (GObject *object)
 {
   VdManager *self = VD_MANAGER (object);
 
-  if (self->skeleton != NULL)
-    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
-  if (self->guard != NULL)
-    g_dbus_interface_skeleton_unexport (vd_guard_get_skeleton (self->guard));
+  g_clear_object (&self->exported);   /* takes every object off the bus */
   g_hash_table_unref (self->images);
   g_hash_table_unref (self->pending);
   g_hash_table_unref (self->sessions);
@@ -103,14 +102,12 @@ object_paths (GHashTable *table, const gchar *(*path_of) (gpointer))
   return (const gchar **) g_ptr_array_free (paths, FALSE);
 }
 
-/* Every object goes on the bus behind the same bouncer. */
+/* Every object goes on the bus through the one boundary, which authorizes
+ * its methods, properties, signals and place in the tree. */
 static gboolean
 export_protected (VdManager *self, GDBusInterfaceSkeleton *skeleton, const gchar *path, GError **error)
 {
-  vd_authority_protect (self->authority, skeleton);
-  if (g_dbus_interface_skeleton_get_connection (skeleton) != NULL)
-    return TRUE;
-  return g_dbus_interface_skeleton_export (skeleton, self->connection, path, error);
+  return vd_exported_add (self->exported, path, skeleton, error);
 }
 
 /* --- listing --------------------------------------------------------- */
@@ -261,6 +258,7 @@ handle_image_delete (VivariumDBusImage *iface, GDBusMethodInvocation *invocation
   }
   vivarium_dbus_image_complete_delete (iface, invocation);
   vd_image_unexport (image);
+  vd_exported_remove (self->exported, path);
   g_hash_table_remove (self->images, vd_image_get_name (image));
   vivarium_dbus_manager_emit_image_removed (self->skeleton, path);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -290,6 +288,7 @@ forget_task_cb (gpointer user_data)
   g_autoptr(VdTask) task = user_data;
   VdManager *self = g_object_get_data (G_OBJECT (task), "manager");
 
+  vd_exported_remove (self->exported, vd_task_get_object_path (task));
   g_hash_table_remove (self->tasks, vd_task_get_id (task));
   return G_SOURCE_REMOVE;
 }
@@ -309,7 +308,12 @@ new_task (VdManager *self, const gchar *kind, GError **error)
 
   if (task == NULL)
     return NULL;
-  vd_authority_protect (self->authority, vd_task_get_skeleton (task));
+  /* vd_task_new() still exports its skeleton itself; take it back so the
+   * task is reachable only through the boundary. */
+  if (g_dbus_interface_skeleton_get_connection (vd_task_get_skeleton (task)) != NULL)
+    g_dbus_interface_skeleton_unexport (vd_task_get_skeleton (task));
+  if (!export_protected (self, vd_task_get_skeleton (task), vd_task_get_object_path (task), error))
+    return NULL;
   g_hash_table_insert (self->tasks, g_strdup (vd_task_get_id (task)), g_object_ref (task));
   vd_daemon_hold (self->daemon);
   return g_steal_pointer (&task);
@@ -534,6 +538,7 @@ forget_session_cb (gpointer user_data)
   VdManager *self = g_object_get_data (G_OBJECT (session), "manager");
   g_autofree gchar *path = g_strdup (vd_session_get_object_path (session));
 
+  vd_exported_remove (self->exported, path);
   if (g_hash_table_remove (self->sessions, vd_session_get_id (session)))
     vivarium_dbus_manager_emit_session_removed (self->skeleton, path);
   return G_SOURCE_REMOVE;
@@ -816,6 +821,7 @@ vd_manager_new (VdDaemon *daemon, VdConfig *config, VdAuthority *authority, GDBu
   self->config = g_object_ref (config);
   self->authority = g_object_ref (authority);
   self->connection = g_object_ref (connection);
+  self->exported = vd_exported_new (authority, connection);
   self->systemd = vd_systemd_new (connection);
   self->guard = vd_guard_new (config, self->systemd);
   self->dns_relay = vd_dns_relay_new (config);

@@ -1,0 +1,976 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdExported"
+
+#include "config.h"
+
+#include <string.h>
+
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vd-exported.h"
+#include "vd-log.h"
+
+/* The one D-Bus boundary (like bolt's bolt-exported.c): every object of the
+ * daemon reaches the bus through here and nowhere else.
+ *
+ * The skeletons are never exported themselves. The object tree is served
+ * by GDBus subtrees (one at the manager's path, one per collection), whose
+ * callbacks see the caller, so a caller learns a child exists only after
+ * polkit allowed it to read. Our vtable has no get_property, so
+ * Properties.Get/GetAll arrive as method calls and are authorized like
+ * methods; after polkit said yes the call goes on to the skeleton's own
+ * vtable. Signals and property changes of a skeleton are re-sent from here
+ * as unicast messages, only to peers polkit allowed the signal's action.
+ *
+ * What a peer was allowed is remembered until it leaves the bus or a later
+ * check refuses it. A peer that passes any check is also checked, in the
+ * background, for the read actions, so a client that made one authorized
+ * call hears what it may hear. */
+
+#define LOG_FIELD_MAX 200   /* refusals are logged by name, never by argument */
+#define DETAIL_MAX    128
+
+typedef struct _Face Face;
+
+typedef struct {
+  gchar     *path;
+  GPtrArray *faces;       /* Face*, owned */
+} Node;
+
+struct _Face {
+  VdExported             *self;       /* unowned: it owns us */
+  GDBusInterfaceSkeleton *skeleton;
+  GDBusInterfaceInfo     *info;
+  const gchar            *path;       /* the node's */
+  GHashTable             *prop_names; /* GObject name → D-Bus name (static) */
+  GHashTable             *changed;    /* D-Bus names waiting for PropertiesChanged */
+  GArray                 *handlers;   /* gulong */
+  guint                   changed_idle;
+};
+
+struct _VdExported {
+  GObject          parent_instance;
+  VdAuthority     *authority;
+  GDBusConnection *connection;
+  GHashTable      *nodes;     /* path → Node */
+  GHashTable      *subtrees;  /* path → registration id */
+  GHashTable      *grants;    /* unique name → set of actions it was allowed */
+  GHashTable      *pending;   /* "name action" being checked in the background */
+  guint            owner_changed_id;
+  guint            filter_id;
+};
+
+G_DEFINE_TYPE (VdExported, vd_exported, G_TYPE_OBJECT)
+
+static const GDBusInterfaceVTable boundary_vtable;
+static const GDBusSubtreeVTable subtree_vtable;
+
+/* --- faces: one skeleton on one path --------------------------------- */
+
+static void
+face_free (Face *face)
+{
+  for (guint i = 0; i < face->handlers->len; i++)
+    g_signal_handler_disconnect (face->skeleton, g_array_index (face->handlers, gulong, i));
+  g_clear_handle_id (&face->changed_idle, g_source_remove);
+  g_array_unref (face->handlers);
+  g_hash_table_unref (face->prop_names);
+  g_hash_table_unref (face->changed);
+  g_dbus_interface_info_unref (face->info);
+  g_object_unref (face->skeleton);
+  g_free (face);
+}
+
+static void
+node_free (Node *node)
+{
+  g_ptr_array_unref (node->faces);
+  g_free (node->path);
+  g_free (node);
+}
+
+/* gdbus-codegen's name for a member's GObject signal or property:
+ * "CommandFinished" → "command-finished", "Layer1" → "layer1". */
+static gchar *
+codegen_name (const gchar *dbus_name)
+{
+  GString *s = g_string_new (NULL);
+  gboolean prev_was_lower = FALSE;
+
+  for (const gchar *p = dbus_name; *p != '\0'; p++) {
+    gboolean upper = g_ascii_isupper (*p);
+    if (upper && prev_was_lower)
+      g_string_append_c (s, '-');
+    prev_was_lower = !upper;
+    g_string_append_c (s, g_ascii_tolower (*p));
+  }
+  return g_string_free (s, FALSE);
+}
+
+static Face *
+find_face (Node *node, const gchar *interface_name)
+{
+  for (guint i = 0; node != NULL && i < node->faces->len; i++) {
+    Face *face = g_ptr_array_index (node->faces, i);
+    if (g_strcmp0 (face->info->name, interface_name) == 0)
+      return face;
+  }
+  return NULL;
+}
+
+/* --- grants ------------------------------------------------------------ */
+
+static gboolean
+is_granted (VdExported *self, const gchar *peer, const gchar *action)
+{
+  GHashTable *actions = g_hash_table_lookup (self->grants, peer);
+
+  return actions != NULL && g_hash_table_contains (actions, action);
+}
+
+static void
+grant_action (VdExported *self, const gchar *peer, const gchar *action)
+{
+  GHashTable *actions = g_hash_table_lookup (self->grants, peer);
+
+  if (actions == NULL) {
+    actions = g_hash_table_new (g_str_hash, g_str_equal);
+    g_hash_table_insert (self->grants, g_strdup (peer), actions);
+  }
+  g_hash_table_add (actions, (gpointer) g_intern_string (action));
+}
+
+static void
+revoke_action (VdExported *self, const gchar *peer, const gchar *action)
+{
+  GHashTable *actions = g_hash_table_lookup (self->grants, peer);
+
+  if (actions != NULL)
+    g_hash_table_remove (actions, g_intern_string (action));
+}
+
+static void
+name_owner_changed_cb (GDBusConnection *connection, const gchar *sender, const gchar *path,
+                       const gchar *interface, const gchar *signal, GVariant *params, gpointer user_data)
+{
+  VdExported *self = VD_EXPORTED (user_data);
+  const gchar *name, *old_owner, *new_owner;
+
+  g_variant_get (params, "(&s&s&s)", &name, &old_owner, &new_owner);
+  if (name[0] == ':' && new_owner[0] == '\0')
+    g_hash_table_remove (self->grants, name);
+}
+
+/* --- sending to the peers that may hear it ------------------------------ */
+
+static void
+send_to_granted (VdExported *self, const gchar *action, const gchar *path, const gchar *interface_name,
+                 const gchar *signal_name, GVariant *params)
+{
+  g_autoptr(GVariant) owned = g_variant_ref_sink (params);
+  GHashTableIter iter;
+  gpointer peer;
+
+  g_hash_table_iter_init (&iter, self->grants);
+  while (g_hash_table_iter_next (&iter, &peer, NULL)) {
+    if (!is_granted (self, peer, action))
+      continue;
+    g_dbus_connection_emit_signal (self->connection, peer, path, interface_name, signal_name, owned, NULL);
+  }
+}
+
+typedef struct {
+  Face                  *face;
+  const GDBusSignalInfo *info;
+} SignalForward;
+
+static void
+forward_signal_marshal (GClosure *closure, GValue *return_value, guint n_param_values,
+                        const GValue *param_values, gpointer invocation_hint, gpointer marshal_data)
+{
+  SignalForward *fwd = closure->data;
+  Face *face = fwd->face;
+  GVariantBuilder b;
+  guint n_args = 0;
+
+  while (fwd->info->args != NULL && fwd->info->args[n_args] != NULL)
+    n_args++;
+  g_return_if_fail (n_param_values == n_args + 1);
+  g_variant_builder_init (&b, G_VARIANT_TYPE_TUPLE);
+  for (guint i = 0; i < n_args; i++) {
+    g_autoptr(GVariant) v = g_dbus_gvalue_to_gvariant (&param_values[i + 1],
+                                                       G_VARIANT_TYPE (fwd->info->args[i]->signature));
+    g_variant_builder_add_value (&b, v);
+  }
+  send_to_granted (face->self, vd_authority_signal_action_for (face->info->name, fwd->info->name),
+                   face->path, face->info->name, fwd->info->name, g_variant_builder_end (&b));
+}
+
+static gboolean
+connect_signals (Face *face, GError **error)
+{
+  for (guint i = 0; face->info->signals != NULL && face->info->signals[i] != NULL; i++) {
+    const GDBusSignalInfo *info = face->info->signals[i];
+    g_autofree gchar *name = codegen_name (info->name);
+    guint signal_id = g_signal_lookup (name, G_OBJECT_TYPE (face->skeleton));
+    SignalForward *fwd;
+    GClosure *closure;
+    gulong id;
+
+    if (signal_id == 0) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                   "%s has no GObject signal “%s” for the D-Bus signal %s",
+                   G_OBJECT_TYPE_NAME (face->skeleton), name, info->name);
+      return FALSE;
+    }
+    fwd = g_new0 (SignalForward, 1);
+    fwd->face = face;
+    fwd->info = info;
+    closure = g_closure_new_simple (sizeof (GClosure), fwd);
+    g_closure_add_finalize_notifier (closure, fwd, (GClosureNotify) (void (*)(void)) g_free);
+    g_closure_set_marshal (closure, forward_signal_marshal);
+    id = g_signal_connect_closure_by_id (face->skeleton, signal_id, 0, closure, FALSE);
+    g_array_append_val (face->handlers, id);
+  }
+  return TRUE;
+}
+
+/* The skeleton batches nothing for us (it is not exported): collect the
+ * names and send one PropertiesChanged per main loop turn, as it would. */
+static gboolean
+emit_changed_cb (gpointer user_data)
+{
+  Face *face = user_data;
+  g_autoptr(GVariant) all = g_variant_take_ref (g_dbus_interface_skeleton_get_properties (face->skeleton));
+  GVariantBuilder changed;
+  GHashTableIter iter;
+  gpointer name;
+
+  face->changed_idle = 0;
+  g_variant_builder_init (&changed, G_VARIANT_TYPE ("a{sv}"));
+  g_hash_table_iter_init (&iter, face->changed);
+  while (g_hash_table_iter_next (&iter, &name, NULL)) {
+    g_autoptr(GVariant) value = g_variant_lookup_value (all, name, NULL);
+    if (value != NULL)
+      g_variant_builder_add (&changed, "{sv}", name, value);
+  }
+  g_hash_table_remove_all (face->changed);
+  send_to_granted (face->self, vd_authority_read_action_for (face->info->name), face->path,
+                   "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                   g_variant_new ("(sa{sv}as)", face->info->name, &changed, NULL));
+  return G_SOURCE_REMOVE;
+}
+
+static void
+notify_cb (GObject *object, GParamSpec *pspec, gpointer user_data)
+{
+  Face *face = user_data;
+  const gchar *dbus_name = g_hash_table_lookup (face->prop_names, pspec->name);
+
+  if (dbus_name == NULL)
+    return;
+  g_hash_table_add (face->changed, (gpointer) dbus_name);
+  if (face->changed_idle == 0)
+    face->changed_idle = g_idle_add (emit_changed_cb, face);
+}
+
+static gboolean
+map_properties (Face *face, GError **error)
+{
+  GObjectClass *klass = G_OBJECT_GET_CLASS (face->skeleton);
+  gulong id;
+
+  for (guint i = 0; face->info->properties != NULL && face->info->properties[i] != NULL; i++) {
+    const gchar *dbus_name = face->info->properties[i]->name;
+    g_autofree gchar *name = codegen_name (dbus_name);
+    GParamSpec *pspec = g_object_class_find_property (klass, name);
+
+    if (pspec == NULL) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "%s has no GObject property “%s” for %s",
+                   G_OBJECT_TYPE_NAME (face->skeleton), name, dbus_name);
+      return FALSE;
+    }
+    g_hash_table_insert (face->prop_names, (gpointer) pspec->name, (gpointer) dbus_name);
+  }
+  id = g_signal_connect (face->skeleton, "notify", G_CALLBACK (notify_cb), face);
+  g_array_append_val (face->handlers, id);
+  return TRUE;
+}
+
+static Face *
+face_new (VdExported *self, Node *node, GDBusInterfaceSkeleton *skeleton, GError **error)
+{
+  Face *face = g_new0 (Face, 1);
+
+  face->self = self;
+  face->skeleton = g_object_ref (skeleton);
+  face->info = g_dbus_interface_info_ref (g_dbus_interface_skeleton_get_info (skeleton));
+  face->path = node->path;
+  face->prop_names = g_hash_table_new (g_str_hash, g_str_equal);
+  face->changed = g_hash_table_new (g_str_hash, g_str_equal);
+  face->handlers = g_array_new (FALSE, FALSE, sizeof (gulong));
+  if (!connect_signals (face, error) || !map_properties (face, error)) {
+    face_free (face);
+    return NULL;
+  }
+  return face;
+}
+
+/* --- the tree ------------------------------------------------------------ */
+
+/* The first face's read action decides whether a peer may see a node. */
+static gboolean
+may_see (VdExported *self, Node *node, const gchar *sender)
+{
+  Face *face = node->faces->len > 0 ? g_ptr_array_index (node->faces, 0) : NULL;
+
+  return face != NULL && is_granted (self, sender, vd_authority_read_action_for (face->info->name));
+}
+
+static gchar **
+subtree_enumerate (GDBusConnection *connection, const gchar *sender, const gchar *object_path, gpointer user_data)
+{
+  VdExported *self = VD_EXPORTED (user_data);
+  g_autoptr(GStrvBuilder) children = g_strv_builder_new ();
+  GHashTableIter iter;
+  gpointer value;
+  gsize prefix = strlen (object_path);
+
+  g_hash_table_iter_init (&iter, self->nodes);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    Node *node = value;
+    if (strncmp (node->path, object_path, prefix) != 0 || node->path[prefix] != '/' ||
+        strchr (node->path + prefix + 1, '/') != NULL || !may_see (self, node, sender))
+      continue;
+    g_strv_builder_add (children, node->path + prefix + 1);
+  }
+  return g_strv_builder_end (children);
+}
+
+static GDBusInterfaceInfo **
+infos_of (Node *node)
+{
+  GPtrArray *infos = g_ptr_array_new ();
+
+  for (guint i = 0; node != NULL && i < node->faces->len; i++) {
+    Face *face = g_ptr_array_index (node->faces, i);
+    g_ptr_array_add (infos, g_dbus_interface_info_ref (face->info));
+  }
+  g_ptr_array_add (infos, NULL);
+  return (GDBusInterfaceInfo **) g_ptr_array_free (infos, FALSE);
+}
+
+/* GDBus calls this two ways: for Introspect with (subtree root, last
+ * component), and before dispatching a call with (the full path, last
+ * component). Only the first is what a peer reads, so only it is filtered;
+ * the second must answer for everyone, or an unauthorized caller would get
+ * "no such method" instead of NotAuthorized. */
+static GDBusInterfaceInfo **
+subtree_introspect (GDBusConnection *connection, const gchar *sender, const gchar *object_path,
+                    const gchar *node_name, gpointer user_data)
+{
+  VdExported *self = VD_EXPORTED (user_data);
+  g_autofree gchar *full = NULL;
+  Node *node;
+
+  if (node_name == NULL || !g_hash_table_contains (self->subtrees, object_path))
+    return infos_of (g_hash_table_lookup (self->nodes, object_path));
+  full = g_strconcat (object_path, "/", node_name, NULL);
+  node = g_hash_table_lookup (self->nodes, full);
+  if (node == NULL || !may_see (self, node, sender))
+    return NULL;
+  return infos_of (node);
+}
+
+static const GDBusInterfaceVTable *
+subtree_dispatch (GDBusConnection *connection, const gchar *sender, const gchar *object_path,
+                  const gchar *interface_name, const gchar *node, gpointer *out_user_data, gpointer user_data)
+{
+  *out_user_data = user_data;
+  return &boundary_vtable;
+}
+
+static const GDBusSubtreeVTable subtree_vtable = {
+  subtree_enumerate,
+  subtree_introspect,
+  subtree_dispatch,
+  { NULL },
+};
+
+static gboolean
+ensure_subtree (VdExported *self, const gchar *path, GError **error)
+{
+  guint id;
+
+  if (g_hash_table_contains (self->subtrees, path))
+    return TRUE;
+  id = g_dbus_connection_register_subtree (self->connection, path, &subtree_vtable,
+                                           G_DBUS_SUBTREE_FLAGS_DISPATCH_TO_UNENUMERATED_NODES,
+                                           self, NULL, error);
+  if (id == 0)
+    return FALSE;
+  g_hash_table_insert (self->subtrees, g_strdup (path), GUINT_TO_POINTER (id));
+  return TRUE;
+}
+
+/* --- calls ----------------------------------------------------------------- */
+
+typedef struct {
+  VdExported             *self;
+  GDBusMethodInvocation  *invocation;
+  GDBusInterfaceSkeleton *skeleton;
+  gchar                  *interface_name;  /* the target's, also for Properties */
+  gchar                  *action;
+} Call;
+
+static void
+call_free (Call *call)
+{
+  g_object_unref (call->self);
+  g_clear_object (&call->invocation);
+  g_object_unref (call->skeleton);
+  g_free (call->interface_name);
+  g_free (call->action);
+  g_free (call);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Call, call_free)
+
+static gchar *
+bounded (const gchar *text)
+{
+  return vivarium_escape_untrusted (text, strlen (text), LOG_FIELD_MAX, NULL);
+}
+
+typedef struct {
+  gchar *action;
+  gchar *text;
+} RefusalLog;
+
+static void
+refusal_uid_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  RefusalLog *log = user_data;
+  g_autoptr(GVariant) reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, NULL);
+  g_autofree gchar *uid = NULL;
+  guint32 value = G_MAXUINT32;
+
+  if (reply != NULL)
+    g_variant_get (reply, "(u)", &value);
+  uid = value == G_MAXUINT32 ? g_strdup ("unknown") : g_strdup_printf ("%u", value);
+  vd_log_action (G_LOG_LEVEL_INFO, log->action, uid, "%s (uid %s)", log->text, uid);
+  g_free (log->action);
+  g_free (log->text);
+  g_free (log);
+}
+
+/* Names only, each capped: a refused call's arguments (up to the bus's
+ * message size) never reach the journal. The uid is asked for without
+ * blocking the loop. */
+static void
+log_refusal (GDBusMethodInvocation *invocation, const gchar *action, const gchar *member, const gchar *why)
+{
+  RefusalLog *log = g_new0 (RefusalLog, 1);
+  g_autofree gchar *path = bounded (g_dbus_method_invocation_get_object_path (invocation));
+  const gchar *sender = g_dbus_method_invocation_get_sender (invocation);
+
+  log->action = g_strdup (action != NULL ? action : "unmapped");
+  log->text = g_strdup_printf ("refused %s on %s for %s: %s", member, path, sender, why);
+  g_dbus_connection_call (g_dbus_method_invocation_get_connection (invocation), "org.freedesktop.DBus",
+                          "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
+                          g_variant_new ("(s)", sender), G_VARIANT_TYPE ("(u)"), G_DBUS_CALL_FLAGS_NONE,
+                          5000, NULL, refusal_uid_cb, log);
+}
+
+static void
+refuse (GDBusMethodInvocation *invocation, const gchar *action, const gchar *member, const gchar *why)
+{
+  log_refusal (invocation, action, member, why);
+  g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED,
+                                         "Not authorized to %s: %s", member, why);
+}
+
+static void
+add_arg_details (PolkitDetails *details, GDBusMethodInvocation *invocation)
+{
+  const GDBusMethodInfo *info = g_dbus_method_invocation_get_method_info (invocation);
+  GVariant *params = g_dbus_method_invocation_get_parameters (invocation);
+
+  for (guint i = 0; info != NULL && info->in_args != NULL && info->in_args[i] != NULL; i++) {
+    g_autoptr(GVariant) arg = g_variant_get_child_value (params, i);
+    g_autofree gchar *key = g_strconcat ("vivarium.", info->in_args[i]->name, NULL);
+    const gchar *text = NULL;
+    g_autofree gchar *safe = NULL;
+
+    if (g_variant_is_of_type (arg, G_VARIANT_TYPE_STRING))
+      text = g_variant_get_string (arg, NULL);
+    else if (g_variant_is_of_type (arg, G_VARIANT_TYPE_STRING_ARRAY) && g_variant_n_children (arg) > 0)
+      g_variant_get_child (arg, 0, "&s", &text);
+    if (text == NULL)
+      continue;
+    safe = vivarium_escape_untrusted (text, strlen (text), DETAIL_MAX, NULL);
+    polkit_details_insert (details, key, safe);
+  }
+}
+
+/* What a password prompt can show: which object (by its id: the session
+ * id, the image name), which verb, and the verb's string arguments (an
+ * image name, argv[0] of a command), each escaped and capped. Derived from
+ * the interface description, so it holds for every verb without code. */
+static PolkitDetails *
+details_for (GDBusMethodInvocation *invocation, const gchar *interface_name)
+{
+  PolkitDetails *details = polkit_details_new ();
+  const gchar *path = g_dbus_method_invocation_get_object_path (invocation);
+  const gchar *last = strrchr (path, '/');
+  g_autofree gchar *id = NULL;
+  g_autofree gchar *safe_path = bounded (path);
+
+  polkit_details_insert (details, "vivarium.interface", interface_name);
+  polkit_details_insert (details, "vivarium.method", g_dbus_method_invocation_get_method_name (invocation));
+  polkit_details_insert (details, "vivarium.object", safe_path);
+  if (g_str_has_prefix (path, VIVARIUM_DBUS_PATH "/") && last != NULL) {
+    g_autofree guint8 *raw = g_dbus_unescape_object_path (last + 1);
+    if (raw != NULL) {
+      id = vivarium_escape_untrusted ((const gchar *) raw, strlen ((const gchar *) raw), DETAIL_MAX, NULL);
+      polkit_details_insert (details, "vivarium.id", id);
+    }
+  }
+  add_arg_details (details, invocation);
+  return details;
+}
+
+static void check_read_actions_in_background (VdExported *self, const gchar *sender);
+
+static void
+forward (Call *call)
+{
+  GDBusInterfaceVTable *vtable = g_dbus_interface_skeleton_get_vtable (call->skeleton);
+  GDBusMethodInvocation *invocation = g_steal_pointer (&call->invocation);
+  const gchar *method = g_dbus_method_invocation_get_method_name (invocation);
+  GVariant *params = g_dbus_method_invocation_get_parameters (invocation);
+  GError *error = NULL;
+
+  if (g_strcmp0 (g_dbus_method_invocation_get_interface_name (invocation), "org.freedesktop.DBus.Properties") != 0) {
+    vtable->method_call (g_dbus_method_invocation_get_connection (invocation),
+                         g_dbus_method_invocation_get_sender (invocation),
+                         g_dbus_method_invocation_get_object_path (invocation),
+                         call->interface_name, method, params, invocation, call->skeleton);
+  } else if (g_strcmp0 (method, "Get") == 0) {
+    const gchar *property;
+    g_autoptr(GVariant) value = NULL;
+
+    g_variant_get (params, "(&s&s)", NULL, &property);
+    value = vtable->get_property (g_dbus_method_invocation_get_connection (invocation),
+                                  g_dbus_method_invocation_get_sender (invocation),
+                                  g_dbus_method_invocation_get_object_path (invocation),
+                                  call->interface_name, property, &error, call->skeleton);
+    if (value == NULL) {
+      vivarium_error_convert (&error);
+      g_dbus_method_invocation_take_error (invocation, error);
+    } else {
+      g_dbus_method_invocation_return_value (invocation, g_variant_new ("(v)", value));
+    }
+  } else {
+    g_autoptr(GVariant) all = g_variant_take_ref (g_dbus_interface_skeleton_get_properties (call->skeleton));
+    g_dbus_method_invocation_return_value (invocation, g_variant_new ("(@a{sv})", all));
+  }
+}
+
+static void
+call_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(Call) call = user_data;
+  const gchar *sender = g_dbus_method_invocation_get_sender (call->invocation);
+  const gchar *method = g_dbus_method_invocation_get_method_name (call->invocation);
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_authority_check_finish (VD_AUTHORITY (source), res, &error)) {
+    revoke_action (call->self, sender, call->action);
+    refuse (call->invocation, call->action, method, error->message);
+    return;
+  }
+  grant_action (call->self, sender, call->action);
+  check_read_actions_in_background (call->self, sender);
+  forward (call);
+}
+
+/* Which interface a call is about, and what polkit must allow for it. */
+static const gchar *
+target_of (GDBusMethodInvocation *invocation, const gchar **interface_name, const gchar **why)
+{
+  const gchar *iface = g_dbus_method_invocation_get_interface_name (invocation);
+  const gchar *method = g_dbus_method_invocation_get_method_name (invocation);
+  GVariant *params = g_dbus_method_invocation_get_parameters (invocation);
+
+  if (g_strcmp0 (iface, "org.freedesktop.DBus.Properties") != 0) {
+    *interface_name = iface;
+    *why = "this method is not mapped to a polkit action";
+    return vd_authority_action_for (iface, method);
+  }
+  g_variant_get_child (params, 0, "&s", interface_name);
+  *why = "no property can be changed over the bus";
+  if (g_strcmp0 (method, "Set") == 0)
+    return NULL;
+  *why = "reading this interface is not mapped to a polkit action";
+  return vd_authority_read_action_for (*interface_name);
+}
+
+static void
+boundary_method_call (GDBusConnection *connection, const gchar *sender, const gchar *object_path,
+                      const gchar *interface_name, const gchar *method_name, GVariant *parameters,
+                      GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdExported *self = VD_EXPORTED (user_data);
+  Node *node = g_hash_table_lookup (self->nodes, object_path);
+  const gchar *target = NULL, *why = NULL, *action;
+  GDBusMessageFlags flags = g_dbus_message_get_flags (g_dbus_method_invocation_get_message (invocation));
+  g_autoptr(PolkitDetails) details = NULL;
+  Face *face;
+  Call *call;
+
+  if (node == NULL) {
+    g_autofree gchar *path = bounded (object_path);
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND,
+                                           "There is no object at %s", path);
+    return;
+  }
+  action = target_of (invocation, &target, &why);
+  face = find_face (node, target);
+  if (face == NULL) {
+    g_autofree gchar *name = bounded (target);
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND,
+                                           "The object at %s has no interface %s", node->path, name);
+    return;
+  }
+  if (action == NULL) {
+    refuse (invocation, NULL, method_name, why);
+    return;
+  }
+  call = g_new0 (Call, 1);
+  call->self = g_object_ref (self);
+  call->invocation = invocation;
+  call->skeleton = g_object_ref (face->skeleton);
+  call->interface_name = g_strdup (target);
+  call->action = g_strdup (action);
+  details = details_for (invocation, target);
+  vd_authority_check_async (self->authority, sender, action, details,
+                            (flags & G_DBUS_MESSAGE_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION) != 0,
+                            call_checked_cb, call);
+}
+
+static const GDBusInterfaceVTable boundary_vtable = {
+  boundary_method_call,
+  NULL,   /* Properties.Get/GetAll come to boundary_method_call, to be authorized */
+  NULL,
+  { NULL },
+};
+
+/* --- background read checks ---------------------------------------------- */
+
+typedef struct {
+  VdExported *self;
+  gchar      *peer;
+  gchar      *action;
+  gchar      *key;
+} ReadCheck;
+
+static void
+read_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  ReadCheck *check = user_data;
+
+  if (vd_authority_check_finish (VD_AUTHORITY (source), res, NULL))
+    grant_action (check->self, check->peer, check->action);
+  g_hash_table_remove (check->self->pending, check->key);
+  g_object_unref (check->self);
+  g_free (check->peer);
+  g_free (check->action);
+  g_free (check->key);
+  g_free (check);
+}
+
+static void
+check_read_actions_in_background (VdExported *self, const gchar *sender)
+{
+  gsize n_rows;
+  const VdActionRow *rows = vd_authority_get_action_map (&n_rows);
+
+  for (gsize i = 0; i < n_rows; i++) {
+    const gchar *action = vd_authority_signal_action_for (rows[i].interface, rows[i].member);
+    g_autofree gchar *key = g_strconcat (sender, " ", action, NULL);
+    g_autoptr(PolkitDetails) details = polkit_details_new ();
+    ReadCheck *check;
+
+    /* Only rows that stand for reading: the interface's own and signals'. */
+    if (g_strcmp0 (rows[i].member, VD_AUTHORITY_READ) != 0 && vd_authority_action_for (rows[i].interface, rows[i].member) != NULL)
+      continue;
+    if (is_granted (self, sender, action) || g_hash_table_contains (self->pending, key))
+      continue;
+    check = g_new0 (ReadCheck, 1);
+    check->self = g_object_ref (self);
+    check->peer = g_strdup (sender);
+    check->action = g_strdup (action);
+    check->key = g_strdup (key);
+    g_hash_table_add (self->pending, g_strdup (key));
+    polkit_details_insert (details, "vivarium.method", "(signals)");
+    vd_authority_check_async (self->authority, sender, action, details, FALSE, read_checked_cb, check);
+  }
+}
+
+/* --- the safety net on everything we send ----------------------------------- */
+
+static const struct {
+  const gchar  *name;
+  VivariumError code;
+} standard_errors[] = {
+  { "org.freedesktop.DBus.Error.UnknownMethod",    VIVARIUM_ERROR_NOT_FOUND },
+  { "org.freedesktop.DBus.Error.UnknownObject",    VIVARIUM_ERROR_NOT_FOUND },
+  { "org.freedesktop.DBus.Error.UnknownInterface", VIVARIUM_ERROR_NOT_FOUND },
+  { "org.freedesktop.DBus.Error.UnknownProperty",  VIVARIUM_ERROR_NOT_FOUND },
+  { "org.freedesktop.DBus.Error.InvalidArgs",      VIVARIUM_ERROR_INVALID_ARGUMENT },
+  { "org.freedesktop.DBus.Error.PropertyReadOnly", VIVARIUM_ERROR_INVALID_ARGUMENT },
+  { "org.freedesktop.DBus.Error.AccessDenied",     VIVARIUM_ERROR_NOT_AUTHORIZED },
+  { "org.freedesktop.DBus.Error.LimitsExceeded",   VIVARIUM_ERROR_TOO_LARGE },
+};
+
+static GDBusMessage *
+error_reply_like (GDBusMessage *message, VivariumError code, const gchar *text)
+{
+  GDBusMessage *reply = g_dbus_message_new ();
+
+  g_dbus_message_set_message_type (reply, G_DBUS_MESSAGE_TYPE_ERROR);
+  g_dbus_message_set_flags (reply, G_DBUS_MESSAGE_FLAGS_NO_REPLY_EXPECTED);
+  g_dbus_message_set_serial (reply, g_dbus_message_get_serial (message));
+  g_dbus_message_set_reply_serial (reply, g_dbus_message_get_reply_serial (message));
+  if (g_dbus_message_get_destination (message) != NULL)
+    g_dbus_message_set_destination (reply, g_dbus_message_get_destination (message));
+  g_dbus_message_set_error_name (reply, vivarium_error_code_to_name (code));
+  g_dbus_message_set_body (reply, g_variant_new ("(s)", text));
+  return reply;
+}
+
+static gchar *
+error_text (GDBusMessage *message)
+{
+  GVariant *body = g_dbus_message_get_body (message);
+  const gchar *text = NULL;
+
+  if (body != NULL && g_variant_n_children (body) > 0) {
+    g_autoptr(GVariant) first = g_variant_get_child_value (body, 0);
+    if (g_variant_is_of_type (first, G_VARIANT_TYPE_STRING))
+      text = g_variant_get_string (first, NULL);
+  }
+  return bounded (text != NULL ? text : "The daemon failed without saying why");
+}
+
+static GDBusMessage *
+rename_error (GDBusMessage *message)
+{
+  const gchar *name = g_dbus_message_get_error_name (message);
+  g_autofree gchar *text = NULL;
+  VivariumError code = VIVARIUM_ERROR_FAILED;
+  gboolean standard = FALSE;
+  GDBusMessage *reply;
+
+  if (name != NULL && g_str_has_prefix (name, VIVARIUM_DBUS_ERROR_PREFIX "."))
+    return message;
+  for (gsize i = 0; i < G_N_ELEMENTS (standard_errors); i++) {
+    if (g_strcmp0 (name, standard_errors[i].name) == 0) {
+      code = standard_errors[i].code;
+      standard = TRUE;
+    }
+  }
+  text = error_text (message);
+  /* GDBus's own refusals (bad signature, no such member) are expected; any
+   * other foreign name is an error not converted where it was raised. */
+  if (!standard)
+    g_warning ("an error reply named %s escaped conversion (a bug to fix where it is raised): %s",
+               name != NULL ? name : "(none)", text);
+  reply = error_reply_like (message, code, text);
+  g_object_unref (message);
+  return reply;
+}
+
+GDBusMessage *
+vd_exported_check_outgoing (GDBusMessage *message)
+{
+  GDBusMessageType type = g_dbus_message_get_message_type (message);
+  GVariant *body = g_dbus_message_get_body (message);
+  gsize size = body != NULL ? g_variant_get_size (body) : 0;
+
+  if (type != G_DBUS_MESSAGE_TYPE_METHOD_RETURN && type != G_DBUS_MESSAGE_TYPE_ERROR &&
+      type != G_DBUS_MESSAGE_TYPE_SIGNAL)
+    return message;
+  if (size > VIVARIUM_MAX_REPLY_BYTES) {
+    g_autofree gchar *text = g_strdup_printf ("The reply would be %" G_GSIZE_FORMAT " bytes; the daemon sends at most %d",
+                                              size, VIVARIUM_MAX_REPLY_BYTES);
+    GDBusMessage *reply = NULL;
+
+    g_warning ("%s", text);
+    if (type != G_DBUS_MESSAGE_TYPE_SIGNAL)
+      reply = error_reply_like (message, VIVARIUM_ERROR_TOO_LARGE, text);
+    g_object_unref (message);
+    return reply;   /* a signal that big is dropped: it would cost us the bus */
+  }
+  if (type == G_DBUS_MESSAGE_TYPE_ERROR)
+    return rename_error (message);
+  return message;
+}
+
+/* Runs in GDBus's worker thread: touches nothing but the message. */
+static GDBusMessage *
+outgoing_filter (GDBusConnection *connection, GDBusMessage *message, gboolean incoming, gpointer user_data)
+{
+  if (incoming)
+    return message;
+  return vd_exported_check_outgoing (message);
+}
+
+/* --- life cycle ------------------------------------------------------------ */
+
+static void
+vd_exported_dispose (GObject *object)
+{
+  VdExported *self = VD_EXPORTED (object);
+  GHashTableIter iter;
+  gpointer id;
+
+  if (self->connection != NULL) {
+    g_hash_table_iter_init (&iter, self->subtrees);
+    while (g_hash_table_iter_next (&iter, NULL, &id))
+      g_dbus_connection_unregister_subtree (self->connection, GPOINTER_TO_UINT (id));
+    if (self->owner_changed_id != 0)
+      g_dbus_connection_signal_unsubscribe (self->connection, self->owner_changed_id);
+    if (self->filter_id != 0)
+      g_dbus_connection_remove_filter (self->connection, self->filter_id);
+    self->owner_changed_id = 0;
+    self->filter_id = 0;
+  }
+  g_hash_table_remove_all (self->subtrees);
+  g_hash_table_remove_all (self->nodes);
+  G_OBJECT_CLASS (vd_exported_parent_class)->dispose (object);
+}
+
+static void
+vd_exported_finalize (GObject *object)
+{
+  VdExported *self = VD_EXPORTED (object);
+
+  g_hash_table_unref (self->nodes);
+  g_hash_table_unref (self->subtrees);
+  g_hash_table_unref (self->grants);
+  g_hash_table_unref (self->pending);
+  g_clear_object (&self->authority);
+  g_clear_object (&self->connection);
+  G_OBJECT_CLASS (vd_exported_parent_class)->finalize (object);
+}
+
+static void
+vd_exported_class_init (VdExportedClass *klass)
+{
+  G_OBJECT_CLASS (klass)->dispose = vd_exported_dispose;
+  G_OBJECT_CLASS (klass)->finalize = vd_exported_finalize;
+}
+
+static void
+vd_exported_init (VdExported *self)
+{
+  self->nodes = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) node_free);
+  self->subtrees = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->grants = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_hash_table_unref);
+  self->pending = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+}
+
+/* The manager's path is served from the start, so that any path under it
+ * that names nothing answers NotFound rather than GDBus's UnknownMethod. */
+VdExported *
+vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
+{
+  VdExported *self = g_object_new (VD_TYPE_EXPORTED, NULL);
+  g_autoptr(GError) error = NULL;
+
+  self->authority = g_object_ref (authority);
+  self->connection = g_object_ref (connection);
+  if (!ensure_subtree (self, VIVARIUM_DBUS_PATH, &error))
+    g_critical ("cannot serve %s: %s", VIVARIUM_DBUS_PATH, error->message);
+  self->owner_changed_id = g_dbus_connection_signal_subscribe (connection, "org.freedesktop.DBus",
+                                                               "org.freedesktop.DBus", "NameOwnerChanged",
+                                                               "/org/freedesktop/DBus", NULL,
+                                                               G_DBUS_SIGNAL_FLAGS_NONE,
+                                                               name_owner_changed_cb, self, NULL);
+  self->filter_id = g_dbus_connection_add_filter (connection, outgoing_filter, NULL, NULL);
+  return self;
+}
+
+/* Where an object may live: the manager's path, or directly in a
+ * collection under it (/org/vivarium/Vivarium1/sessions/<id>). */
+static gchar *
+subtree_for (const gchar *path, GError **error)
+{
+  const gchar *rest;
+
+  if (g_strcmp0 (path, VIVARIUM_DBUS_PATH) == 0)
+    return g_strdup (path);
+  rest = g_str_has_prefix (path, VIVARIUM_DBUS_PATH "/") ? path + strlen (VIVARIUM_DBUS_PATH "/") : NULL;
+  if (rest == NULL || !g_variant_is_object_path (path) || strchr (rest, '/') == NULL ||
+      strchr (strchr (rest, '/') + 1, '/') != NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "%s is not a place for an object of the daemon", path);
+    return NULL;
+  }
+  return g_strndup (path, strrchr (path, '/') - path);
+}
+
+/* The only way onto the bus. An interface whose reading the bouncer does
+ * not map cannot be exported at all; its methods are checked one by one
+ * against the map when they are called, and refused when unmapped. */
+gboolean
+vd_exported_add (VdExported *self, const gchar *path, GDBusInterfaceSkeleton *skeleton, GError **error)
+{
+  const gchar *interface_name = g_dbus_interface_skeleton_get_info (skeleton)->name;
+  g_autofree gchar *subtree = subtree_for (path, error);
+  Node *node;
+  Face *face;
+
+  if (subtree == NULL)
+    return FALSE;
+  if (vd_authority_read_action_for (interface_name) == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                 "The interface %s has no read action in the authority's map; it cannot be exported",
+                 interface_name);
+    return FALSE;
+  }
+  node = g_hash_table_lookup (self->nodes, path);
+  if (find_face (node, interface_name) != NULL)
+    return TRUE;   /* already there: adding twice is harmless */
+  if (!ensure_subtree (self, subtree, error))
+    return FALSE;
+  if (node == NULL) {
+    node = g_new0 (Node, 1);
+    node->path = g_strdup (path);
+    node->faces = g_ptr_array_new_with_free_func ((GDestroyNotify) face_free);
+    g_hash_table_insert (self->nodes, node->path, node);
+  }
+  face = face_new (self, node, skeleton, error);
+  if (face == NULL) {
+    if (node->faces->len == 0)
+      g_hash_table_remove (self->nodes, path);
+    return FALSE;
+  }
+  g_ptr_array_add (node->faces, face);
+  return TRUE;
+}
+
+/* Calls already authorized keep their skeleton; new ones get NotFound. */
+void
+vd_exported_remove (VdExported *self, const gchar *path)
+{
+  g_hash_table_remove (self->nodes, path);
+}
+
+gboolean
+vd_exported_has (VdExported *self, const gchar *path)
+{
+  return g_hash_table_contains (self->nodes, path);
+}
