@@ -53,15 +53,24 @@ static const VdActionRow action_map[] = {
 #undef READ
 
 struct _VdAuthority {
-  GObject  parent_instance;
-  guint    call_count;   /* read by the idle logic */
+  GObject          parent_instance;
+  PolkitAuthority *polkit;       /* kept: its proxy follows polkitd's restarts */
+  guint            call_count;   /* read by the idle logic */
 };
 
 G_DEFINE_TYPE (VdAuthority, vd_authority, G_TYPE_OBJECT)
 
 static void
+vd_authority_finalize (GObject *object)
+{
+  g_clear_object (&VD_AUTHORITY (object)->polkit);
+  G_OBJECT_CLASS (vd_authority_parent_class)->finalize (object);
+}
+
+static void
 vd_authority_class_init (VdAuthorityClass *klass)
 {
+  G_OBJECT_CLASS (klass)->finalize = vd_authority_finalize;
 }
 
 static void
@@ -212,13 +221,26 @@ check_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static void
+start_check (GTask *task, PolkitAuthority *authority)
+{
+  Check *check = g_task_get_task_data (task);
+  g_autoptr(PolkitSubject) subject = NULL;
+
+  subject = polkit_system_bus_name_new (check->sender);
+  polkit_authority_check_authorization (authority, subject, check->action, check->details,
+                                        check->interactive ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
+                                                           : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE,
+                                        check->cancellable, check_done_cb, g_object_ref (task));
+}
+
+static void
 authority_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GTask) task = G_TASK (user_data);
+  VdAuthority *self = g_task_get_source_object (task);
   Check *check = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
   g_autoptr(PolkitAuthority) authority = polkit_authority_get_finish (res, &error);
-  g_autoptr(PolkitSubject) subject = NULL;
 
   if (check->done)
     return;
@@ -227,11 +249,9 @@ authority_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     check_refuse (task, "the authorization service (polkit) is not available");
     return;
   }
-  subject = polkit_system_bus_name_new (check->sender);
-  polkit_authority_check_authorization (authority, subject, check->action, check->details,
-                                        check->interactive ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
-                                                           : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE,
-                                        check->cancellable, check_done_cb, g_steal_pointer (&task));
+  if (self->polkit == NULL)
+    self->polkit = g_object_ref (authority);
+  start_check (task, authority);
 }
 
 /* Subject is the caller's system bus name, never a PID; any failure along
@@ -255,7 +275,10 @@ vd_authority_check_async (VdAuthority *self, const gchar *sender, const gchar *a
                                                   interactive ? VD_AUTHORITY_CHECK_TIMEOUT_INTERACTIVE_SEC
                                                               : VD_AUTHORITY_CHECK_TIMEOUT_SEC,
                                                   check_timeout_cb, g_object_ref (task), g_object_unref);
-  polkit_authority_get_async (check->cancellable, authority_ready_cb, g_steal_pointer (&task));
+  if (self->polkit != NULL)
+    start_check (task, self->polkit);
+  else
+    polkit_authority_get_async (check->cancellable, authority_ready_cb, g_steal_pointer (&task));
 }
 
 gboolean

@@ -587,7 +587,7 @@ call_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 
   if (!vd_authority_check_finish (VD_AUTHORITY (source), res, &error)) {
     revoke_action (call->self, sender, call->action);
-    refuse (call->invocation, call->action, method, error->message);
+    refuse (g_steal_pointer (&call->invocation), call->action, method, error->message);
     return;
   }
   grant_action (call->self, sender, call->action);
