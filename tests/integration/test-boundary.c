@@ -175,6 +175,9 @@ client_main (void)
   return 0;
 }
 
+/* Every wrong verdict is listed, not just the first. */
+#define fail_and_tell(...) G_STMT_START { g_test_message (__VA_ARGS__); g_test_fail_printf (__VA_ARGS__); } G_STMT_END
+
 static gchar *
 run_as_user (const gchar *const *extra_argv)
 {
@@ -242,13 +245,13 @@ test_user_refused_everything (void)
     if (g_str_has_prefix (f[0], "call ")) {
       calls++;
       if (g_strcmp0 (f[1], ERR_NOT_AUTH) != 0)
-        g_test_fail_printf ("%s as an unprivileged user: expected %s, got %s", f[0] + 5, ERR_NOT_AUTH, f[1]);
+        fail_and_tell ("%s as an unprivileged user: expected %s, got %s", f[0] + 5, ERR_NOT_AUTH, f[1]);
     } else if (g_str_has_prefix (f[0], "introspect ")) {
       const gchar *path = f[0] + strlen ("introspect ");
       if (strstr (f[1], IMAGE) != NULL)
-        g_test_fail_printf ("Introspect of %s names the image: %s", path, f[1]);
+        fail_and_tell ("Introspect of %s names the image: %s", path, f[1]);
       if (g_strcmp0 (path, VIVARIUM_DBUS_PATH) != 0 && strstr (f[1], VIVARIUM_DBUS_IFACE_PREFIX ".Image") != NULL)
-        g_test_fail_printf ("Introspect of %s shows the image's interface: %s", path, f[1]);
+        fail_and_tell ("Introspect of %s shows the image's interface: %s", path, f[1]);
     }
   }
   g_test_message ("%u calls refused", calls);
