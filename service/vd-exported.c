@@ -27,6 +27,9 @@
  * background, for the read actions, so a client that made one authorized
  * call hears what it may hear. */
 
+#define INTROSPECT_DOCTYPE \
+  "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n" \
+  "\"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n"
 #define LOG_FIELD_MAX 200   /* refusals are logged by name, never by argument */
 #define DETAIL_MAX    128
 
@@ -56,6 +59,7 @@ struct _VdExported {
   GHashTable      *subtrees;  /* path → registration id */
   GHashTable      *grants;    /* unique name → set of actions it was allowed */
   GHashTable      *pending;   /* "name action" being checked in the background */
+  GMainContext    *context;   /* where the subtrees and our Introspect run */
   guint            owner_changed_id;
   guint            filter_id;
 };
@@ -718,6 +722,132 @@ check_read_actions_in_background (VdExported *self, const gchar *sender)
   }
 }
 
+/* --- Introspect below the manager, authorized ------------------------------- */
+
+/* GDBus answers Introspect itself, from a synchronous callback that cannot
+ * wait for polkit; a peer's first look at a child would then depend on
+ * whether it happened to be allowed something earlier (and `gdbus call`,
+ * which introspects to type its arguments, would send the wrong types).
+ * So Introspect of every path below the manager's is taken off GDBus's
+ * hands in the worker thread and answered here after a read check. */
+
+typedef struct {
+  VdExported   *self;
+  GDBusMessage *message;
+  gchar        *action;
+} Look;
+
+static void
+look_free (Look *look)
+{
+  g_object_unref (look->self);
+  g_object_unref (look->message);
+  g_free (look->action);
+  g_free (look);
+}
+
+static void
+append_children (VdExported *self, GString *xml, const gchar *path)
+{
+  g_autoptr(GPtrArray) names = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+  gsize prefix = strlen (path);
+
+  g_hash_table_iter_init (&iter, self->nodes);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    Node *node = value;
+    if (strncmp (node->path, path, prefix) == 0 && node->path[prefix] == '/' &&
+        strchr (node->path + prefix + 1, '/') == NULL)
+      g_ptr_array_add (names, node->path + prefix + 1);
+  }
+  g_ptr_array_sort (names, (GCompareFunc) g_strcmp0);
+  for (guint i = 0; i < names->len; i++)
+    g_string_append_printf (xml, "  <node name=\"%s\"/>\n", (const gchar *) g_ptr_array_index (names, i));
+}
+
+/* @allowed FALSE: the same answer as for a path where nothing is. */
+static void
+answer_look (Look *look, gboolean allowed)
+{
+  const gchar *path = g_dbus_message_get_path (look->message);
+  Node *node = g_hash_table_lookup (look->self->nodes, path);
+  g_autoptr(GString) xml = g_string_new (INTROSPECT_DOCTYPE "<node>\n");
+  g_autoptr(GDBusMessage) reply = g_dbus_message_new_method_reply (look->message);
+
+  if (allowed && node != NULL) {
+    for (guint i = 0; i < node->faces->len; i++)
+      g_dbus_interface_info_generate_xml (((Face *) g_ptr_array_index (node->faces, i))->info, 2, xml);
+  } else if (allowed) {
+    append_children (look->self, xml, path);
+  }
+  g_string_append (xml, "</node>\n");
+  g_dbus_message_set_body (reply, g_variant_new ("(s)", xml->str));
+  g_dbus_connection_send_message (look->self->connection, reply, G_DBUS_SEND_MESSAGE_FLAGS_NONE, NULL, NULL);
+}
+
+static void
+look_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Look *look = user_data;
+  const gchar *sender = g_dbus_message_get_sender (look->message);
+  gboolean allowed = vd_authority_check_finish (VD_AUTHORITY (source), res, NULL);
+
+  if (allowed)
+    grant_action (look->self, sender, look->action);
+  else
+    revoke_action (look->self, sender, look->action);
+  answer_look (look, allowed);
+  look_free (look);
+}
+
+/* A child is read with its first interface's action; a collection's list
+ * with the manager's, which is what listing the collection needs. */
+static const gchar *
+look_action (VdExported *self, const gchar *path)
+{
+  Node *node = g_hash_table_lookup (self->nodes, path);
+  Face *face = node != NULL && node->faces->len > 0 ? g_ptr_array_index (node->faces, 0) : NULL;
+
+  if (face != NULL)
+    return vd_authority_read_action_for (face->info->name);
+  if (g_hash_table_contains (self->subtrees, path))
+    return vd_authority_read_action_for (VIVARIUM_DBUS_IFACE_PREFIX ".Manager");
+  return NULL;
+}
+
+static gboolean
+look_cb (gpointer user_data)
+{
+  Look *look = user_data;
+  const gchar *path = g_dbus_message_get_path (look->message);
+  const gchar *action = look_action (look->self, path);
+  g_autoptr(PolkitDetails) details = polkit_details_new ();
+  g_autofree gchar *safe_path = bounded (path);
+
+  if (action == NULL) {
+    answer_look (look, FALSE);
+    look_free (look);
+    return G_SOURCE_REMOVE;
+  }
+  look->action = g_strdup (action);
+  polkit_details_insert (details, "vivarium.method", "Introspect");
+  polkit_details_insert (details, "vivarium.object", safe_path);
+  vd_authority_check_async (look->self->authority, g_dbus_message_get_sender (look->message), action, details,
+                            FALSE, look_checked_cb, look);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+is_look_below_manager (GDBusMessage *message)
+{
+  return g_dbus_message_get_message_type (message) == G_DBUS_MESSAGE_TYPE_METHOD_CALL &&
+         g_strcmp0 (g_dbus_message_get_interface (message), "org.freedesktop.DBus.Introspectable") == 0 &&
+         g_strcmp0 (g_dbus_message_get_member (message), "Introspect") == 0 &&
+         g_str_has_prefix (g_dbus_message_get_path (message), VIVARIUM_DBUS_PATH "/") &&
+         g_dbus_message_get_sender (message) != NULL;
+}
+
 /* --- the safety net on everything we send ----------------------------------- */
 
 static const struct {
@@ -818,13 +948,23 @@ vd_exported_check_outgoing (GDBusMessage *message)
   return message;
 }
 
-/* Runs in GDBus's worker thread: touches nothing but the message. */
+/* Runs in GDBus's worker thread: touches nothing of ours but the message
+ * and the context (both safe from any thread). */
 static GDBusMessage *
-outgoing_filter (GDBusConnection *connection, GDBusMessage *message, gboolean incoming, gpointer user_data)
+message_filter (GDBusConnection *connection, GDBusMessage *message, gboolean incoming, gpointer user_data)
 {
-  if (incoming)
+  VdExported *self = VD_EXPORTED (user_data);
+  Look *look;
+
+  if (!incoming)
+    return vd_exported_check_outgoing (message);
+  if (!is_look_below_manager (message))
     return message;
-  return vd_exported_check_outgoing (message);
+  look = g_new0 (Look, 1);
+  look->self = g_object_ref (self);
+  look->message = message;   /* ours now: GDBus will not see it */
+  g_main_context_invoke (self->context, look_cb, look);
+  return NULL;
 }
 
 /* --- life cycle ------------------------------------------------------------ */
@@ -863,6 +1003,7 @@ vd_exported_finalize (GObject *object)
   g_hash_table_unref (self->pending);
   g_clear_object (&self->authority);
   g_clear_object (&self->connection);
+  g_main_context_unref (self->context);
   G_OBJECT_CLASS (vd_exported_parent_class)->finalize (object);
 }
 
@@ -880,6 +1021,7 @@ vd_exported_init (VdExported *self)
   self->subtrees = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->grants = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_hash_table_unref);
   self->pending = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->context = g_main_context_ref_thread_default ();
 }
 
 /* The manager's path is served from the start, so that any path under it
@@ -899,7 +1041,7 @@ vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
                                                                "/org/freedesktop/DBus", NULL,
                                                                G_DBUS_SIGNAL_FLAGS_NONE,
                                                                name_owner_changed_cb, self, NULL);
-  self->filter_id = g_dbus_connection_add_filter (connection, outgoing_filter, NULL, NULL);
+  self->filter_id = g_dbus_connection_add_filter (connection, message_filter, self, NULL);
   return self;
 }
 

@@ -230,6 +230,42 @@ test_root_sees_the_image (void)
   g_assert_nonnull (strstr (text, IMAGE));
 }
 
+static gchar *
+introspect_fresh (const gchar *path)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *address = g_dbus_address_get_for_bus_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
+  g_autoptr(GDBusConnection) bus = NULL;
+  g_autoptr(GVariant) reply = NULL;
+  gchar *xml = NULL;
+
+  g_assert_no_error (error);
+  bus = g_dbus_connection_new_for_address_sync (address, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+                                                G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL, &error);
+  g_assert_no_error (error);
+  reply = g_dbus_connection_call_sync (bus, VIVARIUM_DBUS_NAME, path, "org.freedesktop.DBus.Introspectable",
+                                       "Introspect", NULL, G_VARIANT_TYPE ("(s)"), G_DBUS_CALL_FLAGS_NONE,
+                                       CALL_TIMEOUT_MS, NULL, &error);
+  g_assert_no_error (error);
+  g_variant_get (reply, "(s)", &xml);
+  return xml;
+}
+
+/* The positive control of the hidden tree: a peer polkit allows (root),
+ * on a connection that has made no call before, sees the child and its
+ * interface on its first Introspect (`gdbus call` types its arguments
+ * from it). */
+static void
+test_root_introspects_children (void)
+{
+  g_autofree gchar *list = introspect_fresh (VIVARIUM_DBUS_PATH_IMAGES);
+  g_autofree gchar *child = introspect_fresh (VIVARIUM_DBUS_PATH_IMAGES "/" IMAGE);
+
+  g_assert_nonnull (strstr (list, "<node name=\"" IMAGE "\""));
+  g_assert_nonnull (strstr (child, "<interface name=\"" VIVARIUM_DBUS_IFACE_PREFIX ".Image\""));
+  g_assert_nonnull (strstr (child, "<method name=\"Freeze\""));
+}
+
 static void
 test_user_refused_everything (void)
 {
@@ -457,6 +493,7 @@ main (int argc, char **argv)
   prepare_image ();
 
   g_test_add_func ("/boundary/root-sees-the-image", test_root_sees_the_image);
+  g_test_add_func ("/boundary/root-introspects-children", test_root_introspects_children);
   g_test_add_func ("/boundary/user-refused-everything", test_user_refused_everything);
   g_test_add_func ("/boundary/user-hears-nothing", test_user_hears_nothing);
   g_test_add_func ("/boundary/unknown-paths-not-found", test_unknown_paths_not_found);
