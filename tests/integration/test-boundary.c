@@ -178,6 +178,26 @@ client_main (void)
 /* Every wrong verdict is listed, not just the first. */
 #define fail_and_tell(...) G_STMT_START { g_test_message (__VA_ARGS__); g_test_fail_printf (__VA_ARGS__); } G_STMT_END
 
+/* --call PATH IFACE.METHOD [STRING...]: one call with string arguments;
+ * prints "OK" or the error name. */
+static int
+call_main (int argc, char **argv)
+{
+  g_autoptr(GDBusConnection) bus = system_bus ();
+  g_autofree gchar *iface = g_strconcat (VIVARIUM_DBUS_IFACE_PREFIX ".", argv[1], NULL);
+  gchar *dot = strrchr (iface, '.');
+  GVariantBuilder b;
+  g_autofree gchar *r = NULL;
+
+  *dot = '\0';
+  g_variant_builder_init (&b, G_VARIANT_TYPE_TUPLE);
+  for (int i = 2; i < argc; i++)
+    g_variant_builder_add (&b, "s", argv[i]);
+  r = call_outcome (bus, argv[0], iface, dot + 1, g_variant_builder_end (&b), CALL_TIMEOUT_MS, NULL);
+  g_print ("%s\n", r);
+  return 0;
+}
+
 static gchar *
 run_as_user (const gchar *const *extra_argv)
 {
@@ -419,6 +439,108 @@ test_user_hears_nothing (void)
     g_test_fail_printf ("an unprivileged subscriber heard root's work:\n%s", user_seen);
 }
 
+
+static guint32 name_owner_pid (const gchar *name);
+
+/* --- polkit details ------------------------------------------------------------ */
+
+#define ACTION_READ   VIVARIUM_POLKIT_PREFIX "read-status"
+#define RULES_FILE    "50-vivarium-boundary.rules"
+
+static gboolean
+run_ok (const gchar *const *argv)
+{
+  gint status = -1;
+
+  g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL |
+                G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, NULL, NULL, &status, NULL);
+  return g_spawn_check_wait_status (status, NULL);
+}
+
+/* Asks polkitd about its own (non-root) process with a detail only the
+ * rules file of @generation answers YES to: then that file is loaded. */
+static gboolean
+rules_generation_loaded (guint generation)
+{
+  const gchar *pk[] = { "pkaction", "--action-id", ACTION_READ, NULL };
+  g_autofree gchar *pid = NULL;
+  g_autofree gchar *gen = g_strdup_printf ("%u", generation);
+
+  if (!run_ok (pk))   /* also activates polkitd */
+    return FALSE;
+  pid = g_strdup_printf ("%u", name_owner_pid (DBUS_NAME_POLKIT));
+  {
+    const gchar *argv[] = { "pkcheck", "--action-id", ACTION_READ, "--process", pid,
+                            "--detail", "vivarium.test.generation", gen, NULL };
+    return run_ok (argv);
+  }
+}
+
+static void
+set_rules (const gchar *body)
+{
+  static guint generation = 0;
+  const gchar *dir = require_env ("VIVARIUM_TEST_RULES_DIR");
+  g_autofree gchar *path = g_build_filename (dir, RULES_FILE, NULL);
+  g_autofree gchar *tmp = g_build_filename (dir, RULES_FILE ".tmp", NULL);
+  g_autofree gchar *text = NULL;
+  g_autoptr(GError) error = NULL;
+  guint i;
+
+  generation++;
+  text = g_strdup_printf ("// written by test-boundary, generation %u\n"
+                          "polkit.addRule(function(action, subject) {\n"
+                          "  var gen = action.lookup(\"vivarium.test.generation\");\n"
+                          "  if (gen !== undefined && gen !== null && gen !== \"\")\n"
+                          "    return gen == \"%u\" ? polkit.Result.YES : polkit.Result.NO;\n"
+                          "});\n%s\n", generation, generation, body);
+  g_file_set_contents_full (tmp, text, -1, G_FILE_SET_CONTENTS_NONE, 0644, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (g_rename (tmp, path), ==, 0);
+  for (i = 0; i < WAIT_STEPS && !rules_generation_loaded (generation); i++)
+    g_usleep (WAIT_STEP_US);
+  g_assert_cmpuint (i, <, WAIT_STEPS);
+}
+
+static gchar *
+user_call (const gchar *path, const gchar *method, const gchar *arg1, const gchar *arg2)
+{
+  g_autofree gchar *self = g_file_read_link ("/proc/self/exe", NULL);
+  const gchar *argv[] = { self, "--call", path, method, arg1, arg2, NULL };
+  g_autofree gchar *out = run_as_user (argv);
+
+  return g_strdup (g_strstrip (out));
+}
+
+/* A rule can tell which object and which argument a call is about: the
+ * same details a password prompt shows. The user may Verify this one image
+ * and build only under this one name; nothing else. */
+static void
+test_details_reach_polkit (void)
+{
+  g_autofree gchar *rule = g_strdup_printf (
+    "polkit.addRule(function(action, subject) {\n"
+    "  if (subject.user != \"%s\") return polkit.Result.NOT_HANDLED;\n"
+    "  if (action.id == \"" ACTION_READ "\" && action.lookup(\"vivarium.method\") == \"Verify\" &&\n"
+    "      action.lookup(\"vivarium.id\") == \"" IMAGE "\") return polkit.Result.YES;\n"
+    "  if (action.id == \"" VIVARIUM_POLKIT_PREFIX "image-build\" && action.lookup(\"vivarium.name\") == \"detailname\" &&\n"
+    "      action.lookup(\"vivarium.recipe\") == \"norecipe\") return polkit.Result.YES;\n"
+    "});", require_env ("VIVARIUM_TEST_USER"));
+  g_autofree gchar *verify = NULL, *list = NULL, *build = NULL, *build_other = NULL;
+
+  set_rules (rule);
+  verify = user_call (VIVARIUM_DBUS_PATH_IMAGES "/" IMAGE, "Image.Verify", NULL, NULL);
+  list = user_call (VIVARIUM_DBUS_PATH, "Manager.ListImages", NULL, NULL);
+  build = user_call (VIVARIUM_DBUS_PATH, "Manager.BuildImage", "norecipe", "detailname");
+  build_other = user_call (VIVARIUM_DBUS_PATH, "Manager.BuildImage", "norecipe", "othername");
+  set_rules ("// no rule for the test user");
+  /* Past the bouncer, the daemon's own refusals: not frozen, no recipe. */
+  g_assert_cmpstr (verify, ==, VIVARIUM_DBUS_ERROR_PREFIX ".NotFrozen");
+  g_assert_cmpstr (build, ==, VIVARIUM_DBUS_ERROR_PREFIX ".NotFound");
+  g_assert_cmpstr (list, ==, ERR_NOT_AUTH);
+  g_assert_cmpstr (build_other, ==, ERR_NOT_AUTH);
+}
+
 /* --- a hung polkitd --------------------------------------------------------- */
 
 static guint32
@@ -482,6 +604,8 @@ main (int argc, char **argv)
 {
   if (argc == 2 && g_strcmp0 (argv[1], "--client") == 0)
     return client_main ();
+  if (argc >= 4 && g_strcmp0 (argv[1], "--call") == 0)
+    return call_main (argc - 2, argv + 2);
 
   g_test_init (&argc, &argv, NULL);
   if (getuid () != 0)
@@ -496,6 +620,7 @@ main (int argc, char **argv)
   g_test_add_func ("/boundary/root-introspects-children", test_root_introspects_children);
   g_test_add_func ("/boundary/user-refused-everything", test_user_refused_everything);
   g_test_add_func ("/boundary/user-hears-nothing", test_user_hears_nothing);
+  g_test_add_func ("/boundary/details-reach-polkit", test_details_reach_polkit);
   g_test_add_func ("/boundary/unknown-paths-not-found", test_unknown_paths_not_found);
   g_test_add_func ("/boundary/hung-polkit-refuses-in-time", test_hung_polkit_refuses_in_time);
   return g_test_run ();
