@@ -948,12 +948,29 @@ vd_exported_check_outgoing (GDBusMessage *message)
   return message;
 }
 
+/* A filter may still be running in GDBus's worker thread after it was
+ * removed, so it reaches us only through a weak reference. */
+typedef struct {
+  GWeakRef      self;
+  GMainContext *context;
+} FilterData;
+
+static void
+filter_data_free (gpointer data)
+{
+  FilterData *fd = data;
+
+  g_weak_ref_clear (&fd->self);
+  g_main_context_unref (fd->context);
+  g_free (fd);
+}
+
 /* Runs in GDBus's worker thread: touches nothing of ours but the message
- * and the context (both safe from any thread). */
+ * and, through the weak reference, a strong one handed to the main context. */
 static GDBusMessage *
 message_filter (GDBusConnection *connection, GDBusMessage *message, gboolean incoming, gpointer user_data)
 {
-  VdExported *self = VD_EXPORTED (user_data);
+  FilterData *fd = user_data;
   Look *look;
 
   if (!incoming)
@@ -961,9 +978,13 @@ message_filter (GDBusConnection *connection, GDBusMessage *message, gboolean inc
   if (!is_look_below_manager (message))
     return message;
   look = g_new0 (Look, 1);
-  look->self = g_object_ref (self);
+  look->self = g_weak_ref_get (&fd->self);
+  if (look->self == NULL) {
+    g_free (look);
+    return message;   /* shutting down: GDBus answers as it would */
+  }
   look->message = message;   /* ours now: GDBus will not see it */
-  g_main_context_invoke (self->context, look_cb, look);
+  g_main_context_invoke (fd->context, look_cb, look);
   return NULL;
 }
 
@@ -1031,6 +1052,7 @@ vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
 {
   VdExported *self = g_object_new (VD_TYPE_EXPORTED, NULL);
   g_autoptr(GError) error = NULL;
+  FilterData *filter_data;
 
   self->authority = g_object_ref (authority);
   self->connection = g_object_ref (connection);
@@ -1041,7 +1063,10 @@ vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
                                                                "/org/freedesktop/DBus", NULL,
                                                                G_DBUS_SIGNAL_FLAGS_NONE,
                                                                name_owner_changed_cb, self, NULL);
-  self->filter_id = g_dbus_connection_add_filter (connection, message_filter, self, NULL);
+  filter_data = g_new0 (FilterData, 1);
+  g_weak_ref_init (&filter_data->self, self);
+  filter_data->context = g_main_context_ref (self->context);
+  self->filter_id = g_dbus_connection_add_filter (connection, message_filter, filter_data, filter_data_free);
   return self;
 }
 
