@@ -133,6 +133,54 @@ is_granted (VdExported *self, const gchar *peer, const gchar *action)
 }
 
 static void
+forget_peer (VdExported *self, const gchar *peer)
+{
+  GHashTableIter iter;
+  gpointer key;
+  gsize len = strlen (peer);
+
+  g_hash_table_remove (self->grants, peer);
+  g_hash_table_iter_init (&iter, self->pending);
+  while (g_hash_table_iter_next (&iter, &key, NULL)) {
+    if (strncmp (key, peer, len) == 0 && ((const gchar *) key)[len] == ' ')
+      g_hash_table_iter_remove (&iter);
+  }
+}
+
+typedef struct {
+  GWeakRef  self;
+  gchar    *peer;
+} PeerProbe;
+
+static void
+peer_probe_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  PeerProbe *probe = user_data;
+  g_autoptr(VdExported) self = g_weak_ref_get (&probe->self);
+  g_autoptr(GVariant) reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, NULL);
+
+  if (self != NULL && reply == NULL)
+    forget_peer (self, probe->peer);
+  g_weak_ref_clear (&probe->self);
+  g_free (probe->peer);
+  g_free (probe);
+}
+
+/* A peer may have left while polkit was deciding, and then its
+ * NameOwnerChanged came before the grant: ask the bus once. */
+static void
+probe_peer (VdExported *self, const gchar *peer)
+{
+  PeerProbe *probe = g_new0 (PeerProbe, 1);
+
+  g_weak_ref_init (&probe->self, self);
+  probe->peer = g_strdup (peer);
+  g_dbus_connection_call (self->connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                          "GetNameOwner", g_variant_new ("(s)", peer), G_VARIANT_TYPE ("(s)"),
+                          G_DBUS_CALL_FLAGS_NONE, 5000, NULL, peer_probe_cb, probe);
+}
+
+static void
 grant_action (VdExported *self, const gchar *peer, const gchar *action)
 {
   GHashTable *actions = g_hash_table_lookup (self->grants, peer);
@@ -140,6 +188,7 @@ grant_action (VdExported *self, const gchar *peer, const gchar *action)
   if (actions == NULL) {
     actions = g_hash_table_new (g_str_hash, g_str_equal);
     g_hash_table_insert (self->grants, g_strdup (peer), actions);
+    probe_peer (self, peer);
   }
   g_hash_table_add (actions, (gpointer) g_intern_string (action));
 }
@@ -162,7 +211,7 @@ name_owner_changed_cb (GDBusConnection *connection, const gchar *sender, const g
 
   g_variant_get (params, "(&s&s&s)", &name, &old_owner, &new_owner);
   if (name[0] == ':' && new_owner[0] == '\0')
-    g_hash_table_remove (self->grants, name);
+    forget_peer (self, name);
 }
 
 /* --- sending to the peers that may hear it ------------------------------ */
@@ -684,9 +733,12 @@ read_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   ReadCheck *check = user_data;
 
-  if (vd_authority_check_finish (VD_AUTHORITY (source), res, NULL))
+  /* A "no" stays in pending: the peer is not asked again in the background
+   * (an explicit call of that action still can be allowed). */
+  if (vd_authority_check_finish (VD_AUTHORITY (source), res, NULL)) {
     grant_action (check->self, check->peer, check->action);
-  g_hash_table_remove (check->self->pending, check->key);
+    g_hash_table_remove (check->self->pending, check->key);
+  }
   g_object_unref (check->self);
   g_free (check->peer);
   g_free (check->action);
