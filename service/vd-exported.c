@@ -639,8 +639,12 @@ call_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
 
   if (!vd_authority_check_finish (VD_AUTHORITY (source), res, &error)) {
+    g_autofree gchar *what = NULL;
+    if (g_strcmp0 (g_dbus_method_invocation_get_interface_name (call->invocation),
+                   "org.freedesktop.DBus.Properties") == 0)
+      what = g_strdup_printf ("read %s", call->interface_name);
     revoke_action (call->self, sender, call->action);
-    refuse (g_steal_pointer (&call->invocation), call->action, method, error->message);
+    refuse (g_steal_pointer (&call->invocation), call->action, what != NULL ? what : method, error->message);
     return;
   }
   grant_action (call->self, sender, call->action);
