@@ -427,6 +427,54 @@ test_error_names_converted (void)
   }
 }
 
+
+/* The same net on a real bus: a handler that answers too much (here a
+ * plain object outside the boundary, since nothing inside it answers
+ * without polkit) gets TooLarge to its caller instead of the daemon being
+ * disconnected by the bus; 16 MiB, ReadFile's limit, still passes. */
+static const gchar big_xml[] =
+  "<node><interface name='org.vivarium.Test'><method name='Give'>"
+  "<arg type='u' name='size' direction='in'/><arg type='ay' name='data' direction='out'/>"
+  "</method></interface></node>";
+
+static void
+give_method_call (GDBusConnection *connection, const gchar *sender, const gchar *path, const gchar *iface,
+                  const gchar *method, GVariant *params, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  guint32 size = 0;
+  guint8 *data;
+
+  g_variant_get (params, "(u)", &size);
+  data = g_malloc0 (size);
+  g_dbus_method_invocation_return_value (invocation,
+      g_variant_new ("(@ay)", g_variant_new_from_data (G_VARIANT_TYPE_BYTESTRING, data, size, TRUE, g_free, data)));
+}
+
+static const GDBusInterfaceVTable give_vtable = { give_method_call, NULL, NULL, { NULL } };
+
+static void
+test_oversized_reply_on_the_bus (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GDBusNodeInfo) node = g_dbus_node_info_new_for_xml (big_xml, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GError) big_error = NULL;
+  g_autoptr(GVariant) small = NULL;
+  g_autoptr(GVariant) big = NULL;
+  guint id = g_dbus_connection_register_object (f->server, "/test/big", node->interfaces[0], &give_vtable,
+                                                NULL, NULL, &error);
+
+  g_assert_no_error (error);
+  small = call (f, "/test/big", "org.vivarium.Test", "Give", g_variant_new ("(u)", VIVARIUM_FILE_MAX), &error);
+  g_assert_no_error (error);
+  g_test_expect_message ("VdExported", G_LOG_LEVEL_WARNING, "*bytes; the daemon sends at most*");
+  big = call (f, "/test/big", "org.vivarium.Test", "Give", g_variant_new ("(u)", VIVARIUM_MAX_REPLY_BYTES + 1),
+              &big_error);
+  g_test_assert_expected_messages ();
+  assert_error (big_error, VIVARIUM_DBUS_ERROR_PREFIX ".TooLarge", "a reply over the limit");
+  g_assert_false (g_dbus_connection_is_closed (f->server));
+  g_dbus_connection_unregister_object (f->server, id);
+}
+
 /* An interface whose reading the bouncer does not map cannot go on the bus. */
 static void
 test_unmapped_interface_not_exported (Fixture *f, gconstpointer data)
@@ -469,6 +517,7 @@ main (int argc, char **argv)
   g_test_add ("/dispatch/unknown-paths-not-found", Fixture, NULL, fixture_set_up, test_unknown_paths_not_found, fixture_tear_down);
   g_test_add ("/dispatch/signals-reach-nobody", Fixture, NULL, fixture_set_up, test_signals_reach_nobody, fixture_tear_down);
   g_test_add ("/dispatch/bad-place-refused", Fixture, NULL, fixture_set_up, test_unmapped_interface_not_exported, fixture_tear_down);
+  g_test_add ("/dispatch/oversized-reply-on-the-bus", Fixture, NULL, fixture_set_up, test_oversized_reply_on_the_bus, fixture_tear_down);
   g_test_add_func ("/dispatch/reply-size-capped", test_reply_size_capped);
   g_test_add_func ("/dispatch/error-names-converted", test_error_names_converted);
   bus = g_test_dbus_new (G_TEST_DBUS_NONE);
