@@ -21,8 +21,4 @@ void          vd_exported_remove          (VdExported              *self,
 gboolean      vd_exported_has             (VdExported              *self,
                                            const gchar             *path);
 
-/* The safety net on everything the daemon sends, exposed for its tests:
- * returns @message itself or a replacement (and then unrefs @message). */
-GDBusMessage *vd_exported_check_outgoing  (GDBusMessage            *message);
-
 G_END_DECLS

@@ -23,6 +23,7 @@
 #include "vivarium-names.h"
 #include "vd-authority.h"
 #include "vd-exported.h"
+#include "vd-outgoing.h"
 
 #define ERR_NOT_AUTH  VIVARIUM_DBUS_ERROR_PREFIX ".NotAuthorized"
 #define ERR_NOT_FOUND VIVARIUM_DBUS_ERROR_PREFIX ".NotFound"
@@ -381,10 +382,10 @@ test_reply_size_capped (void)
   g_autoptr(GDBusMessage) out_small = NULL;
   g_autoptr(GDBusMessage) out_big = NULL;
 
-  out_small = vd_exported_check_outgoing (small);
+  out_small = vd_outgoing_check (small);
   g_assert_true (out_small == small);   /* ReadFile's 16 MiB passes */
-  g_test_expect_message ("VdExported", G_LOG_LEVEL_WARNING, "*bytes; the daemon sends at most*");
-  out_big = vd_exported_check_outgoing (big);
+  g_test_expect_message ("VdOutgoing", G_LOG_LEVEL_WARNING, "*bytes; the daemon sends at most*");
+  out_big = vd_outgoing_check (big);
   g_test_assert_expected_messages ();
   g_assert_cmpint (g_dbus_message_get_message_type (out_big), ==, G_DBUS_MESSAGE_TYPE_ERROR);
   g_assert_cmpstr (g_dbus_message_get_error_name (out_big), ==, VIVARIUM_DBUS_ERROR_PREFIX ".TooLarge");
@@ -417,8 +418,8 @@ test_error_names_converted (void)
     g_autoptr(GError) error = NULL;
 
     if (cases[i].warns)
-      g_test_expect_message ("VdExported", G_LOG_LEVEL_WARNING, "*escaped conversion*");
-    out = vd_exported_check_outgoing (error_reply (cases[i].in, "a sentence for a person"));
+      g_test_expect_message ("VdOutgoing", G_LOG_LEVEL_WARNING, "*escaped conversion*");
+    out = vd_outgoing_check (error_reply (cases[i].in, "a sentence for a person"));
     g_test_assert_expected_messages ();
     g_assert_cmpstr (g_dbus_message_get_error_name (out), ==, cases[i].out);
     g_assert_true (g_dbus_message_to_gerror (out, &error));
@@ -466,7 +467,7 @@ test_oversized_reply_on_the_bus (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   small = call (f, "/test/big", "org.vivarium.Test", "Give", g_variant_new ("(u)", VIVARIUM_FILE_MAX), &error);
   g_assert_no_error (error);
-  g_test_expect_message ("VdExported", G_LOG_LEVEL_WARNING, "*bytes; the daemon sends at most*");
+  g_test_expect_message ("VdOutgoing", G_LOG_LEVEL_WARNING, "*bytes; the daemon sends at most*");
   big = call (f, "/test/big", "org.vivarium.Test", "Give", g_variant_new ("(u)", VIVARIUM_MAX_REPLY_BYTES + 1),
               &big_error);
   g_test_assert_expected_messages ();
