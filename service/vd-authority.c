@@ -17,40 +17,44 @@
 
 #define I(x) VIVARIUM_DBUS_IFACE_PREFIX "." x
 #define A(x) VIVARIUM_POLKIT_PREFIX x
-#define READ VD_AUTHORITY_READ
+#define M(iface, method, action) { I (iface), method, action, VD_ACTION_ROW_METHOD }
+#define R(iface, action)         { I (iface), VD_AUTHORITY_READ, action, VD_ACTION_ROW_READ }
+#define S(iface, signal, action) { I (iface), signal, action, VD_ACTION_ROW_SIGNAL }
 
 static const VdActionRow action_map[] = {
-  { I ("Manager"), READ,            A ("read-status") },
-  { I ("Manager"), "ListSessions",  A ("read-status") },
-  { I ("Manager"), "ListImages",    A ("read-status") },
-  { I ("Manager"), "ListProjects",  A ("read-status") },
-  { I ("Manager"), "ListRecipes",   A ("read-status") },
-  { I ("Manager"), "BuildImage",    A ("image-build") },
-  { I ("Manager"), "ImportImage",   A ("image-import") },
-  { I ("Manager"), "StartSession",  A ("session-start") },
-  { I ("Image"),   READ,            A ("read-status") },
-  { I ("Image"),   "Freeze",        A ("image-freeze") },
-  { I ("Image"),   "Verify",        A ("read-status") },
-  { I ("Image"),   "Delete",        A ("image-delete") },
-  { I ("Session"), READ,            A ("read-status") },
-  { I ("Session"), "Exec",          A ("session-exec") },
-  { I ("Session"), "ReadFile",      A ("session-exec") },
-  { I ("Session"), "WriteFile",     A ("session-exec") },
-  { I ("Session"), "Screenshot",    A ("session-exec") },
-  { I ("Session"), "GetCommandLog", A ("read-reports") },
-  { I ("Session"), "Stop",          A ("session-stop") },
+  R ("Manager", A ("read-status")),
+  M ("Manager", "ListSessions",    A ("read-status")),
+  M ("Manager", "ListImages",      A ("read-status")),
+  M ("Manager", "ListProjects",    A ("read-status")),
+  M ("Manager", "ListRecipes",     A ("read-status")),
+  M ("Manager", "BuildImage",      A ("image-build")),
+  M ("Manager", "ImportImage",     A ("image-import")),
+  M ("Manager", "StartSession",    A ("session-start")),
+  R ("Image",   A ("read-status")),
+  M ("Image",   "Freeze",          A ("image-freeze")),
+  M ("Image",   "Verify",          A ("read-status")),
+  M ("Image",   "Delete",          A ("image-delete")),
+  R ("Session", A ("read-status")),
+  M ("Session", "Exec",            A ("session-exec")),
+  M ("Session", "ReadFile",        A ("session-exec")),
+  M ("Session", "WriteFile",       A ("session-exec")),
+  M ("Session", "Screenshot",      A ("session-exec")),
+  M ("Session", "GetCommandLog",   A ("read-reports")),
+  M ("Session", "Stop",            A ("session-stop")),
   /* A command log entry: whoever may not read the log may not hear it. */
-  { I ("Session"), "CommandFinished", A ("read-reports") },
-  { I ("Task"),    READ,            A ("read-status") },
-  { I ("Task"),    "Cancel",        A ("image-build") },
-  { I ("Project"), READ,            A ("read-status") },
-  { I ("Guard"),   READ,            A ("read-status") },
-  { I ("Guard"),   "RunSelfTest",   A ("guard-selftest") },
+  S ("Session", "CommandFinished", A ("read-reports")),
+  R ("Task",    A ("read-status")),
+  M ("Task",    "Cancel",          A ("image-build")),
+  R ("Project", A ("read-status")),
+  R ("Guard",   A ("read-status")),
+  M ("Guard",   "RunSelfTest",     A ("guard-selftest")),
 };
 
 #undef I
 #undef A
-#undef READ
+#undef M
+#undef R
+#undef S
 
 struct _VdAuthority {
   GObject          parent_instance;
@@ -92,10 +96,10 @@ vd_authority_get_action_map (gsize *n_rows)
 }
 
 static const gchar *
-lookup (const gchar *interface_name, const gchar *member)
+lookup (const gchar *interface_name, const gchar *member, VdActionRowKind kind)
 {
   for (gsize i = 0; i < G_N_ELEMENTS (action_map); i++) {
-    if (g_strcmp0 (action_map[i].interface, interface_name) == 0 &&
+    if (action_map[i].kind == kind && g_strcmp0 (action_map[i].interface, interface_name) == 0 &&
         g_strcmp0 (action_map[i].member, member) == 0)
       return action_map[i].action;
   }
@@ -105,21 +109,19 @@ lookup (const gchar *interface_name, const gchar *member)
 const gchar *
 vd_authority_action_for (const gchar *interface_name, const gchar *method_name)
 {
-  if (g_strcmp0 (method_name, VD_AUTHORITY_READ) == 0)
-    return NULL;
-  return lookup (interface_name, method_name);
+  return lookup (interface_name, method_name, VD_ACTION_ROW_METHOD);
 }
 
 const gchar *
 vd_authority_read_action_for (const gchar *interface_name)
 {
-  return lookup (interface_name, VD_AUTHORITY_READ);
+  return lookup (interface_name, VD_AUTHORITY_READ, VD_ACTION_ROW_READ);
 }
 
 const gchar *
 vd_authority_signal_action_for (const gchar *interface_name, const gchar *signal_name)
 {
-  const gchar *action = lookup (interface_name, signal_name);
+  const gchar *action = lookup (interface_name, signal_name, VD_ACTION_ROW_SIGNAL);
 
   return action != NULL ? action : vd_authority_read_action_for (interface_name);
 }

@@ -6,14 +6,19 @@
 
 G_BEGIN_DECLS
 
-/* One row of the bouncer's map. @member is a method, a signal, or
- * VD_AUTHORITY_READ: the action that guards reading the interface
- * (Properties.Get/GetAll, introspection, and every signal without a row of
- * its own). */
+typedef enum {
+  VD_ACTION_ROW_METHOD,  /* calling the method */
+  VD_ACTION_ROW_READ,    /* reading the interface: Get/GetAll, the tree, its signals */
+  VD_ACTION_ROW_SIGNAL,  /* hearing one signal, when it needs more than reading */
+} VdActionRowKind;
+
+/* One row of the bouncer's map. For a READ row @member is
+ * VD_AUTHORITY_READ. */
 typedef struct {
-  const gchar *interface;
-  const gchar *member;
-  const gchar *action;
+  const gchar     *interface;
+  const gchar     *member;
+  const gchar     *action;
+  VdActionRowKind  kind;
 } VdActionRow;
 
 #define VD_AUTHORITY_READ "*"

@@ -594,7 +594,7 @@ details_for (GDBusMethodInvocation *invocation, const gchar *interface_name)
   return details;
 }
 
-static void check_read_actions_in_background (VdExported *self, const gchar *sender);
+static void forward_after_read_checks (VdExported *self, const gchar *sender, Call *call);
 
 static void
 forward (Call *call)
@@ -638,6 +638,7 @@ call_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   const gchar *sender = g_dbus_method_invocation_get_sender (call->invocation);
   const gchar *method = g_dbus_method_invocation_get_method_name (call->invocation);
   g_autoptr(GError) error = NULL;
+  Call *owned;
 
   if (!vd_authority_check_finish (VD_AUTHORITY (source), res, &error)) {
     g_autofree gchar *what = NULL;
@@ -649,8 +650,8 @@ call_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   grant_action (call->self, sender, call->action);
-  check_read_actions_in_background (call->self, sender);
-  forward (call);
+  owned = g_steal_pointer (&call);
+  forward_after_read_checks (owned->self, sender, owned);
 }
 
 /* Which interface a call is about, and what polkit must allow for it. */
@@ -724,14 +725,33 @@ static const GDBusInterfaceVTable boundary_vtable = {
   { NULL },
 };
 
-/* --- background read checks ---------------------------------------------- */
+/* --- read checks after a peer's first authorized call --------------------- */
+
+/* The call waits for them: a client that starts a session must hear the
+ * SessionAdded its own call causes, so its read permissions are settled
+ * before the call runs. Each is asked at most once per peer. */
+typedef struct {
+  Call  *call;
+  guint  remaining;
+} Gate;
 
 typedef struct {
   VdExported *self;
   gchar      *peer;
   gchar      *action;
   gchar      *key;
+  Gate       *gate;   /* NULL: nobody waits */
 } ReadCheck;
+
+static void
+gate_pass (Gate *gate)
+{
+  if (--gate->remaining > 0)
+    return;
+  forward (gate->call);
+  call_free (gate->call);
+  g_free (gate);
+}
 
 static void
 read_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
@@ -744,6 +764,8 @@ read_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     grant_action (check->self, check->peer, check->action);
     g_hash_table_remove (check->self->pending, check->key);
   }
+  if (check->gate != NULL)
+    gate_pass (check->gate);
   g_object_unref (check->self);
   g_free (check->peer);
   g_free (check->action);
@@ -752,31 +774,41 @@ read_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static void
-check_read_actions_in_background (VdExported *self, const gchar *sender)
+start_read_check (VdExported *self, const gchar *sender, const gchar *action, Gate *gate)
+{
+  g_autoptr(PolkitDetails) details = polkit_details_new ();
+  ReadCheck *check = g_new0 (ReadCheck, 1);
+
+  check->self = g_object_ref (self);
+  check->peer = g_strdup (sender);
+  check->action = g_strdup (action);
+  check->key = g_strconcat (sender, " ", action, NULL);
+  check->gate = gate;
+  g_hash_table_add (self->pending, g_strdup (check->key));
+  polkit_details_insert (details, "vivarium.method", "(signals)");
+  gate->remaining++;
+  vd_authority_check_async (self->authority, sender, action, details, FALSE, read_checked_cb, check);
+}
+
+/* Runs @call when the read actions the peer was never asked about are
+ * decided. */
+static void
+forward_after_read_checks (VdExported *self, const gchar *sender, Call *call)
 {
   gsize n_rows;
   const VdActionRow *rows = vd_authority_get_action_map (&n_rows);
+  Gate *gate = g_new0 (Gate, 1);
 
+  gate->call = call;
+  gate->remaining = 1;   /* held until every check is started */
   for (gsize i = 0; i < n_rows; i++) {
-    const gchar *action = vd_authority_signal_action_for (rows[i].interface, rows[i].member);
-    g_autofree gchar *key = g_strconcat (sender, " ", action, NULL);
-    g_autoptr(PolkitDetails) details = polkit_details_new ();
-    ReadCheck *check;
-
-    /* Only rows that stand for reading: the interface's own and signals'. */
-    if (g_strcmp0 (rows[i].member, VD_AUTHORITY_READ) != 0 && vd_authority_action_for (rows[i].interface, rows[i].member) != NULL)
+    g_autofree gchar *key = g_strconcat (sender, " ", rows[i].action, NULL);
+    if (rows[i].kind == VD_ACTION_ROW_METHOD || is_granted (self, sender, rows[i].action) ||
+        g_hash_table_contains (self->pending, key))
       continue;
-    if (is_granted (self, sender, action) || g_hash_table_contains (self->pending, key))
-      continue;
-    check = g_new0 (ReadCheck, 1);
-    check->self = g_object_ref (self);
-    check->peer = g_strdup (sender);
-    check->action = g_strdup (action);
-    check->key = g_strdup (key);
-    g_hash_table_add (self->pending, g_strdup (key));
-    polkit_details_insert (details, "vivarium.method", "(signals)");
-    vd_authority_check_async (self->authority, sender, action, details, FALSE, read_checked_cb, check);
+    start_read_check (self, sender, rows[i].action, gate);
   }
+  gate_pass (gate);
 }
 
 /* --- Introspect below the manager, authorized ------------------------------- */
