@@ -156,4 +156,9 @@ assert_contains "$(gdbus introspect --system --dest "$BUS" --object-path "$OBJ/s
 assert_eq "running" "$(busctl get-property "$BUS" "$spath" "$IFACE.Session" State | cut -d'"' -f2)" \
   "the session still runs after all that"
 
+# Nothing of the user may outlive the test (or userdel fails at exit).
+stop_listeners
+left=$(pgrep -a -u "$user" 2>/dev/null)
+assert_eq "" "$left" "no process of the test user is left"
+
 done_testing
