@@ -37,8 +37,7 @@ at_exit rm -rf "$WORK"
 
 ctl () { vivariumctl --no-interaction "$@"; }
 
-# as_user USER CMD...: exec'd by setpriv, so $! of a background job is the
-# command's own PID, which is what we stop.
+# as_user USER CMD...: CMD as that user, in the foreground.
 as_user () {
   local user=$1
   shift
@@ -47,6 +46,17 @@ as_user () {
 }
 
 listeners=()
+# listen_as_user OUT USER CMD...: in the background, output to OUT. The job is
+# setpriv itself (exec'ing env, exec'ing CMD), so its PID is CMD's: a
+# function run with & would put a subshell in between, and the kill would
+# miss the command.
+listen_as_user () {
+  local out=$1 luser=$2
+  shift 2
+  setpriv --reuid "$luser" --regid "$luser" --init-groups \
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/ LANG=C.UTF-8 "$@" >"$out" 2>&1 &
+  listeners+=($!)
+}
 stop_listeners () {
   local pid
   for pid in "${listeners[@]}"; do
@@ -97,15 +107,13 @@ EOF
 
 "$PY" "$WORK/root-listener.py" "$spath" >"$WORK/root.txt" 2>&1 &
 listeners+=($!)
-as_user "$user" gdbus monitor --system --dest "$BUS" >"$WORK/user-gdbus.txt" 2>&1 &
-listeners+=($!)
+listen_as_user "$WORK/user-gdbus.txt" "$user" gdbus monitor --system --dest "$BUS"
 # dbus-monitor tries, in this order, to become a monitor and to eavesdrop
 # (each match rule with eavesdrop=true), and settles for what the bus lets
 # a user have. The probe rule is its readiness check and a control: a
 # broadcast that is not ours reaches it.
-as_user "$user" dbus-monitor --system "sender='$BUS'" \
-  "type='signal',interface='org.vivarium.TestProbe'" >"$WORK/user-dbus-monitor.txt" 2>&1 &
-listeners+=($!)
+listen_as_user "$WORK/user-dbus-monitor.txt" "$user" dbus-monitor --system "sender='$BUS'" \
+  "type='signal',interface='org.vivarium.TestProbe'"
 
 retry_until 100 0.1 grep -q READY "$WORK/root.txt" || bail_out "root's listener did not start: $(cat "$WORK/root.txt")"
 retry_until 100 0.1 grep -q "is owned by" "$WORK/user-gdbus.txt" ||
