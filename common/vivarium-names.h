@@ -31,6 +31,10 @@ G_BEGIN_DECLS
 #define VIVARIUM_PATH_MAX           4096
 #define VIVARIUM_FILE_MAX           (16 * 1024 * 1024)
 #define VIVARIUM_OUTPUT_CAP         (1024 * 1024)
+/* No message the daemon sends may be larger: the bus's own limit is 32 MiB
+ * and a bigger message makes dbus-daemon drop the daemon's connection.
+ * ReadFile's VIVARIUM_FILE_MAX plus its framing must fit below it. */
+#define VIVARIUM_MAX_REPLY_BYTES    (24 * 1024 * 1024)
 #define VIVARIUM_MEMORY_MIN_MIB     128
 #define VIVARIUM_MEMORY_MAX_MIB     (64 * 1024)
 #define VIVARIUM_CPUS_MAX           64

@@ -3,65 +3,98 @@
 
 #include "config.h"
 
-#include <polkit/polkit.h>
-
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-authority.h"
-#include "vd-log.h"
 
 /* The bouncer: every method of every interface maps to one polkit action,
- * and a method that is not in this table is refused. Adding a verb without
- * deciding who may call it is therefore impossible by construction. */
-typedef struct {
-  const gchar *interface;
-  const gchar *method;
-  const gchar *action;
-} VdActionMap;
+ * reading an interface (its properties, its signals, its place in the
+ * object tree) maps to another, and whatever is not in this table is
+ * refused. VdExported consults it for everything that reaches the bus, so
+ * adding a verb without deciding who may call it is impossible by
+ * construction. tests/unit/test-contract.c checks the table against the
+ * XML and the polkit policy. */
 
 #define I(x) VIVARIUM_DBUS_IFACE_PREFIX "." x
 #define A(x) VIVARIUM_POLKIT_PREFIX x
+#define M(iface, method, action) { I (iface), method, action, VD_ACTION_ROW_METHOD }
+#define R(iface, action)         { I (iface), VD_AUTHORITY_READ, action, VD_ACTION_ROW_READ }
+#define S(iface, signal, action) { I (iface), signal, action, VD_ACTION_ROW_SIGNAL }
 
-static const VdActionMap action_map[] = {
-  { I ("Manager"), "ListSessions",  A ("read-status") },
-  { I ("Manager"), "ListImages",    A ("read-status") },
-  { I ("Manager"), "ListProjects",  A ("read-status") },
-  { I ("Manager"), "ListRecipes",   A ("read-status") },
-  { I ("Manager"), "BuildImage",    A ("image-build") },
-  { I ("Manager"), "ImportImage",   A ("image-import") },
-  { I ("Manager"), "StartSession",  A ("session-start") },
-  { I ("Image"),   "Freeze",        A ("image-freeze") },
-  { I ("Image"),   "Verify",        A ("read-status") },
-  { I ("Image"),   "Delete",        A ("image-delete") },
-  { I ("Session"), "Exec",          A ("session-exec") },
-  { I ("Session"), "ReadFile",      A ("session-exec") },
-  { I ("Session"), "WriteFile",     A ("session-exec") },
-  { I ("Session"), "Screenshot",    A ("session-exec") },
-  { I ("Session"), "GetCommandLog", A ("read-reports") },
-  { I ("Session"), "Resume",        A ("session-exec") },  /* drives the machine on; runs nothing new */
-  { I ("Session"), "Stop",          A ("session-stop") },
-  { I ("Job"),     "Cancel",        A ("image-build") },
-  { I ("Guard"),   "RunSelfTest",   A ("guard-selftest") },
+static const VdActionRow action_map[] = {
+  R ("Manager", A ("read-status")),
+  M ("Manager", "ListSessions",    A ("read-status")),
+  M ("Manager", "ListImages",      A ("read-status")),
+  M ("Manager", "ListProjects",    A ("read-status")),
+  M ("Manager", "ListRecipes",     A ("read-status")),
+  M ("Manager", "BuildImage",      A ("image-build")),
+  M ("Manager", "ImportImage",     A ("image-import")),
+  M ("Manager", "StartSession",    A ("session-start")),
+  M ("Manager", "CreateProject",   A ("project-create")),
+  M ("Manager", "SubmitTask",      A ("task-submit")),
+  M ("Manager", "ListTasks",       A ("read-status")),
+  M ("Manager", "ListReports",     A ("read-reports")),
+  R ("Image",   A ("read-status")),
+  M ("Image",   "Freeze",          A ("image-freeze")),
+  M ("Image",   "Verify",          A ("read-status")),
+  M ("Image",   "Delete",          A ("image-delete")),
+  R ("Session", A ("read-status")),
+  M ("Session", "Exec",            A ("session-exec")),
+  M ("Session", "ReadFile",        A ("session-exec")),
+  M ("Session", "WriteFile",       A ("session-exec")),
+  M ("Session", "Screenshot",      A ("session-exec")),
+  M ("Session", "GetCommandLog",   A ("read-reports")),
+  M ("Session", "Resume",          A ("session-exec")),  /* drives the machine on; runs nothing new */
+  M ("Session", "Stop",            A ("session-stop")),
+  /* A command log entry: whoever may not read the log may not hear it. */
+  S ("Session", "CommandFinished", A ("read-reports")),
+  R ("Job",     A ("read-status")),
+  M ("Job",     "Cancel",          A ("image-build")),
+  R ("Project", A ("read-status")),
+  M ("Project", "Log",             A ("read-status")),
+  M ("Project", "SetRemote",       A ("project-publish")),
+  M ("Project", "Publish",         A ("project-publish")),
+  M ("Project", "Delete",          A ("project-delete")),
+  R ("Task",    A ("read-status")),
+  M ("Task",    "Wait",            A ("read-status")),
+  M ("Task",    "Answer",          A ("task-submit")),
+  M ("Task",    "Cancel",          A ("task-submit")),
+  /* The worker's own verbs: its uid is admitted by the daemon, never by
+   * polkit; task-work allows nobody. */
+  M ("Task",    "Ask",             A ("task-work")),
+  M ("Task",    "Finish",          A ("task-work")),
+  R ("Report",  A ("read-reports")),
+  M ("Report",  "GetJson",         A ("read-reports")),
+  M ("Report",  "GetText",         A ("read-reports")),
+  R ("Guard",   A ("read-status")),
+  M ("Guard",   "RunSelfTest",     A ("guard-selftest")),
 };
 
 #undef I
 #undef A
-
-/* A password prompt may legitimately take minutes; a non-interactive check
- * that takes this long means polkit is stuck, and stuck means no. */
-#define CHECK_TIMEOUT_SEC             25
-#define CHECK_TIMEOUT_INTERACTIVE_SEC 300
+#undef M
+#undef R
+#undef S
 
 struct _VdAuthority {
-  GObject  parent_instance;
-  gint     call_count;   /* atomic: read by the idle logic */
+  GObject          parent_instance;
+  PolkitAuthority *polkit;       /* kept: its proxy follows polkitd's restarts */
+  guint            call_count;   /* read by the idle logic */
 };
 
 G_DEFINE_TYPE (VdAuthority, vd_authority, G_TYPE_OBJECT)
 
 static void
+vd_authority_finalize (GObject *object)
+{
+  g_clear_object (&VD_AUTHORITY (object)->polkit);
+  G_OBJECT_CLASS (vd_authority_parent_class)->finalize (object);
+}
+
+static void
 vd_authority_class_init (VdAuthorityClass *klass)
 {
+  G_OBJECT_CLASS (klass)->finalize = vd_authority_finalize;
 }
 
 static void
@@ -75,159 +108,203 @@ vd_authority_new (void)
   return g_object_new (VD_TYPE_AUTHORITY, NULL);
 }
 
-const gchar *
-vd_authority_action_for (const gchar *interface_name, const gchar *method_name)
+const VdActionRow *
+vd_authority_get_action_map (gsize *n_rows)
+{
+  *n_rows = G_N_ELEMENTS (action_map);
+  return action_map;
+}
+
+static const gchar *
+lookup (const gchar *interface_name, const gchar *member, VdActionRowKind kind)
 {
   for (gsize i = 0; i < G_N_ELEMENTS (action_map); i++) {
-    if (g_strcmp0 (action_map[i].interface, interface_name) == 0 &&
-        g_strcmp0 (action_map[i].method, method_name) == 0)
+    if (action_map[i].kind == kind && g_strcmp0 (action_map[i].interface, interface_name) == 0 &&
+        g_strcmp0 (action_map[i].member, member) == 0)
       return action_map[i].action;
   }
   return NULL;
 }
 
+const gchar *
+vd_authority_action_for (const gchar *interface_name, const gchar *method_name)
+{
+  return lookup (interface_name, method_name, VD_ACTION_ROW_METHOD);
+}
+
+const gchar *
+vd_authority_read_action_for (const gchar *interface_name)
+{
+  return lookup (interface_name, VD_AUTHORITY_READ, VD_ACTION_ROW_READ);
+}
+
+const gchar *
+vd_authority_signal_action_for (const gchar *interface_name, const gchar *signal_name)
+{
+  const gchar *action = lookup (interface_name, signal_name, VD_ACTION_ROW_SIGNAL);
+
+  return action != NULL ? action : vd_authority_read_action_for (interface_name);
+}
+
 guint
 vd_authority_get_call_count (VdAuthority *self)
 {
-  return (guint) g_atomic_int_get (&self->call_count);
+  return self->call_count;
 }
 
+/* --- one check ------------------------------------------------------- */
+
+/* polkit's own calls have no bound we control (a stopped polkitd kept a
+ * caller waiting 50 s: 25 s to create the proxy, 25 s for the check), so the
+ * check runs under a timer of ours that answers "no" by itself; whatever
+ * polkit says after that is ignored. */
 typedef struct {
-  GMainContext              *context;
-  PolkitAuthorizationResult *result;
-  GError                    *error;
-  gboolean                   done;
-} CheckData;
+  gchar         *sender;
+  gchar         *action;
+  PolkitDetails *details;
+  gboolean       interactive;
+  GCancellable  *cancellable;
+  guint          timeout_id;
+  gboolean       done;
+} Check;
+
+static void
+check_free (Check *check)
+{
+  g_clear_handle_id (&check->timeout_id, g_source_remove);
+  g_free (check->sender);
+  g_free (check->action);
+  g_clear_object (&check->details);
+  g_clear_object (&check->cancellable);
+  g_free (check);
+}
+
+static void
+check_refuse (GTask *task, const gchar *why)
+{
+  Check *check = g_task_get_task_data (task);
+
+  if (check->done)
+    return;
+  check->done = TRUE;
+  g_clear_handle_id (&check->timeout_id, g_source_remove);
+  g_cancellable_cancel (check->cancellable);
+  g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED, "%s", why);
+}
+
+static void
+check_allow (GTask *task)
+{
+  Check *check = g_task_get_task_data (task);
+
+  if (check->done)
+    return;
+  check->done = TRUE;
+  g_clear_handle_id (&check->timeout_id, g_source_remove);
+  g_task_return_boolean (task, TRUE);
+}
+
+static gboolean
+check_timeout_cb (gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  Check *check = g_task_get_task_data (task);
+  g_autofree gchar *why = g_strdup_printf ("the authorization service (polkit) did not answer within %u seconds",
+                                           check->interactive ? VD_AUTHORITY_CHECK_TIMEOUT_INTERACTIVE_SEC
+                                                              : VD_AUTHORITY_CHECK_TIMEOUT_SEC);
+
+  g_warning ("polkit check of %s for %s timed out; refusing", check->action, check->sender);
+  check->timeout_id = 0;
+  check_refuse (task, why);
+  return G_SOURCE_REMOVE;
+}
 
 static void
 check_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
-  CheckData *data = user_data;
-
-  data->result = polkit_authority_check_authorization_finish (POLKIT_AUTHORITY (source), res, &data->error);
-  data->done = TRUE;
-  g_main_context_wakeup (data->context);
-}
-
-static gboolean
-cancel_on_timeout_cb (gpointer user_data)
-{
-  g_cancellable_cancel (G_CANCELLABLE (user_data));
-  return G_SOURCE_REMOVE;
-}
-
-static PolkitDetails *
-details_for (GDBusMethodInvocation *invocation)
-{
-  PolkitDetails *details = polkit_details_new ();
-
-  polkit_details_insert (details, "vivarium.method", g_dbus_method_invocation_get_method_name (invocation));
-  polkit_details_insert (details, "vivarium.object", g_dbus_method_invocation_get_object_path (invocation));
-  return details;
-}
-
-/* Runs in the worker thread GDBus uses for g-authorize-method, on a private
- * main context, so the daemon's own loop keeps serving while polkit (and
- * maybe a person typing a password) decides. */
-static PolkitAuthorizationResult *
-check_with_polkit (GDBusMethodInvocation *invocation, const gchar *action, GError **error)
-{
-  g_autoptr(GMainContext) context = g_main_context_new ();
-  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
-  g_autoptr(PolkitAuthority) authority = NULL;
-  g_autoptr(PolkitSubject) subject = NULL;
-  g_autoptr(PolkitDetails) details = details_for (invocation);
-  g_autoptr(GSource) timeout = NULL;
-  GDBusMessage *message = g_dbus_method_invocation_get_message (invocation);
-  gboolean interactive = (g_dbus_message_get_flags (message) &
-                          G_DBUS_MESSAGE_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION) != 0;
-  CheckData data = { context, NULL, NULL, FALSE };
-
-  g_main_context_push_thread_default (context);
-  authority = polkit_authority_get_sync (cancellable, error);
-  if (authority == NULL) {
-    g_main_context_pop_thread_default (context);
-    return NULL;
-  }
-  subject = polkit_system_bus_name_new (g_dbus_method_invocation_get_sender (invocation));
-  timeout = g_timeout_source_new_seconds (interactive ? CHECK_TIMEOUT_INTERACTIVE_SEC : CHECK_TIMEOUT_SEC);
-  g_source_set_callback (timeout, cancel_on_timeout_cb, cancellable, NULL);
-  g_source_attach (timeout, context);
-  polkit_authority_check_authorization (authority, subject, action, details,
-                                        interactive ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
-                                                    : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE,
-                                        cancellable, check_done_cb, &data);
-  while (!data.done)
-    g_main_context_iteration (context, TRUE);
-  g_source_destroy (timeout);
-  g_main_context_pop_thread_default (context);
-  if (data.error != NULL)
-    g_propagate_error (error, data.error);
-  return data.result;
-}
-
-static guint32
-caller_uid (GDBusMethodInvocation *invocation)
-{
-  GDBusConnection *connection = g_dbus_method_invocation_get_connection (invocation);
-  g_autoptr(GVariant) reply = NULL;
-  guint32 uid = G_MAXUINT32;
-
-  reply = g_dbus_connection_call_sync (connection, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                       "org.freedesktop.DBus", "GetConnectionUnixUser",
-                                       g_variant_new ("(s)", g_dbus_method_invocation_get_sender (invocation)),
-                                       G_VARIANT_TYPE ("(u)"), G_DBUS_CALL_FLAGS_NONE, 5000, NULL, NULL);
-  if (reply != NULL)
-    g_variant_get (reply, "(u)", &uid);
-  return uid;
-}
-
-static gboolean
-refuse (GDBusMethodInvocation *invocation, const gchar *action, const gchar *why)
-{
-  g_autofree gchar *uid = g_strdup_printf ("%u", caller_uid (invocation));
-
-  vd_log_action (G_LOG_LEVEL_INFO, action != NULL ? action : "unmapped", uid,
-                 "refused %s.%s for uid %s: %s",
-                 g_dbus_method_invocation_get_interface_name (invocation),
-                 g_dbus_method_invocation_get_method_name (invocation), uid, why);
-  g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED,
-                                         "Not authorized to %s: %s",
-                                         g_dbus_method_invocation_get_method_name (invocation), why);
-  return FALSE;
-}
-
-static gboolean
-authorize_method_cb (GDBusInterfaceSkeleton *skeleton,
-                     GDBusMethodInvocation  *invocation,
-                     gpointer                user_data)
-{
-  VdAuthority *self = VD_AUTHORITY (user_data);
-  const gchar *action;
+  g_autoptr(GTask) task = G_TASK (user_data);
+  Check *check = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
   g_autoptr(PolkitAuthorizationResult) result = NULL;
 
-  g_atomic_int_inc (&self->call_count);
-  action = vd_authority_action_for (g_dbus_method_invocation_get_interface_name (invocation),
-                                    g_dbus_method_invocation_get_method_name (invocation));
-  if (action == NULL)
-    return refuse (invocation, NULL, "this method is not mapped to a polkit action");
-
-  result = check_with_polkit (invocation, action, &error);
+  result = polkit_authority_check_authorization_finish (POLKIT_AUTHORITY (source), res, &error);
+  if (check->done)
+    return;
   if (result == NULL) {
-    g_warning ("polkit check for %s failed, refusing: %s", action, error->message);
-    return refuse (invocation, action, "the authorization check failed");
+    g_warning ("polkit check of %s failed, refusing: %s", check->action, error->message);
+    check_refuse (task, "the authorization check failed");
+  } else if (polkit_authorization_result_get_is_authorized (result)) {
+    check_allow (task);
+  } else if (polkit_authorization_result_get_is_challenge (result)) {
+    check_refuse (task, "authentication is required (call with interactive authorization allowed)");
+  } else {
+    check_refuse (task, "the system policy does not allow it");
   }
-  if (polkit_authorization_result_get_is_challenge (result))
-    return refuse (invocation, action, "authentication is required (call with interactive authorization allowed)");
-  if (!polkit_authorization_result_get_is_authorized (result))
-    return refuse (invocation, action, "the system policy does not allow it");
-  return TRUE;
 }
 
-/* Must be called before the skeleton is exported. */
-void
-vd_authority_protect (VdAuthority *self, GDBusInterfaceSkeleton *skeleton)
+static void
+start_check (GTask *task, PolkitAuthority *authority)
 {
-  g_signal_connect_object (skeleton, "g-authorize-method", G_CALLBACK (authorize_method_cb), self, 0);
+  Check *check = g_task_get_task_data (task);
+  g_autoptr(PolkitSubject) subject = NULL;
+
+  subject = polkit_system_bus_name_new (check->sender);
+  polkit_authority_check_authorization (authority, subject, check->action, check->details,
+                                        check->interactive ? POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION
+                                                           : POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE,
+                                        check->cancellable, check_done_cb, g_object_ref (task));
+}
+
+static void
+authority_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  VdAuthority *self = g_task_get_source_object (task);
+  Check *check = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(PolkitAuthority) authority = polkit_authority_get_finish (res, &error);
+
+  if (check->done)
+    return;
+  if (authority == NULL) {
+    g_warning ("cannot reach polkit, refusing %s: %s", check->action, error->message);
+    check_refuse (task, "the authorization service (polkit) is not available");
+    return;
+  }
+  if (self->polkit == NULL)
+    self->polkit = g_object_ref (authority);
+  start_check (task, authority);
+}
+
+/* Subject is the caller's system bus name, never a PID; any failure along
+ * the way is a refusal. Runs on the caller's main context, so a password
+ * prompt never blocks anyone else. */
+void
+vd_authority_check_async (VdAuthority *self, const gchar *sender, const gchar *action, PolkitDetails *details,
+                          gboolean interactive, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, NULL, callback, user_data);
+  Check *check = g_new0 (Check, 1);
+
+  self->call_count++;
+  check->sender = g_strdup (sender);
+  check->action = g_strdup (action);
+  check->details = details != NULL ? g_object_ref (details) : polkit_details_new ();
+  check->interactive = interactive;
+  check->cancellable = g_cancellable_new ();
+  g_task_set_task_data (task, check, (GDestroyNotify) check_free);
+  check->timeout_id = g_timeout_add_seconds_full (G_PRIORITY_DEFAULT,
+                                                  interactive ? VD_AUTHORITY_CHECK_TIMEOUT_INTERACTIVE_SEC
+                                                              : VD_AUTHORITY_CHECK_TIMEOUT_SEC,
+                                                  check_timeout_cb, g_object_ref (task), g_object_unref);
+  if (self->polkit != NULL)
+    start_check (task, self->polkit);
+  else
+    polkit_authority_get_async (check->cancellable, authority_ready_cb, g_steal_pointer (&task));
+}
+
+gboolean
+vd_authority_check_finish (VdAuthority *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
 }

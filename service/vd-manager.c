@@ -16,6 +16,7 @@
 #include "vivarium-state.h"
 #include "vd-canary.h"
 #include "vd-dns-relay.h"
+#include "vd-exported.h"
 #include "vd-fs.h"
 #include "vd-guard.h"
 #include "vd-idle.h"
@@ -47,6 +48,7 @@ struct _VdManager {
   VdConfig             *config;
   VdAuthority          *authority;
   VdIdle               *idle;
+  VdExported           *exported;     /* the only way onto the bus */
   GDBusConnection      *connection;
   VdSystemd            *systemd;
   VdGuard              *guard;
@@ -66,10 +68,7 @@ vd_manager_finalize (GObject *object)
 {
   VdManager *self = VD_MANAGER (object);
 
-  if (self->skeleton != NULL)
-    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
-  if (self->guard != NULL && g_dbus_interface_skeleton_get_connection (vd_guard_get_skeleton (self->guard)) != NULL)
-    g_dbus_interface_skeleton_unexport (vd_guard_get_skeleton (self->guard));
+  g_clear_object (&self->exported);   /* takes every object off the bus */
   g_hash_table_unref (self->images);
   g_hash_table_unref (self->pending);
   g_hash_table_unref (self->jobs);
@@ -115,15 +114,13 @@ object_paths (GHashTable *table, const gchar *(*path_of) (gpointer))
   return (const gchar **) g_ptr_array_free (paths, FALSE);
 }
 
-/* The one place objects go on the bus, each behind the same bouncer: the
+/* The one place objects go on the bus: through the boundary, which
+ * authorizes their methods, properties, signals and place in the tree. The
  * pool gets it as its VdExportFunc. */
 static gboolean
 export_protected (VdManager *self, GDBusInterfaceSkeleton *skeleton, const gchar *path, GError **error)
 {
-  vd_authority_protect (self->authority, skeleton);
-  if (g_dbus_interface_skeleton_get_connection (skeleton) != NULL)
-    return TRUE;
-  return g_dbus_interface_skeleton_export (skeleton, self->connection, path, error);
+  return vd_exported_add (self->exported, path, skeleton, error);
 }
 
 static gboolean
@@ -280,6 +277,7 @@ handle_image_delete (VivariumDBusImage *iface, GDBusMethodInvocation *invocation
   }
   vivarium_dbus_image_complete_delete (iface, invocation);
   vd_image_unexport (image);
+  vd_exported_remove (self->exported, path);
   g_hash_table_remove (self->images, vd_image_get_name (image));
   vivarium_dbus_manager_emit_image_removed (self->skeleton, path);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -703,6 +701,7 @@ session_removed_cb (VdSessionPool *pool, const gchar *path, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
 
+  vd_exported_remove (self->exported, path);
   vivarium_dbus_manager_emit_session_removed (self->skeleton, path);
 }
 
@@ -1020,6 +1019,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
   self->authority = g_object_ref (authority);
   self->idle = g_object_ref (idle);
   self->connection = g_object_ref (connection);
+  self->exported = vd_exported_new (authority, connection);
   self->systemd = vd_systemd_new (connection);
   self->guard = vd_guard_new (config, self->systemd);
   self->dns_relay = vd_dns_relay_new (config);
