@@ -28,6 +28,26 @@ vctl_command_synopsis (const VctlCommand *cmd)
   return g_string_free (s, FALSE);
 }
 
+/* GOption converts option values from the locale's character set and
+ * fails with a bare conversion error; that is still the caller's mistake,
+ * and found before anything was sent. */
+static gboolean
+parse_options (GOptionContext *octx, gchar ***argv, GError **error)
+{
+  g_autoptr(GError) error_local = NULL;
+
+  if (g_option_context_parse_strv (octx, argv, &error_local))
+    return TRUE;
+  if (error_local->domain == G_CONVERT_ERROR) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0,
+                 _("An option's value is not text in this locale's character set: %s"),
+                 error_local->message);
+    return FALSE;
+  }
+  g_propagate_error (error, g_steal_pointer (&error_local));
+  return FALSE;
+}
+
 gboolean
 vctl_parse_args (VctlContext *ctx, const VctlCommand *cmd, const GOptionEntry *entries,
                  gboolean listing, gchar ***argv, guint min_args, guint max_args,
@@ -72,7 +92,7 @@ vctl_parse_args_full (VctlContext *ctx, const VctlCommand *cmd, const GOptionEnt
   if (listing)
     g_option_context_add_main_entries (octx, json_entries, GETTEXT_PACKAGE);
 
-  if (!g_option_context_parse_strv (octx, argv, error))
+  if (!parse_options (octx, argv, error))
     return FALSE;
 
   n_args = g_strv_length (*argv) - 1;

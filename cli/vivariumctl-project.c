@@ -113,7 +113,9 @@ parse_quota (const gchar *text, guint64 *out, GError **error)
   if (!parse_size (text, out, error))
     return FALSE;
   if (*out < VIVARIUM_PROJECT_QUOTA_MIN) {
-    g_set_error (error, VCTL_USAGE_ERROR, 0, _("The quota must be at least %s"), floor);
+    g_autofree gchar *shown = vctl_escape_line (text);
+    g_set_error (error, VCTL_USAGE_ERROR, 0,
+                 _("A quota of “%s” is less than %s, the least a project may have"), shown, floor);
     return FALSE;
   }
   return TRUE;
