@@ -189,13 +189,21 @@ format_head (const gchar *head)
   return g_strndup (head, 12);
 }
 
+/* Quotas are given in powers of 1024 (64M), so they are shown that way. */
+static gchar *
+format_size (guint64 bytes, gboolean exact)
+{
+  return g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS |
+                                    (exact ? G_FORMAT_SIZE_LONG_FORMAT : 0));
+}
+
 static void
 print_project_row (gpointer proxy)
 {
   VivariumDBusProject *project = proxy;
   g_autofree gchar *name = vctl_escape_line (vivarium_dbus_project_get_name (project));
-  g_autofree gchar *quota = g_format_size (vivarium_dbus_project_get_quota_bytes (project));
-  g_autofree gchar *used = g_format_size (vivarium_dbus_project_get_used_bytes (project));
+  g_autofree gchar *quota = format_size (vivarium_dbus_project_get_quota_bytes (project), FALSE);
+  g_autofree gchar *used = format_size (vivarium_dbus_project_get_used_bytes (project), FALSE);
   g_autofree gchar *head_raw = format_head (vivarium_dbus_project_get_head (project));
   g_autofree gchar *head = vctl_escape_line (head_raw);
   g_autofree gchar *remote = vctl_escape_line (vivarium_dbus_project_get_remote (project));
@@ -230,7 +238,7 @@ print_field (const gchar *label, const gchar *value)
 static void
 print_bytes_field (const gchar *label, guint64 bytes)
 {
-  g_autofree gchar *size = g_format_size_full (bytes, G_FORMAT_SIZE_LONG_FORMAT);
+  g_autofree gchar *size = format_size (bytes, TRUE);
 
   g_print ("%-12s %s\n", label, size);
 }
