@@ -8,6 +8,7 @@
 
 #include "vivarium-dbus-generated.h"
 #include "vivarium-names.h"
+#include "vivarium-report.h"
 
 G_BEGIN_DECLS
 
@@ -39,8 +40,8 @@ GQuark vctl_usage_error_quark (void);
 #define VCTL_TASK_QUESTION_MAX      (4 * 1024)
 #define VCTL_TASK_WAIT_MAX          3600
 /* The report keeps 4 KiB of a summary; the daemon is the one that cuts
- * (and says so), so a longer one is sent, up to this. */
-#define VCTL_TASK_SUMMARY_MAX       (4 * 1024 * 1024)
+ * (and says so), so a longer one is sent, up to what it accepts. */
+#define VCTL_TASK_SUMMARY_MAX       (2 * 1024 * 1024)
 
 #ifndef VIVARIUM_DBUS_PATH_REPORTS
 #define VIVARIUM_DBUS_PATH_REPORTS VIVARIUM_DBUS_PATH "/reports"

@@ -160,7 +160,11 @@ submit_options_to_variant (const SubmitOptions *o, GError **error)
   g_variant_builder_add (&b, "{sv}", "worker", g_variant_new_string ("script"));
   g_variant_builder_add (&b, "{sv}", "script", script);
   if (o->verify != NULL) {
-    if (!vctl_check_text ("--verify", o->verify, VIVARIUM_ARG_LEN_MAX, error))
+    if (o->verify[0] == '\0') {
+      g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--verify needs a command"));
+      return NULL;
+    }
+    if (!vctl_check_text ("--verify", o->verify, VIVARIUM_REPORT_VERIFY_CMD_MAX, error))
       return NULL;
     g_variant_builder_add (&b, "{sv}", "verify", g_variant_new_string (o->verify));
   }

@@ -267,6 +267,10 @@ vctl_cmd_worker_ask (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error) ||
       !vctl_check_text (_("The question"), (*argv)[1], VCTL_TASK_QUESTION_MAX, error))
     return FALSE;
+  if ((*argv)[1][0] == '\0') {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("The question is empty"));
+    return FALSE;
+  }
   task_path = path_from_env (ENV_TASK, VIVARIUM_DBUS_PATH_TASKS, error);
   if (task_path == NULL)
     return FALSE;
@@ -336,7 +340,8 @@ vctl_cmd_worker_finish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
 
   if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 0, 0, error))
     return FALSE;
-  if (verify != NULL && !vctl_check_text ("--verify", verify, VIVARIUM_ARG_LEN_MAX, error))
+  if (verify != NULL &&
+      !vctl_check_text ("--verify", verify, VIVARIUM_REPORT_VERIFY_CMD_MAX, error))
     return FALSE;
   summary = read_summary (summary_text, summary_file, error);
   if (summary == NULL)

@@ -156,6 +156,8 @@ usage task submit demo tiny --script "$tmp/script.sh" --instructions x \
 usage task submit demo tiny --script "$tmp/script.sh" --instructions-file "$tmp/not-utf8.txt"
 usage task submit demo tiny --script "$tmp/script.sh" --instructions "$(printf 'x\xff')"
 usage task submit demo tiny --script "$tmp/script.sh" --verify "$(printf 'true \xff')"
+usage task submit demo tiny --script "$tmp/script.sh" --verify ""
+usage task submit demo tiny --script "$tmp/script.sh" --verify "$(head -c 4097 /dev/zero | tr '\0' t)"
 # A script that cannot be read, or is too large, is refused (1) and named.
 run 1 task submit demo tiny --script /nonexistent/script.sh
 says "/nonexistent/script.sh"
@@ -265,6 +267,11 @@ usage worker write relative
 usage worker ask
 usage worker ask "$(head -c 4097 /dev/zero | tr '\0' q)"
 usage worker ask "$(printf 'why\xff')"
+usage worker ask ""
+usage worker finish --verify "$(head -c 4097 /dev/zero | tr '\0' t)"
+head -c $((2 * 1024 * 1024 + 1)) /dev/zero | tr '\0' s >"$tmp/summary-over-cap.txt"
+run 1 worker finish --summary-file "$tmp/summary-over-cap.txt"
+names org.vivarium.Vivarium1.Error.TooLarge
 usage worker finish extra
 usage worker finish --summary a --summary-file "$tmp/summary.txt"
 usage worker finish --summary-file "$tmp/not-utf8.txt"
