@@ -8,9 +8,10 @@
 # each verb sends (the fake records every call), the exit status of each
 # outcome of `task wait`, that reports come out byte for byte (a saved
 # `task report --json` verifies), that the worker's bytes are raw and
-# everything else from the daemon is escaped, and that typed errors keep
-# their names. Needs dbus-daemon and /usr/bin/python3 with GObject
-# introspection; without them it fails, it does not skip.
+# everything else from the daemon is escaped, that typed errors keep their
+# names, and that with no daemon on the bus a verb says so in one line.
+# Needs dbus-daemon and /usr/bin/python3 with GObject introspection;
+# without them it fails, it does not skip.
 set -u
 
 ctl=${1:-}
@@ -64,6 +65,21 @@ bus_pid=$!
 for _ in $(seq 50); do [ -S "$tmp/bus" ] && break; sleep 0.1; done
 [ -S "$tmp/bus" ] || { echo "FAIL: the private bus did not start: $(cat "$tmp/bus.err")" >&2; exit 1; }
 export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$tmp/bus"
+
+# A bus without the daemon: one line naming the D-Bus error, status 1.
+for verb in "task list" "project show demo" "report show r1"; do
+  checks=$((checks + 1))
+  # shellcheck disable=SC2086
+  "$ctl" $verb >"$tmp/out" 2>"$tmp/err" </dev/null
+  status=$?
+  if [ "$status" -ne 1 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -s "$tmp/out" ] ||
+     ! grep -q '^vivariumctl: .*\[org\.freedesktop\.DBus\.Error\.ServiceUnknown\]$' "$tmp/err"; then
+    fail "vivariumctl $verb with no daemon on the bus: status $status, $(cat "$tmp/err" "$tmp/out")"
+  fi
+done
+VIVARIUM_TASK=/org/vivarium/Vivarium1/tasks/t1 "$ctl" worker ask "Which?" >"$tmp/out" 2>"$tmp/err" </dev/null
+checks=$((checks + 1))
+grep -q 'ServiceUnknown\]$' "$tmp/err" || fail "worker ask with no daemon: $(cat "$tmp/err")"
 
 "$maker" "$tmp/keys" "$tmp/good.json" >"$tmp/fingerprint" ||
   { echo "FAIL: make-signed-report failed" >&2; exit 1; }
