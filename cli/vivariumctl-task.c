@@ -286,7 +286,15 @@ report_outcome (VctlContext *ctx, VivariumDBusTask *task, const gchar *id, const
     print_question (question);
     ctx->exit_status = VCTL_EXIT_NEEDS_INPUT;
   } else if (g_strcmp0 (outcome, "IN_PROGRESS") == 0) {
+    g_autofree gchar *reason = read_string_property (ctx, task, "Reason");
     g_print ("IN_PROGRESS\n");
+    /* A task stopped at its hard limit stays IN_PROGRESS; waiting again
+     * would not change that, so say so where a person sees it. */
+    if (reason[0] != '\0') {
+      g_autofree gchar *shown = vctl_escape_line (reason);
+      g_printerr (_("vivariumctl: task “%s” stopped: %s; its work so far is in its report\n"),
+                  shown_id, shown);
+    }
     ctx->exit_status = VCTL_EXIT_IN_PROGRESS;
   } else if (g_strcmp0 (outcome, "FAILED") == 0) {
     g_autofree gchar *reason = read_string_property (ctx, task, "Reason");

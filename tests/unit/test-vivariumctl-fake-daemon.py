@@ -54,6 +54,8 @@ def main():
         't-done': {'Outcome': 'DONE', 'Report': BASE + '/reports/r1'},
         't-input': {'Outcome': 'NEEDS_INPUT', 'Question': QUESTION},
         't-run': {'Outcome': 'IN_PROGRESS'},
+        't-limit': {'Outcome': 'IN_PROGRESS', 'Reason': 'the task reached its hard limit of 60 s',
+                    'Report': BASE + '/reports/r1'},
         't-fail': {'Outcome': 'FAILED', 'Reason': 'the worker exited with status 3'},
         't-busy': {'Outcome': 'DONE'},
         't-new': {'Outcome': 'IN_PROGRESS'},

@@ -169,6 +169,11 @@ checks=$((checks + 1))
 grep -q '^Outcome: DONE' "$tmp/out" && fail "the worker's question produced a line of its own: $(cat "$tmp/out")"
 expect 3 task wait t-run --timeout 0
 out_is "IN_PROGRESS"
+checks=$((checks + 1))
+[ ! -s "$tmp/err" ] || fail "task wait of a running task wrote to stderr: $(cat "$tmp/err")"
+expect 3 task wait t-limit
+out_is "IN_PROGRESS"
+err_has "hard limit of 60 s"
 expect 1 task wait t-fail
 out_is "FAILED"
 err_has "the worker exited with status 3"
