@@ -220,7 +220,7 @@ reconnected (VdDaemon *self, GDBusConnection *connection)
     schedule_reconnect (self);
     return;
   }
-  g_info ("connected to the system bus again as %s; asking for %s",
+  g_message ("connected to the system bus again as %s; asking for %s",
           g_dbus_connection_get_unique_name (connection), VIVARIUM_DBUS_NAME);
   own_name (self, FALSE);
 }
@@ -237,7 +237,7 @@ reconnect_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (connection != NULL && g_dbus_connection_is_closed (connection))
     g_set_error_literal (&error, G_IO_ERROR, G_IO_ERROR_CLOSED, "the old connection is still held");
   if (error != NULL) {
-    g_info ("reconnect attempt %u failed: %s", self->reconnect_attempt, error->message);
+    g_message ("reconnect attempt %u failed: %s", self->reconnect_attempt, error->message);
     schedule_reconnect (self);
     g_object_unref (self);
     return;
@@ -306,7 +306,7 @@ name_acquired_cb (GDBusConnection *connection, const gchar *name, gpointer user_
   VdDaemon *self = VD_DAEMON (user_data);
 
   if (self->ready) {
-    g_info ("serving %s again", name);
+    g_message ("serving %s again", name);
     sd_notify (0, "STATUS=Serving " VIVARIUM_DBUS_NAME " (reconnected)");
   } else {
     g_info ("serving %s (version %s)", name, PACKAGE_VERSION);
