@@ -79,6 +79,7 @@ static const VdActionRow action_map[] = {
 struct _VdAuthority {
   GObject          parent_instance;
   PolkitAuthority *polkit;       /* kept: its proxy follows polkitd's restarts */
+  guint            generation;   /* bumped when the bus was lost */
 };
 
 G_DEFINE_TYPE (VdAuthority, vd_authority, G_TYPE_OBJECT)
@@ -158,6 +159,7 @@ typedef struct {
   gboolean       interactive;
   GCancellable  *cancellable;
   guint          timeout_id;
+  guint          generation;
   gboolean       done;
 } Check;
 
@@ -264,7 +266,7 @@ authority_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     check_refuse (task, "the authorization service (polkit) is not available");
     return;
   }
-  if (self->polkit == NULL)
+  if (self->polkit == NULL && check->generation == self->generation)
     self->polkit = g_object_ref (authority);
   start_check (task, authority);
 }
@@ -284,6 +286,7 @@ vd_authority_check_async (VdAuthority *self, const gchar *sender, const gchar *a
   check->details = details != NULL ? g_object_ref (details) : polkit_details_new ();
   check->interactive = interactive;
   check->cancellable = g_cancellable_new ();
+  check->generation = self->generation;
   g_task_set_task_data (task, check, (GDestroyNotify) check_free);
   check->timeout_id = g_timeout_add_seconds_full (G_PRIORITY_DEFAULT,
                                                   interactive ? VD_AUTHORITY_CHECK_TIMEOUT_INTERACTIVE_SEC
@@ -299,4 +302,16 @@ gboolean
 vd_authority_check_finish (VdAuthority *self, GAsyncResult *result, GError **error)
 {
   return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+/* The daemon lost the bus: polkit's client talks over the system bus
+ * connection that is gone, so it is dropped, and the next check gets a
+ * client on the new one. libpolkit keeps one client per process and
+ * GDBus one system bus connection, each alive while anyone holds it: a
+ * client fetched by a check already under way is not kept. */
+void
+vd_authority_forget_bus (VdAuthority *self)
+{
+  self->generation++;
+  g_clear_object (&self->polkit);
 }

@@ -14,7 +14,19 @@
 /* Owns the bus name, tells systemd how it is doing, and leaves the bus when
  * nothing has happened for a while and nothing is running (VdIdle: the
  * manager holds inhibitors for running work, every call resets the clock):
- * the bus activates it again on the next call. */
+ * the bus activates it again on the next call.
+ *
+ * Losing the bus connection is not a reason to stop: the sessions run in
+ * their own units and are bound to this process (BindsTo=), so its exit
+ * would take every caller's machines down because of one disconnect. The
+ * daemon reconnects instead, with a bounded backoff, and hands the new
+ * connection down through vd_manager_set_connection(). It still exits when
+ * another instance owns the name (a real replacement). */
+
+#define RECONNECT_FIRST_MS   100
+#define RECONNECT_MAX_MS     5000
+#define RECONNECT_ATTEMPTS   60    /* about four minutes at the cap */
+
 struct _VdDaemon {
   GObject          parent_instance;
   VdConfig        *config;
@@ -25,13 +37,19 @@ struct _VdDaemon {
   GDBusConnection *connection;
   guint            owner_id;
   guint            filter_id;
+  gulong           closed_id;
   guint            watchdog_source;
+  guint            reconnect_source;
+  guint            reconnect_attempt;
+  guint            reconnect_inhibit;   /* VdIdle token while off the bus */
   gboolean         replace;
-  gboolean         name_lost;
+  gboolean         ready;               /* READY=1 sent */
   gint             exit_status;
 };
 
 G_DEFINE_TYPE (VdDaemon, vd_daemon, G_TYPE_OBJECT)
+
+static void drop_connection (VdDaemon *self);
 
 static void
 vd_daemon_finalize (GObject *object)
@@ -39,14 +57,12 @@ vd_daemon_finalize (GObject *object)
   VdDaemon *self = VD_DAEMON (object);
 
   g_clear_handle_id (&self->watchdog_source, g_source_remove);
-  if (self->filter_id != 0)
-    g_dbus_connection_remove_filter (self->connection, self->filter_id);
-  g_clear_handle_id (&self->owner_id, g_bus_unown_name);
+  g_clear_handle_id (&self->reconnect_source, g_source_remove);
+  drop_connection (self);
   g_clear_object (&self->manager);
   g_clear_object (&self->idle);
   g_clear_object (&self->authority);
   g_clear_object (&self->config);
-  g_clear_object (&self->connection);
   g_clear_pointer (&self->loop, g_main_loop_unref);
   G_OBJECT_CLASS (vd_daemon_parent_class)->finalize (object);
 }
@@ -83,6 +99,13 @@ vd_daemon_quit (VdDaemon *self)
 {
   sd_notify (0, "STOPPING=1");
   g_main_loop_quit (self->loop);
+}
+
+static void
+fail (VdDaemon *self)
+{
+  self->exit_status = 1;
+  vd_daemon_quit (self);
 }
 
 static void
@@ -136,45 +159,202 @@ start_watchdog (VdDaemon *self)
   self->watchdog_source = g_timeout_add ((guint) MAX (usec / 2000, 1), watchdog_cb, self);
 }
 
+/* --- the connection ----------------------------------------------------- */
+
+static void closed_cb (GDBusConnection *connection, gboolean remote_peer_vanished, GError *error,
+                       gpointer user_data);
+static void name_acquired_cb (GDBusConnection *connection, const gchar *name, gpointer user_data);
+static void name_lost_cb (GDBusConnection *connection, const gchar *name, gpointer user_data);
+
+/* Lets go of everything the daemon itself holds on the connection. */
 static void
-bus_acquired_cb (GDBusConnection *connection, const gchar *name, gpointer user_data)
+drop_connection (VdDaemon *self)
+{
+  g_clear_handle_id (&self->owner_id, g_bus_unown_name);
+  if (self->connection == NULL)
+    return;
+  if (self->filter_id != 0)
+    g_dbus_connection_remove_filter (self->connection, self->filter_id);
+  g_clear_signal_handler (&self->closed_id, self->connection);
+  self->filter_id = 0;
+  g_clear_object (&self->connection);
+}
+
+/* GDBus would raise SIGTERM when the bus goes away (exit-on-close, the
+ * default of the shared system bus connection); we reconnect instead. */
+static void
+take_connection (VdDaemon *self, GDBusConnection *connection)
+{
+  self->connection = g_object_ref (connection);
+  g_dbus_connection_set_exit_on_close (connection, FALSE);
+  self->closed_id = g_signal_connect (connection, "closed", G_CALLBACK (closed_cb), self);
+  self->filter_id = g_dbus_connection_add_filter (connection, message_filter_cb, g_object_ref (self->idle),
+                                                  g_object_unref);
+}
+
+/* Replacing a running instance is asked for at start only; on a
+ * reconnect a name owned by someone else means we were replaced. */
+static void
+own_name (VdDaemon *self, gboolean replace)
+{
+  GBusNameOwnerFlags flags = G_BUS_NAME_OWNER_FLAGS_ALLOW_REPLACEMENT;
+
+  if (replace)
+    flags |= G_BUS_NAME_OWNER_FLAGS_REPLACE;
+  self->owner_id = g_bus_own_name_on_connection (self->connection, VIVARIUM_DBUS_NAME, flags,
+                                                 name_acquired_cb, name_lost_cb, self, NULL);
+}
+
+static void schedule_reconnect (VdDaemon *self);
+
+static void
+reconnected (VdDaemon *self, GDBusConnection *connection)
+{
+  g_autoptr(GError) error = NULL;
+
+  take_connection (self, connection);
+  if (!vd_manager_set_connection (self->manager, connection, &error)) {
+    g_warning ("cannot serve our objects on the new connection: %s", error->message);
+    drop_connection (self);
+    vd_manager_set_connection (self->manager, NULL, NULL);
+    schedule_reconnect (self);
+    return;
+  }
+  g_message ("connected to the system bus again as %s; asking for %s",
+          g_dbus_connection_get_unique_name (connection), VIVARIUM_DBUS_NAME);
+  own_name (self, FALSE);
+}
+
+static void
+reconnect_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   VdDaemon *self = VD_DAEMON (user_data);
   g_autoptr(GError) error = NULL;
+  g_autoptr(GDBusConnection) connection = g_bus_get_finish (res, &error);
 
-  self->connection = g_object_ref (connection);
-  self->filter_id = g_dbus_connection_add_filter (connection, message_filter_cb, g_object_ref (self->idle),
-                                                  g_object_unref);
-  self->manager = vd_manager_new (self->config, self->authority, self->idle, connection);
-  if (!vd_manager_start (self->manager, &error)) {
-    g_critical ("cannot start the manager: %s", error->message);
-    self->exit_status = 1;
-    vd_daemon_quit (self);
+  /* GDBus hands out its closed system bus connection until everyone has
+   * let go of it (a polkit check or a call still finishing): try later. */
+  if (connection != NULL && g_dbus_connection_is_closed (connection))
+    g_set_error_literal (&error, G_IO_ERROR, G_IO_ERROR_CLOSED, "the old connection is still held");
+  if (error != NULL) {
+    g_message ("reconnect attempt %u failed: %s", self->reconnect_attempt, error->message);
+    schedule_reconnect (self);
+    g_object_unref (self);
+    return;
   }
+  reconnected (self, connection);
+  g_object_unref (self);
 }
+
+static gboolean
+reconnect_cb (gpointer user_data)
+{
+  VdDaemon *self = VD_DAEMON (user_data);
+
+  self->reconnect_source = 0;
+  self->reconnect_attempt++;
+  g_bus_get (G_BUS_TYPE_SYSTEM, NULL, reconnect_ready_cb, g_object_ref (self));
+  return G_SOURCE_REMOVE;
+}
+
+static void
+schedule_reconnect (VdDaemon *self)
+{
+  guint delay = RECONNECT_FIRST_MS;
+  g_autofree gchar *status = NULL;
+
+  if (self->reconnect_attempt >= RECONNECT_ATTEMPTS) {
+    g_critical ("could not get back onto the system bus after %u attempts; exiting", self->reconnect_attempt);
+    fail (self);
+    return;
+  }
+  for (guint i = 0; i < self->reconnect_attempt && delay < RECONNECT_MAX_MS; i++)
+    delay *= 2;
+  delay = MIN (delay, RECONNECT_MAX_MS);
+  status = g_strdup_printf ("STATUS=Lost the system bus; reconnecting (attempt %u in %u ms)",
+                            self->reconnect_attempt + 1, delay);
+  sd_notify (0, status);
+  self->reconnect_source = g_timeout_add (delay, reconnect_cb, self);
+}
+
+/* The bus disconnected us (a restart, a message over its limits, a
+ * policy...): sessions keep running in their units; everything that
+ * belonged to the old connection is let go, so that GDBus can make a new
+ * one, and the daemon stays on until it is back. */
+static void
+closed_cb (GDBusConnection *connection, gboolean remote_peer_vanished, GError *error, gpointer user_data)
+{
+  VdDaemon *self = VD_DAEMON (user_data);
+
+  g_warning ("lost the system bus connection (%s); sessions keep running, reconnecting",
+             error != NULL ? error->message : "closed");
+  drop_connection (self);
+  if (self->manager != NULL)
+    vd_manager_set_connection (self->manager, NULL, NULL);
+  vd_authority_forget_bus (self->authority);
+  if (self->reconnect_inhibit == 0)
+    self->reconnect_inhibit = vd_idle_inhibit (self->idle, "reconnecting to the system bus");
+  self->reconnect_attempt = 0;
+  schedule_reconnect (self);
+}
+
+/* --- the name ------------------------------------------------------------ */
 
 static void
 name_acquired_cb (GDBusConnection *connection, const gchar *name, gpointer user_data)
 {
   VdDaemon *self = VD_DAEMON (user_data);
 
-  g_info ("serving %s (version %s)", name, PACKAGE_VERSION);
-  sd_notify (0, "READY=1\nSTATUS=Serving " VIVARIUM_DBUS_NAME);
-  start_watchdog (self);
+  if (self->ready) {
+    g_message ("serving %s again", name);
+    sd_notify (0, "STATUS=Serving " VIVARIUM_DBUS_NAME " (reconnected)");
+  } else {
+    g_info ("serving %s (version %s)", name, PACKAGE_VERSION);
+    sd_notify (0, "READY=1\nSTATUS=Serving " VIVARIUM_DBUS_NAME);
+    start_watchdog (self);
+    self->ready = TRUE;
+  }
+  if (self->reconnect_inhibit != 0)
+    vd_idle_uninhibit (self->idle, self->reconnect_inhibit);
+  self->reconnect_inhibit = 0;
   vd_idle_reset (self->idle);
 }
 
+/* A closed connection loses the name too; closed_cb takes care of that.
+ * Otherwise another instance has it: we were replaced, and go. */
 static void
 name_lost_cb (GDBusConnection *connection, const gchar *name, gpointer user_data)
 {
   VdDaemon *self = VD_DAEMON (user_data);
 
-  if (connection == NULL)
-    g_warning ("cannot connect to the system bus");
-  else
-    g_warning ("lost (or could not own) the name %s", name);
-  self->exit_status = 1;
-  vd_daemon_quit (self);
+  if (connection != NULL && g_dbus_connection_is_closed (connection))
+    return;
+  g_warning ("lost (or could not own) the name %s: another instance has it", name);
+  fail (self);
+}
+
+/* --- start ----------------------------------------------------------------- */
+
+static void
+first_connection_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VdDaemon *self = VD_DAEMON (user_data);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GDBusConnection) connection = g_bus_get_finish (res, &error);
+
+  if (connection == NULL) {
+    g_warning ("cannot connect to the system bus: %s", error->message);
+    fail (self);
+    return;
+  }
+  take_connection (self, connection);
+  self->manager = vd_manager_new (self->config, self->authority, self->idle, connection);
+  if (!vd_manager_start (self->manager, &error)) {
+    g_critical ("cannot start the manager: %s", error->message);
+    fail (self);
+    return;
+  }
+  own_name (self, self->replace);
 }
 
 static gboolean
@@ -190,15 +370,10 @@ signal_cb (gpointer user_data)
 gint
 vd_daemon_run (VdDaemon *self)
 {
-  GBusNameOwnerFlags flags = G_BUS_NAME_OWNER_FLAGS_ALLOW_REPLACEMENT;
   guint sigterm = g_unix_signal_add (SIGTERM, signal_cb, self);
   guint sigint = g_unix_signal_add (SIGINT, signal_cb, self);
 
-  if (self->replace)
-    flags |= G_BUS_NAME_OWNER_FLAGS_REPLACE;
-  self->owner_id = g_bus_own_name (G_BUS_TYPE_SYSTEM, VIVARIUM_DBUS_NAME, flags,
-                                   bus_acquired_cb, name_acquired_cb, name_lost_cb,
-                                   self, NULL);
+  g_bus_get (G_BUS_TYPE_SYSTEM, NULL, first_connection_cb, self);
   g_main_loop_run (self->loop);
   if (self->manager != NULL)
     vd_manager_shutdown (self->manager);

@@ -26,7 +26,13 @@
  * What a peer was allowed is remembered until it leaves the bus or a later
  * check refuses it. A peer that passes any check is also checked, in the
  * background, for the read actions, so a client that made one authorized
- * call hears what it may hear. */
+ * call hears what it may hear.
+ *
+ * The daemon may move the whole boundary to a new connection after it lost
+ * the bus (vd_exported_set_connection()): the tree is registered again and
+ * every grant is forgotten, since unique names are only unique on one bus
+ * and the next bus hands the same ones to other peers. Whatever was still
+ * being decided for a peer of the old connection is dropped, never granted. */
 
 #define INTROSPECT_DOCTYPE \
   "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n" \
@@ -125,6 +131,13 @@ find_face (Node *node, const gchar *interface_name)
 
 /* --- grants ------------------------------------------------------------ */
 
+/* Something that began on a connection we no longer serve. */
+static gboolean
+is_stale (VdExported *self, GDBusConnection *connection)
+{
+  return connection != self->connection;
+}
+
 static gboolean
 is_granted (VdExported *self, const gchar *peer, const gchar *action)
 {
@@ -172,8 +185,11 @@ peer_probe_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 probe_peer (VdExported *self, const gchar *peer)
 {
-  PeerProbe *probe = g_new0 (PeerProbe, 1);
+  PeerProbe *probe;
 
+  if (self->connection == NULL)
+    return;
+  probe = g_new0 (PeerProbe, 1);
   g_weak_ref_init (&probe->self, self);
   probe->peer = g_strdup (peer);
   g_dbus_connection_call (self->connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
@@ -225,6 +241,8 @@ send_to_granted (VdExported *self, const gchar *action, const gchar *path, const
   GHashTableIter iter;
   gpointer peer;
 
+  if (self->connection == NULL)
+    return;   /* off the bus: nobody is granted anything yet */
   g_hash_table_iter_init (&iter, self->grants);
   while (g_hash_table_iter_next (&iter, &peer, NULL)) {
     if (!is_granted (self, peer, action))
@@ -452,19 +470,30 @@ static const GDBusSubtreeVTable subtree_vtable = {
 };
 
 static gboolean
-ensure_subtree (VdExported *self, const gchar *path, GError **error)
+register_subtree (VdExported *self, const gchar *path, GError **error)
 {
-  guint id;
+  guint id = g_dbus_connection_register_subtree (self->connection, path, &subtree_vtable,
+                                                 G_DBUS_SUBTREE_FLAGS_DISPATCH_TO_UNENUMERATED_NODES,
+                                                 self, NULL, error);
 
-  if (g_hash_table_contains (self->subtrees, path))
-    return TRUE;
-  id = g_dbus_connection_register_subtree (self->connection, path, &subtree_vtable,
-                                           G_DBUS_SUBTREE_FLAGS_DISPATCH_TO_UNENUMERATED_NODES,
-                                           self, NULL, error);
   if (id == 0)
     return FALSE;
   g_hash_table_insert (self->subtrees, g_strdup (path), GUINT_TO_POINTER (id));
   return TRUE;
+}
+
+/* A subtree path is remembered even off the bus, so that the next
+ * connection serves it too. */
+static gboolean
+ensure_subtree (VdExported *self, const gchar *path, GError **error)
+{
+  if (g_hash_table_contains (self->subtrees, path))
+    return TRUE;
+  if (self->connection == NULL) {
+    g_hash_table_insert (self->subtrees, g_strdup (path), GUINT_TO_POINTER (0));
+    return TRUE;
+  }
+  return register_subtree (self, path, error);
 }
 
 /* --- calls ----------------------------------------------------------------- */
@@ -605,6 +634,12 @@ forward (Call *call)
   GVariant *params = g_dbus_method_invocation_get_parameters (invocation);
   GError *error = NULL;
 
+  if (is_stale (call->self, g_dbus_method_invocation_get_connection (invocation))) {
+    /* Its caller left with the old bus; the answer goes nowhere. */
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                                           "The daemon lost the bus while this call was being authorized");
+    return;
+  }
   if (g_strcmp0 (g_dbus_method_invocation_get_interface_name (invocation), "org.freedesktop.DBus.Properties") != 0) {
     vtable->method_call (g_dbus_method_invocation_get_connection (invocation),
                          g_dbus_method_invocation_get_sender (invocation),
@@ -640,6 +675,10 @@ call_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
   Call *owned;
 
+  if (is_stale (call->self, g_dbus_method_invocation_get_connection (call->invocation))) {
+    forward (call);   /* answers the dead connection, runs nothing */
+    return;
+  }
   if (!vd_authority_check_finish (VD_AUTHORITY (source), res, &error)) {
     g_autofree gchar *what = NULL;
     if (g_strcmp0 (g_dbus_method_invocation_get_interface_name (call->invocation),
@@ -736,11 +775,12 @@ typedef struct {
 } Gate;
 
 typedef struct {
-  VdExported *self;
-  gchar      *peer;
-  gchar      *action;
-  gchar      *key;
-  Gate       *gate;   /* NULL: nobody waits */
+  VdExported      *self;
+  GDBusConnection *connection;   /* the peer's */
+  gchar           *peer;
+  gchar           *action;
+  gchar           *key;
+  Gate            *gate;   /* NULL: nobody waits */
 } ReadCheck;
 
 static void
@@ -760,13 +800,14 @@ read_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 
   /* A "no" stays in pending: the peer is not asked again in the background
    * (an explicit call of that action still can be allowed). */
-  if (vd_authority_check_finish (VD_AUTHORITY (source), res, NULL)) {
+  if (vd_authority_check_finish (VD_AUTHORITY (source), res, NULL) && !is_stale (check->self, check->connection)) {
     grant_action (check->self, check->peer, check->action);
     g_hash_table_remove (check->self->pending, check->key);
   }
   if (check->gate != NULL)
     gate_pass (check->gate);
   g_object_unref (check->self);
+  g_clear_object (&check->connection);
   g_free (check->peer);
   g_free (check->action);
   g_free (check->key);
@@ -780,6 +821,7 @@ start_read_check (VdExported *self, const gchar *sender, const gchar *action, Ga
   ReadCheck *check = g_new0 (ReadCheck, 1);
 
   check->self = g_object_ref (self);
+  check->connection = g_object_ref (self->connection);
   check->peer = g_strdup (sender);
   check->action = g_strdup (action);
   check->key = g_strconcat (sender, " ", action, NULL);
@@ -821,15 +863,17 @@ forward_after_read_checks (VdExported *self, const gchar *sender, Call *call)
  * hands in the worker thread and answered here after a read check. */
 
 typedef struct {
-  VdExported   *self;
-  GDBusMessage *message;
-  gchar        *action;
+  VdExported      *self;
+  GDBusConnection *connection;   /* the one the message came on */
+  GDBusMessage    *message;
+  gchar           *action;
 } Look;
 
 static void
 look_free (Look *look)
 {
   g_object_unref (look->self);
+  g_object_unref (look->connection);
   g_object_unref (look->message);
   g_free (look->action);
   g_free (look);
@@ -872,7 +916,7 @@ answer_look (Look *look, gboolean allowed)
   }
   g_string_append (xml, "</node>\n");
   g_dbus_message_set_body (reply, g_variant_new ("(s)", xml->str));
-  g_dbus_connection_send_message (look->self->connection, reply, G_DBUS_SEND_MESSAGE_FLAGS_NONE, NULL, NULL);
+  g_dbus_connection_send_message (look->connection, reply, G_DBUS_SEND_MESSAGE_FLAGS_NONE, NULL, NULL);
 }
 
 static void
@@ -882,7 +926,9 @@ look_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   const gchar *sender = g_dbus_message_get_sender (look->message);
   gboolean allowed = vd_authority_check_finish (VD_AUTHORITY (source), res, NULL);
 
-  if (allowed)
+  if (is_stale (look->self, look->connection))
+    allowed = FALSE;   /* a peer of the old bus: its name means someone else now */
+  else if (allowed)
     grant_action (look->self, sender, look->action);
   else
     revoke_action (look->self, sender, look->action);
@@ -972,6 +1018,7 @@ message_filter (GDBusConnection *connection, GDBusMessage *message, gboolean inc
     g_free (look);
     return message;   /* shutting down: GDBus answers as it would */
   }
+  look->connection = g_object_ref (connection);
   look->message = message;   /* ours now: GDBus will not see it */
   g_main_context_invoke (fd->context, look_cb, look);
   return NULL;
@@ -979,24 +1026,66 @@ message_filter (GDBusConnection *connection, GDBusMessage *message, gboolean inc
 
 /* --- life cycle ------------------------------------------------------------ */
 
+/* Takes the tree, the NameOwnerChanged subscription and the filter off the
+ * connection; the registry of nodes and subtree paths stays, to be served
+ * again on the next one. */
+static void
+detach (VdExported *self)
+{
+  GHashTableIter iter;
+  gpointer id;
+
+  if (self->connection == NULL)
+    return;
+  g_hash_table_iter_init (&iter, self->subtrees);
+  while (g_hash_table_iter_next (&iter, NULL, &id)) {
+    if (GPOINTER_TO_UINT (id) != 0)
+      g_dbus_connection_unregister_subtree (self->connection, GPOINTER_TO_UINT (id));
+    g_hash_table_iter_replace (&iter, GUINT_TO_POINTER (0));
+  }
+  if (self->owner_changed_id != 0)
+    g_dbus_connection_signal_unsubscribe (self->connection, self->owner_changed_id);
+  if (self->filter_id != 0)
+    g_dbus_connection_remove_filter (self->connection, self->filter_id);
+  self->owner_changed_id = 0;
+  self->filter_id = 0;
+  g_clear_object (&self->connection);
+}
+
+static gboolean register_subtree (VdExported *self, const gchar *path, GError **error);
+
+static gboolean
+attach (VdExported *self, GDBusConnection *connection, GError **error)
+{
+  g_autofree gpointer *paths = NULL;
+  guint n_paths = 0;
+  FilterData *filter_data;
+
+  self->connection = g_object_ref (connection);
+  self->owner_changed_id = g_dbus_connection_signal_subscribe (connection, "org.freedesktop.DBus",
+                                                               "org.freedesktop.DBus", "NameOwnerChanged",
+                                                               "/org/freedesktop/DBus", NULL,
+                                                               G_DBUS_SIGNAL_FLAGS_NONE,
+                                                               name_owner_changed_cb, self, NULL);
+  filter_data = g_new0 (FilterData, 1);
+  g_weak_ref_init (&filter_data->self, self);
+  filter_data->context = g_main_context_ref (self->context);
+  self->filter_id = g_dbus_connection_add_filter (connection, message_filter, filter_data, filter_data_free);
+  /* The keys stay valid: registering only replaces their values. */
+  paths = g_hash_table_get_keys_as_array (self->subtrees, &n_paths);
+  for (guint i = 0; i < n_paths; i++) {
+    if (!register_subtree (self, paths[i], error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 static void
 vd_exported_dispose (GObject *object)
 {
   VdExported *self = VD_EXPORTED (object);
-  GHashTableIter iter;
-  gpointer id;
 
-  if (self->connection != NULL) {
-    g_hash_table_iter_init (&iter, self->subtrees);
-    while (g_hash_table_iter_next (&iter, NULL, &id))
-      g_dbus_connection_unregister_subtree (self->connection, GPOINTER_TO_UINT (id));
-    if (self->owner_changed_id != 0)
-      g_dbus_connection_signal_unsubscribe (self->connection, self->owner_changed_id);
-    if (self->filter_id != 0)
-      g_dbus_connection_remove_filter (self->connection, self->filter_id);
-    self->owner_changed_id = 0;
-    self->filter_id = 0;
-  }
+  detach (self);
   g_hash_table_remove_all (self->subtrees);
   g_hash_table_remove_all (self->nodes);
   G_OBJECT_CLASS (vd_exported_parent_class)->dispose (object);
@@ -1041,22 +1130,28 @@ vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
 {
   VdExported *self = g_object_new (VD_TYPE_EXPORTED, NULL);
   g_autoptr(GError) error = NULL;
-  FilterData *filter_data;
 
   self->authority = g_object_ref (authority);
-  self->connection = g_object_ref (connection);
-  if (!ensure_subtree (self, VIVARIUM_DBUS_PATH, &error))
+  g_hash_table_insert (self->subtrees, g_strdup (VIVARIUM_DBUS_PATH), GUINT_TO_POINTER (0));
+  if (!attach (self, connection, &error))
     g_critical ("cannot serve %s: %s", VIVARIUM_DBUS_PATH, error->message);
-  self->owner_changed_id = g_dbus_connection_signal_subscribe (connection, "org.freedesktop.DBus",
-                                                               "org.freedesktop.DBus", "NameOwnerChanged",
-                                                               "/org/freedesktop/DBus", NULL,
-                                                               G_DBUS_SIGNAL_FLAGS_NONE,
-                                                               name_owner_changed_cb, self, NULL);
-  filter_data = g_new0 (FilterData, 1);
-  g_weak_ref_init (&filter_data->self, self);
-  filter_data->context = g_main_context_ref (self->context);
-  self->filter_id = g_dbus_connection_add_filter (connection, message_filter, filter_data, filter_data_free);
   return self;
+}
+
+/* After the daemon lost the bus: every object and filter goes onto
+ * @connection (NULL: off the bus until the next call), and every peer
+ * must be authorized anew. */
+gboolean
+vd_exported_set_connection (VdExported *self, GDBusConnection *connection, GError **error)
+{
+  if (connection == self->connection)
+    return TRUE;
+  detach (self);
+  g_hash_table_remove_all (self->grants);
+  g_hash_table_remove_all (self->pending);
+  if (connection == NULL)
+    return TRUE;
+  return attach (self, connection, error);
 }
 
 /* Where an object may live: the manager's path, or directly in a

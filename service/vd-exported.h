@@ -20,5 +20,8 @@ void          vd_exported_remove          (VdExported              *self,
                                            const gchar             *path);
 gboolean      vd_exported_has             (VdExported              *self,
                                            const gchar             *path);
+gboolean      vd_exported_set_connection  (VdExported              *self,
+                                           GDBusConnection         *connection,
+                                           GError                 **error);
 
 G_END_DECLS

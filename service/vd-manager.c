@@ -1028,6 +1028,17 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
   return self;
 }
 
+/* The daemon got a new connection after it lost the bus (NULL: it lost it
+ * and has none yet). Only the boundary and the systemd client talk over
+ * it; nothing else below learns of it. */
+gboolean
+vd_manager_set_connection (VdManager *self, GDBusConnection *connection, GError **error)
+{
+  g_set_object (&self->connection, connection);
+  vd_systemd_set_connection (self->systemd, connection);
+  return vd_exported_set_connection (self->exported, connection, error);
+}
+
 static void
 connect_handlers (VdManager *self)
 {

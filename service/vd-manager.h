@@ -23,5 +23,8 @@ VdManager *vd_manager_new        (VdConfig         *config,
 gboolean   vd_manager_start      (VdManager        *self,
                                   GError          **error);
 void       vd_manager_shutdown   (VdManager        *self);
+gboolean   vd_manager_set_connection (VdManager       *self,
+                                      GDBusConnection *connection,
+                                      GError         **error);
 
 G_END_DECLS

@@ -12,9 +12,11 @@
  * how they ended. */
 #define FORGET_AFTER_SEC 300
 
-/* The pool hands the connection to each VdSession as it is; exporting goes
- * through export_func, and the connection's life cycle (name, reconnects)
- * stays with the daemon. */
+/* The pool keeps no connection (vd_session_pool_new's is not used) and
+ * gives none to its sessions: the daemon replaces it after losing the bus,
+ * and GDBus makes a new system bus connection only once nobody holds the
+ * old one. Exporting goes through export_func, and the connection's life
+ * cycle (name, reconnects) stays with the daemon. */
 struct _VdSessionPool {
   GObject          parent_instance;
   VdConfig        *config;
@@ -22,7 +24,6 @@ struct _VdSessionPool {
   VdGuard         *guard;
   VdDnsRelay      *dns_relay;
   VdIdle          *idle;
-  GDBusConnection *connection;
   VdExportFunc     export_func;
   gpointer         export_data;
   GHashTable      *sessions;   /* id → VdSession */
@@ -48,7 +49,6 @@ vd_session_pool_finalize (GObject *object)
   g_clear_object (&self->guard);
   g_clear_object (&self->dns_relay);
   g_clear_object (&self->idle);
-  g_clear_object (&self->connection);
   G_OBJECT_CLASS (vd_session_pool_parent_class)->finalize (object);
 }
 
@@ -81,7 +81,6 @@ vd_session_pool_new (VdConfig *config, VdSystemd *systemd, VdGuard *guard, VdDns
   self->guard = g_object_ref (guard);
   self->dns_relay = g_object_ref (dns_relay);
   self->idle = g_object_ref (idle);
-  self->connection = g_object_ref (connection);
   self->export_func = export_func;
   self->export_data = export_data;
   return self;
@@ -186,7 +185,7 @@ vd_session_pool_create (VdSessionPool *self, VdImage *image, const VdSessionOpti
 
   if (!claim_uid (self, &uid, error) || !vd_guard_add_session (self->guard, uid, error))
     return NULL;
-  session = vd_session_new (self->config, self->systemd, self->connection, image, NULL, uid, options,
+  session = vd_session_new (self->config, self->systemd, NULL, image, NULL, uid, options,
                             vd_guard_get_deny_list (self->guard));
   vd_session_set_resolv_conf (session, vd_dns_relay_get_resolv_conf (self->dns_relay));
   vd_session_record_timing (session, "guard", (guint64) (g_get_monotonic_time () - guard_started));

@@ -42,7 +42,6 @@ struct _VdSession {
   GObject               parent_instance;
   VdConfig             *config;
   VdSystemd            *systemd;
-  GDBusConnection      *connection;
   VdImage              *image;
   VivariumDBusSession  *skeleton;
   VdSessionOptions      options;
@@ -87,7 +86,6 @@ vd_session_finalize (GObject *object)
   g_clear_object (&self->image);
   g_clear_object (&self->config);
   g_clear_object (&self->systemd);
-  g_clear_object (&self->connection);
   g_clear_pointer (&self->deny_list, g_ptr_array_unref);
   g_clear_object (&self->log);
   g_clear_object (&self->reapers);
@@ -249,7 +247,6 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
 
   self->config = g_object_ref (config);
   self->systemd = g_object_ref (systemd);
-  self->connection = g_object_ref (connection);
   self->image = g_object_ref (image);
   self->project_dir = g_strdup (project_dir);
   self->uid = uid;

@@ -17,20 +17,29 @@ struct _VdSystemd {
   GObject          parent_instance;
   GDBusConnection *connection;
   guint            job_removed_id;
+  guint            watch_id;       /* systemd's name, after a reconnect */
   GHashTable      *pending_jobs;   /* job path → GTask */
 };
 
 G_DEFINE_TYPE (VdSystemd, vd_systemd, G_TYPE_OBJECT)
 
 static void
+detach (VdSystemd *self)
+{
+  if (self->connection != NULL && self->job_removed_id != 0)
+    g_dbus_connection_signal_unsubscribe (self->connection, self->job_removed_id);
+  self->job_removed_id = 0;
+  g_clear_handle_id (&self->watch_id, g_bus_unwatch_name);
+  g_clear_object (&self->connection);
+}
+
+static void
 vd_systemd_finalize (GObject *object)
 {
   VdSystemd *self = VD_SYSTEMD (object);
 
-  if (self->job_removed_id != 0)
-    g_dbus_connection_signal_unsubscribe (self->connection, self->job_removed_id);
+  detach (self);
   g_hash_table_unref (self->pending_jobs);
-  g_clear_object (&self->connection);
   G_OBJECT_CLASS (vd_systemd_parent_class)->finalize (object);
 }
 
@@ -72,23 +81,98 @@ job_removed_cb (GDBusConnection *connection, const gchar *sender, const gchar *p
                            "systemd could not finish the job for %s: %s", unit, result);
 }
 
-VdSystemd *
-vd_systemd_new (GDBusConnection *connection)
+static void
+attach (VdSystemd *self, GDBusConnection *connection)
 {
-  VdSystemd *self = g_object_new (VD_TYPE_SYSTEMD, NULL);
-
   self->connection = g_object_ref (connection);
   self->job_removed_id =
     g_dbus_connection_signal_subscribe (connection, SYSTEMD_NAME, SYSTEMD_MANAGER, "JobRemoved",
                                         SYSTEMD_PATH, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
                                         job_removed_cb, self, NULL);
+}
+
+VdSystemd *
+vd_systemd_new (GDBusConnection *connection)
+{
+  VdSystemd *self = g_object_new (VD_TYPE_SYSTEMD, NULL);
+
+  attach (self, connection);
   return self;
+}
+
+static void
+subscribed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GVariant) reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &error);
+
+  if (reply == NULL)
+    g_info ("cannot subscribe to systemd's signals again: %s", error->message);
+  else
+    g_info ("subscribed to systemd's signals again");
+}
+
+/* systemd may come back to the bus after us (a restarted dbus-daemon) and
+ * then knows nothing of our old subscription: subscribe whenever its name
+ * appears on this connection. */
+static void
+systemd_appeared_cb (GDBusConnection *connection, const gchar *name, const gchar *owner, gpointer user_data)
+{
+  g_dbus_connection_call (connection, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "Subscribe", NULL, NULL,
+                          G_DBUS_CALL_FLAGS_NONE, SYSTEMD_CALL_MS, NULL, subscribed_cb, NULL);
+}
+
+/* Jobs queued on the old connection may have ended while no JobRemoved
+ * could reach us: they fail, saying so, rather than wait forever. */
+static void
+fail_pending_jobs (VdSystemd *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->pending_jobs);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    GTask *task = g_object_ref (value);
+    g_hash_table_iter_remove (&iter);
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                             "The daemon lost the bus while systemd was running a job for it");
+    g_object_unref (task);
+  }
+}
+
+/* After the daemon lost the bus: calls and JobRemoved move to @connection
+ * (NULL: none until the next). */
+void
+vd_systemd_set_connection (VdSystemd *self, GDBusConnection *connection)
+{
+  if (connection == self->connection)
+    return;
+  detach (self);
+  fail_pending_jobs (self);
+  if (connection == NULL)
+    return;
+  attach (self, connection);
+  self->watch_id = g_bus_watch_name_on_connection (connection, SYSTEMD_NAME, G_BUS_NAME_WATCHER_FLAGS_NONE,
+                                                   systemd_appeared_cb, NULL, NULL, NULL);
+}
+
+/* Between losing the bus and getting it back there is no connection. */
+static gboolean
+check_connected (VdSystemd *self, GError **error)
+{
+  if (self->connection != NULL)
+    return TRUE;
+  g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                       "The daemon is reconnecting to the system bus; systemd cannot be reached yet");
+  return FALSE;
 }
 
 static GVariant *
 call_manager_sync (VdSystemd *self, const gchar *method, GVariant *args,
                    const GVariantType *reply_type, GError **error)
 {
+  if (!check_connected (self, error))
+    return NULL;
   return g_dbus_connection_call_sync (self->connection, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER,
                                       method, args, reply_type, G_DBUS_CALL_FLAGS_NONE,
                                       SYSTEMD_CALL_MS, NULL, error);
@@ -117,6 +201,12 @@ job_queued_cb (GObject *source, GAsyncResult *res, gpointer user_data)
                              "systemd refused the job: %s", error->message);
     return;
   }
+  if (G_DBUS_CONNECTION (source) != self->connection) {
+    /* Its JobRemoved went to the connection that was lost. */
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                             "The daemon lost the bus while systemd was running a job for it");
+    return;
+  }
   g_variant_get (reply, "(&o)", &job);
   g_hash_table_insert (self->pending_jobs, g_strdup (job), g_steal_pointer (&task));
 }
@@ -127,7 +217,14 @@ vd_systemd_start_transient_async (VdSystemd *self, const gchar *unit, GVariant *
                                   GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (self, cancellable, callback, user_data);
+  GError *error = NULL;
 
+  if (!check_connected (self, &error)) {
+    g_variant_unref (g_variant_ref_sink (properties));
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
   g_dbus_connection_call_with_unix_fd_list (self->connection, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER,
                                             "StartTransientUnit",
                                             g_variant_new ("(ss@a(sv)a(sa(sv)))", unit, "fail", properties, NULL),
@@ -146,7 +243,13 @@ vd_systemd_stop_unit_async (VdSystemd *self, const gchar *unit, GCancellable *ca
                             GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (self, cancellable, callback, user_data);
+  GError *error = NULL;
 
+  if (!check_connected (self, &error)) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
   g_dbus_connection_call_with_unix_fd_list (self->connection, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER,
                                             "StopUnit", g_variant_new ("(ss)", unit, "replace"),
                                             G_VARIANT_TYPE ("(o)"), G_DBUS_CALL_FLAGS_NONE, SYSTEMD_CALL_MS,
@@ -219,7 +322,7 @@ vd_systemd_get_unit_property (VdSystemd *self, const gchar *unit, const gchar *i
   g_autoptr(GVariant) reply = NULL;
   GVariant *value = NULL;
 
-  if (path == NULL)
+  if (path == NULL || !check_connected (self, error))
     return NULL;
   reply = g_dbus_connection_call_sync (self->connection, SYSTEMD_NAME, path,
                                        "org.freedesktop.DBus.Properties", "Get",

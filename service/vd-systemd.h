@@ -10,6 +10,8 @@ G_BEGIN_DECLS
 G_DECLARE_FINAL_TYPE (VdSystemd, vd_systemd, VD, SYSTEMD, GObject)
 
 VdSystemd *vd_systemd_new                    (GDBusConnection *connection);
+void       vd_systemd_set_connection         (VdSystemd       *self,
+                                              GDBusConnection *connection);
 gboolean   vd_systemd_subscribe              (VdSystemd       *self,
                                               GError         **error);
 void       vd_systemd_start_transient_async  (VdSystemd          *self,
