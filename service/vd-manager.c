@@ -27,6 +27,7 @@
 #include "vd-manager.h"
 #include "vd-progress.h"
 #include "vd-project-store.h"
+#include "vd-report-store.h"
 #include "vd-selftest.h"
 #include "vd-session.h"
 #include "vd-session-pool.h"
@@ -54,6 +55,7 @@ struct _VdManager {
   VdDnsRelay           *dns_relay;
   VdSessionPool        *pool;
   VdProjectStore       *projects;
+  VdReportStore        *reports;
   VdSelfTest           *self_test;    /* the run in progress, if any */
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
@@ -79,6 +81,7 @@ vd_manager_finalize (GObject *object)
   g_clear_object (&self->self_test);
   g_clear_object (&self->pool);
   g_clear_object (&self->projects);
+  g_clear_object (&self->reports);
   g_clear_object (&self->guard);
   g_clear_object (&self->dns_relay);   /* stops it */
   g_clear_object (&self->systemd);
@@ -165,6 +168,22 @@ handle_list_projects (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
 
   vivarium_dbus_manager_complete_list_projects (iface, invocation, paths);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_list_reports (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_autofree const gchar **paths = vd_report_store_list_paths (self->reports);
+
+  vivarium_dbus_manager_complete_list_reports (iface, invocation, paths);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+report_added_cb (VdReportStore *store, const gchar *path, gpointer user_data)
+{
+  vivarium_dbus_manager_emit_report_added (VD_MANAGER (user_data)->skeleton, path);
 }
 
 /* --- projects -------------------------------------------------------- */
@@ -1150,7 +1169,9 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
     g_autofree gchar *projects = vd_config_build_state_path (config, "projects", NULL);
     g_autofree gchar *keys = vd_config_build_state_path (config, "keys", NULL);
     g_autofree gchar *remotes = vd_config_build_state_path (config, "remotes", NULL);
+    g_autofree gchar *reports = vd_config_build_state_path (config, "reports", NULL);
     self->projects = vd_project_store_new (projects, keys, remotes, export_func, self);
+    self->reports = vd_report_store_new (reports, keys, VD_REPORT_STORE_MAX, export_func, self);
   }
   return self;
 }
@@ -1166,6 +1187,8 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-create-project", G_CALLBACK (handle_create_project), self);
   g_signal_connect (self->projects, "project-added", G_CALLBACK (project_added_cb), self);
   g_signal_connect (self->projects, "project-removed", G_CALLBACK (project_removed_cb), self);
+  g_signal_connect (s, "handle-list-reports", G_CALLBACK (handle_list_reports), self);
+  g_signal_connect (self->reports, "report-added", G_CALLBACK (report_added_cb), self);
   g_signal_connect (s, "handle-list-recipes", G_CALLBACK (handle_list_recipes), self);
   g_signal_connect (s, "handle-build-image", G_CALLBACK (handle_build_image), self);
   g_signal_connect (s, "handle-import-image", G_CALLBACK (handle_import_image), self);
@@ -1198,6 +1221,17 @@ vd_manager_start (VdManager *self, GError **error)
   vivarium_dbus_manager_set_version (self->skeleton, PACKAGE_VERSION);
   vivarium_dbus_manager_set_state (self->skeleton, "running");
   vivarium_dbus_manager_set_accelerator (self->skeleton, vd_config_use_kvm (self->config) ? "kvm" : "tcg");
+  /* Without its key the daemon could sign nothing: tasks would end with
+   * no report. It still serves sessions; SubmitTask refuses. */
+  if (!vd_report_store_load (self->reports, &local_error)) {
+    g_warning ("no report-signing key, reports are unavailable: %s", local_error->message);
+    g_clear_error (&local_error);
+  }
+  {
+    g_autofree gchar *public_key = vd_report_store_get_public_key (self->reports);
+    vivarium_dbus_manager_set_public_key (self->skeleton, public_key);
+    vivarium_dbus_manager_set_key_fingerprint (self->skeleton, vd_report_store_get_fingerprint (self->reports));
+  }
   connect_handlers (self);
   if (!export_protected (self, G_DBUS_INTERFACE_SKELETON (self->skeleton), VIVARIUM_DBUS_PATH, error) ||
       !export_protected (self, vd_guard_get_skeleton (self->guard), VIVARIUM_DBUS_PATH, error))
