@@ -9,6 +9,7 @@
 #include "vivarium-names.h"
 #include "vd-authority.h"
 #include "vd-log.h"
+#include "vd-worker-grants.h"
 
 /* The bouncer: every method of every interface maps to one polkit action,
  * and a method that is not in this table is refused. Adding a verb without
@@ -31,6 +32,14 @@ static const VdActionMap action_map[] = {
   { I ("Manager"), "ImportImage",   A ("image-import") },
   { I ("Manager"), "StartSession",  A ("session-start") },
   { I ("Manager"), "CreateProject", A ("project-create") },
+  { I ("Manager"), "SubmitTask",    A ("task-submit") },
+  { I ("Manager"), "ListTasks",     A ("read-status") },
+  { I ("Task"),    "Wait",          A ("read-status") },
+  { I ("Task"),    "Answer",        A ("task-submit") },
+  { I ("Task"),    "Cancel",        A ("task-submit") },
+  /* Task.Ask and Task.Finish are deliberately not here: only the task's
+   * worker may call them, and it is admitted by its grants, never by
+   * polkit; for everyone else they are unmapped, so refused. */
   { I ("Manager"), "ListReports",   A ("read-reports") },
   { I ("Report"),  "GetJson",       A ("read-reports") },
   { I ("Report"),  "GetText",       A ("read-reports") },
@@ -61,15 +70,24 @@ static const VdActionMap action_map[] = {
 #define CHECK_TIMEOUT_INTERACTIVE_SEC 300
 
 struct _VdAuthority {
-  GObject  parent_instance;
-  gint     call_count;   /* atomic: read by the idle logic */
+  GObject         parent_instance;
+  gint            call_count;   /* atomic: read by the idle logic */
+  VdWorkerGrants *grants;       /* task workers: judged before polkit */
 };
 
 G_DEFINE_TYPE (VdAuthority, vd_authority, G_TYPE_OBJECT)
 
 static void
+vd_authority_finalize (GObject *object)
+{
+  g_clear_object (&VD_AUTHORITY (object)->grants);
+  G_OBJECT_CLASS (vd_authority_parent_class)->finalize (object);
+}
+
+static void
 vd_authority_class_init (VdAuthorityClass *klass)
 {
+  G_OBJECT_CLASS (klass)->finalize = vd_authority_finalize;
 }
 
 static void
@@ -92,6 +110,12 @@ vd_authority_action_for (const gchar *interface_name, const gchar *method_name)
       return action_map[i].action;
   }
   return NULL;
+}
+
+void
+vd_authority_set_worker_grants (VdAuthority *self, VdWorkerGrants *grants)
+{
+  g_set_object (&self->grants, grants);
 }
 
 guint
@@ -216,6 +240,20 @@ authorize_method_cb (GDBusInterfaceSkeleton *skeleton,
   g_autoptr(PolkitAuthorizationResult) result = NULL;
 
   g_atomic_int_inc (&self->call_count);
+  /* A task's worker gets exactly its grants, and polkit never hears of it:
+   * whatever rules an administrator wrote do not widen a worker's reach. */
+  if (self->grants != NULL) {
+    guint32 uid = caller_uid (invocation);
+    if (uid == G_MAXUINT32)
+      return refuse (invocation, NULL, "the caller's uid is unknown");
+    if (vd_worker_grants_is_worker (self->grants, uid)) {
+      if (vd_worker_grants_allows (self->grants, uid, g_dbus_method_invocation_get_interface_name (invocation),
+                                   g_dbus_method_invocation_get_method_name (invocation),
+                                   g_dbus_method_invocation_get_object_path (invocation)))
+        return TRUE;
+      return refuse (invocation, NULL, "a task's worker may only act through its own task");
+    }
+  }
   action = vd_authority_action_for (g_dbus_method_invocation_get_interface_name (invocation),
                                     g_dbus_method_invocation_get_method_name (invocation));
   if (action == NULL)

@@ -32,6 +32,8 @@
 #include "vd-session.h"
 #include "vd-session-pool.h"
 #include "vd-systemd.h"
+#include "vd-task-runner.h"
+#include "vd-worker-grants.h"
 
 /* Finished jobs stay on disk and on the bus, the newest this many: a
  * restarted daemon shows them again, and memory stays bounded (each log is
@@ -56,6 +58,8 @@ struct _VdManager {
   VdSessionPool        *pool;
   VdProjectStore       *projects;
   VdReportStore        *reports;
+  VdWorkerGrants       *grants;
+  VdTaskRunner         *runner;
   VdSelfTest           *self_test;    /* the run in progress, if any */
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
@@ -81,7 +85,9 @@ vd_manager_finalize (GObject *object)
   g_clear_object (&self->self_test);
   g_clear_object (&self->pool);
   g_clear_object (&self->projects);
+  g_clear_object (&self->runner);
   g_clear_object (&self->reports);
+  g_clear_object (&self->grants);
   g_clear_object (&self->guard);
   g_clear_object (&self->dns_relay);   /* stops it */
   g_clear_object (&self->systemd);
@@ -178,6 +184,49 @@ handle_list_reports (VivariumDBusManager *iface, GDBusMethodInvocation *invocati
 
   vivarium_dbus_manager_complete_list_reports (iface, invocation, paths);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_list_tasks (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_autofree const gchar **paths = vd_task_runner_list_paths (self->runner);
+
+  vivarium_dbus_manager_complete_list_tasks (iface, invocation, paths);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static VdImage *lookup_bootable_image (VdManager *self, const gchar *name, GError **error);
+
+static gboolean
+handle_submit_task (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *project,
+                    const gchar *image_name, const gchar *instructions, GVariant *options, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  VdImage *image;
+  VdTask *task;
+  GError *error = NULL;
+
+  if (vd_report_store_get_fingerprint (self->reports)[0] == '\0') {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                                           "The daemon has no report-signing key; a task could not be reported");
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (vd_project_store_lookup (self->projects, project, &error) == NULL ||
+      (image = lookup_bootable_image (self, image_name, &error)) == NULL ||
+      !vd_guard_check_can_start (self->guard, &error) ||
+      (task = vd_task_runner_submit (self->runner, project, image, instructions, options, &error)) == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vivarium_dbus_manager_complete_submit_task (iface, invocation, vd_task_get_object_path (task));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+task_added_cb (VdTaskRunner *runner, const gchar *path, gpointer user_data)
+{
+  vivarium_dbus_manager_emit_task_added (VD_MANAGER (user_data)->skeleton, path);
 }
 
 static void
@@ -1128,11 +1177,14 @@ sweep_leftovers (VdManager *self)
   g_autofree gchar *state_sessions = vd_config_build_state_path (self->config, "sessions", NULL);
   g_autofree gchar *staging = vd_config_build_state_path (self->config, "images", ".staging", NULL);
   g_autofree gchar *runtime_sessions = g_build_filename (vd_config_get_runtime_dir (self->config), "sessions", NULL);
+  g_autofree gchar *runtime_workers = g_build_filename (vd_config_get_runtime_dir (self->config), "workers", NULL);
 
   sweep_units (self, VIVARIUM_SESSION_UNIT_PREFIX "*.service");
   sweep_units (self, "vivarium-build-*.service");
+  sweep_units (self, "vivarium-worker-*.service");
   sweep_dir (state_sessions);
   sweep_dir (runtime_sessions);
+  sweep_dir (runtime_workers);
   sweep_dir (staging);
   vd_canary_sweep (vd_config_get_runtime_dir (self->config));
   vd_dns_relay_sweep (vd_config_get_runtime_dir (self->config));
@@ -1173,6 +1225,13 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
     self->projects = vd_project_store_new (projects, keys, remotes, export_func, self);
     self->reports = vd_report_store_new (reports, keys, VD_REPORT_STORE_MAX, export_func, self);
   }
+  /* The authority judges workers by these before it asks polkit. */
+  self->grants = vd_worker_grants_new ();
+  vd_authority_set_worker_grants (authority, self->grants);
+  self->runner = vd_task_runner_new (config, self->systemd, self->pool, self->guard, self->projects, self->reports,
+                                     self->grants, idle, export_func, self);
+  {
+  }
   return self;
 }
 
@@ -1189,6 +1248,9 @@ connect_handlers (VdManager *self)
   g_signal_connect (self->projects, "project-removed", G_CALLBACK (project_removed_cb), self);
   g_signal_connect (s, "handle-list-reports", G_CALLBACK (handle_list_reports), self);
   g_signal_connect (self->reports, "report-added", G_CALLBACK (report_added_cb), self);
+  g_signal_connect (s, "handle-list-tasks", G_CALLBACK (handle_list_tasks), self);
+  g_signal_connect (s, "handle-submit-task", G_CALLBACK (handle_submit_task), self);
+  g_signal_connect (self->runner, "task-added", G_CALLBACK (task_added_cb), self);
   g_signal_connect (s, "handle-list-recipes", G_CALLBACK (handle_list_recipes), self);
   g_signal_connect (s, "handle-build-image", G_CALLBACK (handle_build_image), self);
   g_signal_connect (s, "handle-import-image", G_CALLBACK (handle_import_image), self);
@@ -1240,6 +1302,7 @@ vd_manager_start (VdManager *self, GError **error)
   load_jobs (self);
   make_remotes_dir (self);
   vd_project_store_load (self->projects);
+  vd_task_runner_recover (self->runner);
   return TRUE;
 }
 
@@ -1250,6 +1313,7 @@ vd_manager_shutdown (VdManager *self)
 {
   if (self->skeleton != NULL)
     vivarium_dbus_manager_set_state (self->skeleton, "stopping");
+  vd_task_runner_stop_all (self->runner);
   vd_session_pool_stop_all_sync (self->pool);
   vd_project_store_unmount_all (self->projects);
   vd_dns_relay_stop (self->dns_relay);
