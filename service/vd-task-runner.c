@@ -75,6 +75,7 @@ typedef struct {
   gint                slot;
   guint               timeout_id;
   gboolean            winding_down;
+  gboolean            session_starting;  /* the work session's start is under way */
   VivariumOutcome     end_outcome;
   gchar              *end_reason;
   gchar              *summary;
@@ -95,6 +96,12 @@ typedef struct {
 static void
 run_free (Run *run)
 {
+  /* The task outlives the run on the bus, and a stopped worker's unit
+   * still reports its end: neither may reach a freed run. */
+  if (run->task != NULL)
+    g_signal_handlers_disconnect_by_data (run->task, run);
+  if (run->worker != NULL)
+    g_signal_handlers_disconnect_by_data (run->worker, run);
   g_clear_object (&run->task);
   g_free (run->project);
   g_clear_object (&run->image);
@@ -437,6 +444,7 @@ end_run (Run *run)
   g_autoptr(GError) error = NULL;
   g_autofree gchar *id = g_strdup (vd_task_get_id (run->task));
   VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
+  g_autoptr(GError) last_error = NULL;
   const gchar *path;
 
   vd_task_set_step (run->task, "report");
@@ -449,8 +457,8 @@ end_run (Run *run)
     run->end_outcome = VIVARIUM_OUTCOME_FAILED;
   }
   vd_task_set_report (run->task, path);
-  if (project != NULL && !vd_project_set_last_task (project, id, &error))
-    g_warning ("task %s: %s", id, error != NULL ? error->message : "cannot record the last task");
+  if (project != NULL && !vd_project_set_last_task (project, id, &last_error))
+    g_warning ("task %s: cannot record the last task: %s", id, last_error->message);
   vd_project_store_release (self->projects, run->project);
   if (run->worker != NULL)
     vd_worker_cleanup (run->worker);
@@ -623,6 +631,8 @@ collect_log (Run *run)
   }
 }
 
+static void stop_work (Run *run);
+
 /* The worker finished, exited, was cancelled or hit the hard limit: from
  * here on it gets nothing, and the daemon does the rest. */
 static void
@@ -642,6 +652,14 @@ wind_down (Run *run, VivariumOutcome outcome, const gchar *reason)
     vd_worker_grants_remove (run->runner->grants, vd_worker_get_uid (run->worker));
     vd_worker_stop (run->worker);
   }
+  /* A session still booting is stopped once its start returns. */
+  if (!run->session_starting)
+    stop_work (run);
+}
+
+static void
+stop_work (Run *run)
+{
   if (run->session == NULL) {
     commit_work (run);
     return;
@@ -757,14 +775,18 @@ work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   Run *run = user_data;
   g_autoptr(GError) error = NULL;
+  gboolean started = vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error);
 
-  if (!vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error)) {
+  run->session_starting = FALSE;
+  if (run->winding_down) {
+    stop_work (run);
+    return;
+  }
+  if (!started) {
     g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
     wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
     return;
   }
-  if (run->winding_down)
-    return;
   start_worker (run);
 }
 
@@ -786,6 +808,7 @@ start_work_session (Run *run, VdProject *project, GError **error)
     return FALSE;
   }
   vd_task_set_session (run->task, vd_session_get_object_path (run->session));
+  run->session_starting = TRUE;
   vd_session_start_async (run->session, NULL, work_started_cb, run);
   return TRUE;
 }

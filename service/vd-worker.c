@@ -97,7 +97,11 @@ write_files (VdWorker *self, GBytes *script, const gchar *instructions, GError *
   g_autofree gchar *program = g_build_filename (self->dir, "worker", NULL);
   g_autofree gchar *text = g_build_filename (self->dir, "instructions", NULL);
 
-  if (g_mkdir_with_parents (self->dir, 0755) != 0 || g_chmod (self->dir, 0755) != 0)
+  g_autofree gchar *parent = g_path_get_dirname (self->dir);
+
+  /* Explicit modes: the daemon's umask must not hide the program from the
+   * worker's uid, which may read and run it and nothing more. */
+  if (g_mkdir_with_parents (self->dir, 0755) != 0 || g_chmod (parent, 0755) != 0 || g_chmod (self->dir, 0755) != 0)
     return vd_fs_set_error_errno (error, errno, "Cannot create %s", self->dir);
   return write_file (program, g_bytes_get_data (script, NULL), g_bytes_get_size (script), 0755, error) &&
          write_file (text, instructions, strlen (instructions), 0644, error);

@@ -131,6 +131,182 @@ retry_until 60 0.5 test "$(stat -c %u "$work")" = 0
 assert_eq "0" "$(stat -c %u "$work")" "the tree is root's again once the session ended"
 assert_eq "0" "$(stat -c %u "$work/from-guest.txt")" "and so are the guest's files"
 
+# --- tasks -------------------------------------------------------------------
+# Script workers drive their task with gdbus (a real client; the CLI's
+# `vivariumctl worker` verbs are being written meanwhile). Each finds its
+# task and session in VIVARIUM_TASK and VIVARIUM_SESSION.
+
+readonly PY=/usr/bin/python3
+task_prop () { prop "$1" Task "$2"; }
+submit () {  # SCRIPT VERIFY [TIMEOUT]: prints the task's path, or the error
+  "$PY" - "$@" <<'PYEOF'
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+opts = {'script': GLib.Variant('ay', open(sys.argv[1], 'rb').read())}
+if sys.argv[2]:
+    opts['verify'] = GLib.Variant('s', sys.argv[2])
+if len(sys.argv) > 3 and sys.argv[3]:
+    opts['timeout'] = GLib.Variant('u', int(sys.argv[3]))
+try:
+    r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
+                      'SubmitTask', GLib.Variant('(sssa{sv})', ('demo', 'tiny', 'Change the files.', opts)),
+                      None, 0, 120000, None)
+    print(r.unpack()[0])
+except GLib.Error as e:
+    print(e.message)
+    sys.exit(1)
+PYEOF
+}
+get_json () {  # REPORT_PATH OUT: the signed file exactly as GetJson returns it
+  "$PY" - "$1" "$2" <<'PYEOF'
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Report', 'GetJson',
+                  None, None, 0, 30000, None)
+open(sys.argv[2], 'w').write(r.unpack()[0])
+PYEOF
+}
+report_field () {  # FILE PYEXPR over r (the report)
+  "$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['report']; print($2)" "$1" 2>&1
+}
+wait_outcome () {  # TASK SECONDS
+  call "$1" Task.Wait "$2" 2>&1 | grep -o "'[A-Z_]*'" | tr -d "'"
+}
+# The workers' own helpers, put in front of each script.
+cat > "$tmpd/lib.sh" <<'LIBEOF'
+#!/bin/sh
+B="--system --dest org.vivarium.Vivarium1"
+gx () { gdbus call $B --object-path "$VIVARIUM_SESSION" --method org.vivarium.Vivarium1.Session.Exec \
+          "['sh', '-c', \"cd /project && $1\"]" "[]" "''" 120; }
+finish () { gdbus call $B --object-path "$VIVARIUM_TASK" --method org.vivarium.Vivarium1.Task.Finish "$1" "$2"; }
+LIBEOF
+worker () {  # NAME BODY: a worker script
+  { cat "$tmpd/lib.sh"; printf '%s\n' "$2"; } > "$tmpd/$1.sh"
+}
+git_demo () { git --git-dir="$STATE/projects/demo/repo" "$@"; }
+
+worker setup 'gx "printf one > a.txt; printf two > b.txt; printf three > c.txt" && finish "set up" ""'
+t0=$(submit "$tmpd/setup.sh" "test -f a.txt")
+assert_contains "$t0" "$OBJ/tasks/" "root submits a task"
+assert_eq "DONE" "$(wait_outcome "$t0" 600)" "the setup task is DONE"
+assert_dbus_error "$ERR.BadState" -- call "$t0" Task.Cancel
+
+worker edit '
+gx "printf one-changed > a.txt; printf two-changed > b.txt; printf four > d.txt; rm c.txt" || exit 1
+finish "I changed two files, added one and deleted one." "test -f d.txt"'
+t1=$(submit "$tmpd/edit.sh" "grep -q one-changed a.txt && grep -q two-changed b.txt && test -f d.txt && ! test -e c.txt")
+assert_contains "$t1" "$OBJ/tasks/" "submit the editing task"
+assert_dbus_error "$ERR.Busy" -- call "$pdemo" Project.Delete
+busy=$(submit "$tmpd/edit.sh" "")
+assert_contains "$busy" "in use" "a second task of the project is refused (Busy)"
+assert_eq "DONE" "$(wait_outcome "$t1" 600)" "the editing task is DONE"
+r1=$(task_prop "$t1" Report)
+assert_contains "$r1" "$OBJ/reports/" "the task names its report"
+get_json "$r1" "$tmpd/r1.json"
+assert_eq "a.txt:modified b.txt:modified c.txt:deleted d.txt:added" \
+  "$(report_field "$tmpd/r1.json" "' '.join(f['path'] + ':' + f['change'] for f in r['files'])")" \
+  "the report lists exactly the files changed"
+commit=$(report_field "$tmpd/r1.json" "r['commit']")
+assert_eq "$commit" "$(prop "$pdemo" Project Head)" "the report's commit is the project's head"
+assert_eq "a.txt b.txt c.txt d.txt" \
+  "$(git_demo show --format= --name-only "$commit" | sort | tr '\n' ' ' | sed 's/ $//')" \
+  "the commit holds exactly those files"
+assert_contains "$(git_demo log -1 --format=%B "$commit")" "${t1##*/}" "the commit message names the task"
+assert_eq "pass caller" "$(report_field "$tmpd/r1.json" "r['verification']['verdict'] + ' ' + r['verification']['whose']")" \
+  "the fresh re-run of the caller's command passed"
+assert_ne "$(report_field "$tmpd/r1.json" "r['session']")" "$(report_field "$tmpd/r1.json" "r['verification']['session']")" \
+  "the re-run ran in another session"
+assert_contains "$(report_field "$tmpd/r1.json" "' '.join(c['argv'][-1] for c in r['commands'])")" "rm c.txt" \
+  "the report lists the worker's command"
+assert_success "vivariumctl report verify accepts GetJson's file" -- vivariumctl report verify "$tmpd/r1.json"
+"$PY" -c "import sys; d=open(sys.argv[1],'rb').read(); i=d.index(b'\"DONE\"'); open(sys.argv[2],'wb').write(d[:i+1]+b'E'+d[i+2:])" \
+  "$tmpd/r1.json" "$tmpd/r1-bad.json"
+assert_eq "1" "$(cmp -l "$tmpd/r1.json" "$tmpd/r1-bad.json" | wc -l)" "the copy differs in one byte (test setup)"
+if vivariumctl report verify "$tmpd/r1-bad.json" >/dev/null 2>&1; then
+  not_ok "a one-byte change fails verification"
+else ok "a one-byte change fails verification"; fi
+assert_contains "$(call "$r1" Report.GetText)" "claim" "the text shows the summary as the worker's claim"
+assert_contains "$(call "$OBJ" Manager.ListReports)" "$r1" "ListReports names the report"
+assert_contains "$(call "$OBJ" Manager.ListTasks)" "$t1" "ListTasks names the task"
+assert_eq "$t1" "$(prop "$pdemo" Project LastTask)" "the project's LastTask"
+assert_eq "0" "$(stat -c %u "$work")" "the tree is root's after the task"
+
+# A lying worker: claims success, leaves the verification failing.
+worker liar 'finish "All tests pass, everything is done." "test -f never-made.txt"'
+t2=$(submit "$tmpd/liar.sh" "")
+assert_eq "DONE" "$(wait_outcome "$t2" 600)" "the lying task ends"
+get_json "$(task_prop "$t2" Report)" "$tmpd/r2.json"
+assert_eq "fail worker" "$(report_field "$tmpd/r2.json" "r['verification']['verdict'] + ' ' + r['verification']['whose']")" \
+  "the worker's own verification fails in the fresh session"
+assert_contains "$(call "$(task_prop "$t2" Report)" Report.GetText)" "is a claim, not a finding" "and the summary is shown as a claim"
+
+# One that passes only inside its own session (a file in the guest's /tmp).
+worker local 'gx "touch /tmp/works-here" && gx "test -f /tmp/works-here" && finish "Verified: it works." "test -f /tmp/works-here"'
+t3=$(submit "$tmpd/local.sh" "")
+assert_eq "DONE" "$(wait_outcome "$t3" 600)" "the guest-local task ends"
+get_json "$(task_prop "$t3" Report)" "$tmpd/r3.json"
+assert_eq "fail" "$(report_field "$tmpd/r3.json" "r['verification']['verdict']")" \
+  "what passed only in the work session fails in the fresh one"
+
+# NEEDS_INPUT round trip.
+worker asker '
+a=$(gdbus call $B --timeout 600 --object-path "$VIVARIUM_TASK" --method org.vivarium.Vivarium1.Task.Ask "Which colour?" | tr -dc a-z)
+gx "echo $a > colour.txt" && finish "asked" ""'
+t4=$(submit "$tmpd/asker.sh" "grep -q blue colour.txt")
+assert_eq "NEEDS_INPUT" "$(wait_outcome "$t4" 300)" "a worker's question makes the task NEEDS_INPUT"
+assert_contains "$(task_prop "$t4" Question)" "Which colour?" "the Question property holds it"
+assert_dbus_error "$ERR.NotAuthorized" -- call "$t4" Task.Ask "root is not the worker"
+assert_success "the caller answers" -- call "$t4" Task.Answer "blue"
+assert_eq "DONE" "$(wait_outcome "$t4" 600)" "the task resumes and is DONE"
+get_json "$(task_prop "$t4" Report)" "$tmpd/r4.json"
+assert_eq "pass" "$(report_field "$tmpd/r4.json" "r['verification']['verdict']")" "the answer reached the worker"
+
+# IN_PROGRESS on a short wait; the worker uid is refused anything else.
+victim=$(call "$OBJ" Manager.StartSession "''" "$IMAGE" "{}" 2>&1 | grep -o "$OBJ/sessions/[0-9a-f]*")
+assert_ne "" "$victim" "another session runs (the worker's target)"
+worker prober "
+gdbus call \$B --object-path $victim --method org.vivarium.Vivarium1.Session.Exec \"['true']\" '[]' \"''\" 10 > /tmp/o 2>&1
+r1=\$(tr -dc 'A-Za-z. ' < /tmp/o)
+gdbus call \$B --object-path /org/vivarium/Vivarium1 --method org.vivarium.Vivarium1.Manager.ListSessions > /tmp/o 2>&1
+r2=\$(tr -dc 'A-Za-z. ' < /tmp/o)
+gdbus call \$B --object-path /org/vivarium/Vivarium1 --method org.vivarium.Vivarium1.Manager.SubmitTask demo tiny x '{}' > /tmp/o 2>&1
+r3=\$(tr -dc 'A-Za-z. ' < /tmp/o)
+gx \"echo 'other-session: \$r1' > probe.txt; echo 'manager: \$r2' >> probe.txt; echo 'submit: \$r3' >> probe.txt\"
+sleep 20
+finish done ''"
+t5=$(submit "$tmpd/prober.sh" "")
+assert_eq "IN_PROGRESS" "$(wait_outcome "$t5" 2)" "a short Wait returns IN_PROGRESS"
+assert_eq "DONE" "$(wait_outcome "$t5" 600)" "the probing task ends"
+probe=$(git_demo show HEAD:probe.txt 2>&1)
+assert_contains "$(printf '%s' "$probe" | grep other-session)" "NotAuthorized" "the worker uid may not use another session"
+assert_contains "$(printf '%s' "$probe" | grep manager)" "NotAuthorized" "nor a Manager verb"
+assert_contains "$(printf '%s' "$probe" | grep submit)" "NotAuthorized" "nor submit a task"
+[ -n "$victim" ] && call "$victim" Session.Stop >/dev/null 2>&1
+
+# Refusals as an ordinary user, and bad input as root.
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'script': <b'true'>}"
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$OBJ" Manager.ListTasks
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$OBJ" Manager.ListReports
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Wait 0
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Answer x
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Cancel
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Finish x "''"
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$r1" Report.GetJson
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$r1" Report.GetText
+assert_dbus_error "$ERR.NotAuthorized" -- call "$t1" Task.Finish x "''"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{}"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'script': <b'true'>, 'bogus': <1>}"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'script': <b'true'>, 'timeout': <uint32 0>}"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'script': <b'true'>, 'tools': <['rm-rf']>}"
+assert_dbus_error "$ERR.NotSupported" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'worker': <'agent'>}"
+assert_dbus_error "$ERR.NotFound" -- call "$OBJ" Manager.SubmitTask nope "$IMAGE" x "{'script': <b'true'>}"
+assert_dbus_error "$ERR.NotFound" -- call "$OBJ" Manager.SubmitTask demo nope x "{'script': <b'true'>}"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$t1" Task.Wait 4000
+assert_dbus_error "$ERR.BadState" -- call "$t1" Task.Answer x
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-worker-*' | head -1)" "no worker unit is left"
+
 # --- deleting ----------------------------------------------------------------
 
 assert_success "root deletes the project" -- retry_until 20 0.5 call "$pdemo" Project.Delete
