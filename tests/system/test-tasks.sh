@@ -307,6 +307,40 @@ assert_dbus_error "$ERR.InvalidArgument" -- call "$t1" Task.Wait 4000
 assert_dbus_error "$ERR.BadState" -- call "$t1" Task.Answer x
 assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-worker-*' | head -1)" "no worker unit is left"
 
+# The hard limit: the worker is stopped, its work so far committed, IN_PROGRESS.
+worker slow 'gx "echo partial > partial.txt" && sleep 600'
+t6=$(submit "$tmpd/slow.sh" "" 20)
+assert_eq "IN_PROGRESS" "$(wait_outcome "$t6" 2)" "a slow task is IN_PROGRESS on a short wait"
+retry_until 240 1 test "$(task_prop "$t6" Step)" = done
+assert_eq "IN_PROGRESS" "$(task_prop "$t6" Outcome)" "the hard limit ends it IN_PROGRESS"
+assert_contains "$(task_prop "$t6" Reason)" "hard limit" "and says why"
+assert_eq "partial" "$(git_demo show HEAD:partial.txt 2>&1)" "the work so far is committed"
+get_json "$(task_prop "$t6" Report)" "$tmpd/r6.json"
+assert_eq "IN_PROGRESS" "$(report_field "$tmpd/r6.json" "r['outcome']")" "the report says IN_PROGRESS"
+
+# Cancel.
+worker sleeper 'sleep 600'
+t7=$(submit "$tmpd/sleeper.sh" "")
+retry_until 120 1 test "$(task_prop "$t7" Session)" != /
+assert_success "the caller cancels" -- call "$t7" Task.Cancel
+assert_eq "FAILED" "$(wait_outcome "$t7" 300)" "a cancelled task is FAILED"
+assert_eq "cancelled" "$(task_prop "$t7" Reason)" "with the reason cancelled"
+
+# The daemon killed during a task: FAILED at its next start, the project usable.
+t8=$(submit "$tmpd/sleeper.sh" "")
+retry_until 120 1 test "$(task_prop "$t8" Session)" != /
+systemctl kill --signal=KILL vivariumd.service
+retry_until 60 0.5 test "$(systemctl show -P ActiveState vivariumd.service)" != active
+r8="$OBJ/reports/${t8##*/}"
+assert_contains "$(call "$OBJ" Manager.ListReports 2>&1)" "$r8" "the restarted daemon reports the interrupted task"
+get_json "$r8" "$tmpd/r8.json"
+assert_eq "FAILED: the daemon stopped while it ran" \
+  "$(report_field "$tmpd/r8.json" "r['outcome'] + ': ' + r['outcome-reason']")" "as FAILED, saying why"
+assert_success "the restarted daemon's report verifies" -- vivariumctl report verify "$tmpd/r8.json"
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-worker-*' | head -1)" "the worker went with the daemon"
+assert_eq "clean" "$(git_demo --work-tree="$work" status --porcelain >/dev/null 2>&1 && git_demo fsck >/dev/null 2>&1 && echo clean)" \
+  "the repository is consistent"
+
 # --- deleting ----------------------------------------------------------------
 
 assert_success "root deletes the project" -- retry_until 20 0.5 call "$pdemo" Project.Delete
