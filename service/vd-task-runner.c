@@ -379,7 +379,8 @@ assemble_report (Run *run)
 
   vivarium_report_set_id (r, id);
   vivarium_report_set_task_id (r, id);
-  vivarium_report_set_session_id (r, run->session_id != NULL ? run->session_id : "");
+  /* Ids are tokens or absent, never "": the report's reader refuses "". */
+  vivarium_report_set_session_id (r, run->session_id);
   vivarium_report_set_image (r, vd_image_get_name (run->image), vd_image_get_digest (run->image));
   vivarium_report_set_project (r, run->project);
   vivarium_report_set_times (r, run->started_at, g_get_real_time ());
@@ -399,7 +400,7 @@ assemble_report (Run *run)
     vivarium_report_add_file (r, c->path, file_change_of (c->status), file_kind_of (c->kind),
                               text ? (gint64) c->lines_added : -1, text ? (gint64) c->lines_removed : -1);
   }
-  vivarium_report_set_commit (r, run->commit_id != NULL ? run->commit_id : "");
+  vivarium_report_set_commit (r, run->commit_id);
   vivarium_report_set_verification (r, run->verify_command, run->verify_whose, run->verify_exit, run->verdict,
                                     run->verify_session_id);
   vivarium_report_set_guard_drops (r, run->drop_packets, run->drop_bytes);
@@ -903,6 +904,12 @@ vd_task_runner_list_paths (VdTaskRunner *self)
 
 /* --- a killed daemon's tasks --------------------------------------------------------- */
 
+static const gchar *
+token_or_null (const gchar *s)
+{
+  return s != NULL && s[0] != '\0' ? s : NULL;
+}
+
 static void
 recover_one (VdTaskRunner *self, const gchar *id, JsonObject *o)
 {
@@ -913,10 +920,10 @@ recover_one (VdTaskRunner *self, const gchar *id, JsonObject *o)
 
   vivarium_report_set_id (r, id);
   vivarium_report_set_task_id (r, id);
-  vivarium_report_set_session_id (r, "");
-  vivarium_report_set_image (r, json_object_get_string_member_with_default (o, "image", ""),
-                             json_object_get_string_member_with_default (o, "image-digest", ""));
-  vivarium_report_set_project (r, project);
+  vivarium_report_set_session_id (r, token_or_null (json_object_get_string_member_with_default (o, "session", "")));
+  vivarium_report_set_image (r, token_or_null (json_object_get_string_member_with_default (o, "image", "")),
+                             token_or_null (json_object_get_string_member_with_default (o, "image-digest", "")));
+  vivarium_report_set_project (r, token_or_null (project));
   vivarium_report_set_times (r, json_object_get_int_member_with_default (o, "submitted-at", 0), g_get_real_time ());
   vivarium_report_set_host (r, g_get_host_name ());
   vivarium_report_set_daemon_version (r, PACKAGE_VERSION);
