@@ -29,6 +29,35 @@ gboolean vctl_cmd_session_stop    (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_guard_status    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_guard_selftest  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
+gboolean vctl_cmd_project_create  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_project_list    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_project_show    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_project_log     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_project_delete  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_project_remote  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_project_publish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
+gboolean vctl_cmd_task_submit     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_wait       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_list       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_show       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_answer     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_cancel     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_report     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
+/* A task's script worker: they find their task and session in the
+ * environment and never call the Manager. */
+gboolean vctl_cmd_worker_exec     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_worker_read     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_worker_write    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_worker_ask      (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_worker_finish   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
+gboolean vctl_cmd_report_list     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_report_show     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+/* Shared by `report show` and `task report`. */
+gboolean vctl_print_report        (VctlContext *ctx, const gchar *path, gboolean json, GError **error);
+
 /* Offline: these read a file and never touch the bus. */
 gboolean vctl_cmd_report_verify   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_report_render   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);

@@ -3,6 +3,8 @@
 
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 #include <glib/gi18n.h>
@@ -26,12 +28,43 @@ vctl_command_synopsis (const VctlCommand *cmd)
   return g_string_free (s, FALSE);
 }
 
-/* Global options may also follow the verb, so every command's parser knows
- * them and writes into the same context fields. */
+/* GOption converts option values from the locale's character set and
+ * fails with a bare conversion error; that is still the caller's mistake,
+ * and found before anything was sent. */
+static gboolean
+parse_options (GOptionContext *octx, gchar ***argv, GError **error)
+{
+  g_autoptr(GError) error_local = NULL;
+
+  if (g_option_context_parse_strv (octx, argv, &error_local))
+    return TRUE;
+  if (error_local->domain == G_CONVERT_ERROR) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0,
+                 _("An option's value is not text in this locale's character set: %s"),
+                 error_local->message);
+    return FALSE;
+  }
+  g_propagate_error (error, g_steal_pointer (&error_local));
+  return FALSE;
+}
+
 gboolean
 vctl_parse_args (VctlContext *ctx, const VctlCommand *cmd, const GOptionEntry *entries,
                  gboolean listing, gchar ***argv, guint min_args, guint max_args,
                  GError **error)
+{
+  return vctl_parse_args_full (ctx, cmd, entries, listing, FALSE, argv, min_args, max_args,
+                               error);
+}
+
+/* Global options may also follow the verb, so every command's parser knows
+ * them and writes into the same context fields. @stop_at_argument leaves
+ * everything from the first non-option on alone (a guest's argv), and a
+ * "--" before it in place, for the caller to drop. */
+gboolean
+vctl_parse_args_full (VctlContext *ctx, const VctlCommand *cmd, const GOptionEntry *entries,
+                      gboolean listing, gboolean stop_at_argument, gchar ***argv,
+                      guint min_args, guint max_args, GError **error)
 {
   g_autofree gchar *param = NULL;
   g_autoptr(GOptionContext) octx = NULL;
@@ -50,13 +83,16 @@ vctl_parse_args (VctlContext *ctx, const VctlCommand *cmd, const GOptionEntry *e
   octx = g_option_context_new (param);
   g_option_context_set_translation_domain (octx, GETTEXT_PACKAGE);
   g_option_context_set_summary (octx, _(cmd->summary));
+  if (cmd->description != NULL)
+    g_option_context_set_description (octx, _(cmd->description));
+  g_option_context_set_strict_posix (octx, stop_at_argument);
   if (entries != NULL)
     g_option_context_add_main_entries (octx, entries, GETTEXT_PACKAGE);
   g_option_context_add_main_entries (octx, common_entries, GETTEXT_PACKAGE);
   if (listing)
     g_option_context_add_main_entries (octx, json_entries, GETTEXT_PACKAGE);
 
-  if (!g_option_context_parse_strv (octx, argv, error))
+  if (!parse_options (octx, argv, error))
     return FALSE;
 
   n_args = g_strv_length (*argv) - 1;
@@ -82,6 +118,155 @@ vctl_parse_uint (const gchar *option, const gchar *text, guint64 min, guint64 ma
   }
   *out = (guint) value;
   return TRUE;
+}
+
+/* Checks done on the client are the same ones the daemon does (they live
+ * in common/); they are usage errors here because nothing was sent yet. */
+gboolean
+vctl_to_usage_error (GError **error)
+{
+  if (error != NULL && *error != NULL) {
+    (*error)->domain = VCTL_USAGE_ERROR;
+    (*error)->code = 0;
+  }
+  return FALSE;
+}
+
+/* A D-Bus string must be UTF-8 (GVariant would abort on anything else), and
+ * the contract bounds each one; both are the caller's mistake. */
+gboolean
+vctl_check_text (const gchar *what, const gchar *text, gsize max_bytes, GError **error)
+{
+  gsize len = strlen (text);
+
+  if (!g_utf8_validate (text, (gssize) len, NULL)) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("%s is not valid UTF-8"), what);
+    return FALSE;
+  }
+  if (len > max_bytes) {
+    g_autofree gchar *size = g_strdup_printf ("%" G_GSIZE_FORMAT, len);
+    g_autofree gchar *limit = g_strdup_printf ("%" G_GSIZE_FORMAT, max_bytes);
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("%s is %s bytes long; the limit is %s"),
+                 what, size, limit);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+#define VCTL_READ_CHUNK (64 * 1024)
+
+static gboolean
+read_fd_bounded (int fd, const gchar *shown, gsize max_bytes, GByteArray *buf, GError **error)
+{
+  while (buf->len <= max_bytes) {
+    guint at = buf->len;
+    gssize n;
+
+    g_byte_array_set_size (buf, at + VCTL_READ_CHUNK);
+    n = read (fd, buf->data + at, VCTL_READ_CHUNK);
+    if (n < 0 && errno == EINTR) {
+      g_byte_array_set_size (buf, at);
+      continue;
+    }
+    if (n < 0) {
+      int saved = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved), _("Cannot read “%s”: %s"),
+                   shown, g_strerror (saved));
+      return FALSE;
+    }
+    g_byte_array_set_size (buf, at + (guint) n);
+    if (n == 0)
+      break;
+  }
+  return TRUE;
+}
+
+/* Reads @path (NULL: standard input) but never more than one chunk past
+ * @max_bytes, so an endless or huge input costs no more than that to
+ * refuse. The caller tells "too large" by a length over @max_bytes. */
+GBytes *
+vctl_read_bounded (const gchar *path, gsize max_bytes, GError **error)
+{
+  g_autoptr(GByteArray) buf = g_byte_array_new ();
+  g_autofree gchar *shown = vctl_escape_line (path != NULL ? path : _("standard input"));
+  int fd = path != NULL ? open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : STDIN_FILENO;
+  gboolean ok;
+
+  if (fd < 0) {
+    int saved = errno;
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved), _("Cannot open “%s”: %s"),
+                 shown, g_strerror (saved));
+    return NULL;
+  }
+  ok = read_fd_bounded (fd, shown, max_bytes, buf, error);
+  if (path != NULL)
+    close (fd);
+  if (!ok)
+    return NULL;
+  return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
+}
+
+/* The same, refusing what is over @max_bytes with a sentence that names
+ * the file, the limit and what the limit is for (@what, translated). */
+GBytes *
+vctl_read_capped (const gchar *path, gsize max_bytes, const gchar *what, GError **error)
+{
+  g_autoptr(GBytes) data = vctl_read_bounded (path, max_bytes, error);
+
+  if (data == NULL)
+    return NULL;
+  if (g_bytes_get_size (data) > max_bytes) {
+    g_autofree gchar *shown = vctl_escape_line (path != NULL ? path : _("standard input"));
+    g_autofree gchar *limit = g_format_size_full (max_bytes, G_FORMAT_SIZE_IEC_UNITS);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE,
+                 _("“%s” is larger than %s, the limit for %s"), shown, limit, what);
+    return NULL;
+  }
+  return g_steal_pointer (&data);
+}
+
+gboolean
+vctl_write_all (FILE *out, const gchar *data, gsize len, GError **error)
+{
+  if ((len > 0 && fwrite (data, 1, len, out) != len) || fflush (out) != 0) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                         _("Cannot write the command's output"));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* A document the daemon made (a report) goes to a file or a pipe byte for
+ * byte, so that a saved copy still verifies; g_print would convert it to
+ * the locale's charset. On a terminal, whatever a worker smuggled into it
+ * is shown escaped instead. */
+gboolean
+vctl_write_for_reader (const gchar *text, GError **error)
+{
+  g_autofree gchar *shown = NULL;
+
+  if (!isatty (STDOUT_FILENO))
+    return vctl_write_all (stdout, text, strlen (text), error);
+  shown = vctl_sanitize_text (text);
+  if (!vctl_write_all (stdout, shown, strlen (shown), error))
+    return FALSE;
+  return shown[0] == '\0' || g_str_has_suffix (shown, "\n") || vctl_write_all (stdout, "\n", 1, error);
+}
+
+/* One proxy of a child object, without a round trip: properties are read
+ * by vctl_ensure_properties() when needed, so that a failure is an error. */
+gpointer
+vctl_proxy_new (VctlContext *ctx, GType proxy_type, const gchar *interface_name,
+                const gchar *path, GError **error)
+{
+  return g_initable_new (proxy_type, NULL, error,
+                         "g-flags", G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
+                                    G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS,
+                         "g-name", VIVARIUM_DBUS_NAME,
+                         "g-connection", ctx->bus,
+                         "g-object-path", path,
+                         "g-interface-name", interface_name,
+                         NULL);
 }
 
 gboolean
@@ -186,14 +371,7 @@ vctl_print_objects (VctlContext *ctx, const gchar *list_method, GType proxy_type
   for (guint i = 0; paths[i] != NULL; i++) {
     g_autoptr(GDBusProxy) proxy = NULL;
 
-    proxy = g_initable_new (proxy_type, NULL, error,
-                            "g-flags", G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
-                                       G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS,
-                            "g-name", VIVARIUM_DBUS_NAME,
-                            "g-connection", ctx->bus,
-                            "g-object-path", paths[i],
-                            "g-interface-name", interface_name,
-                            NULL);
+    proxy = vctl_proxy_new (ctx, proxy_type, interface_name, paths[i], error);
     if (proxy == NULL || !vctl_ensure_properties (ctx, proxy, error))
       return FALSE;
     if (ctx->json)
@@ -344,8 +522,8 @@ append_hex (GString *out, const gchar *p, gsize len)
 /* Error sentences are for people and may be translated, so printable
  * UTF-8 stays; a control character (from a guest, say) still cannot reach
  * the terminal, and the line stays one line. */
-gchar *
-vctl_sanitize_line (const gchar *text)
+static gchar *
+sanitize (const gchar *text, gboolean keep_lines)
 {
   GString *out = g_string_new (NULL);
   const gchar *p = text != NULL ? text : "";
@@ -356,7 +534,9 @@ vctl_sanitize_line (const gchar *text)
     gboolean valid = c != (gunichar) -1 && c != (gunichar) -2;
     gsize len = valid ? (gsize) (g_utf8_next_char (p) - p) : 1;
 
-    if (c == '\n' || c == '\t')
+    if (keep_lines && (c == '\n' || c == '\t'))
+      g_string_append_c (out, (gchar) c);
+    else if (c == '\n' || c == '\t')
       g_string_append_c (out, ' ');
     else if (valid && unichar_is_safe (c))
       g_string_append_len (out, p, (gssize) len);
@@ -365,6 +545,20 @@ vctl_sanitize_line (const gchar *text)
     p += len;
   }
   return g_string_free (out, FALSE);
+}
+
+gchar *
+vctl_sanitize_line (const gchar *text)
+{
+  return sanitize (text, FALSE);
+}
+
+/* The same for text of many lines (a report shown on a terminal): the
+ * lines stay, nothing else that could move the cursor does. */
+gchar *
+vctl_sanitize_text (const gchar *text)
+{
+  return sanitize (text, TRUE);
 }
 
 gchar *
@@ -504,4 +698,48 @@ vctl_progress_free (VctlProgress *self)
   vctl_progress_end (self);
   g_free (self->last_step);
   g_free (self);
+}
+
+static gboolean
+print_guest_output (FILE *out, GVariant *bytes, gboolean raw, GError **error)
+{
+  gsize len = 0;
+  const gchar *data = g_variant_get_fixed_array (bytes, &len, 1);
+  g_autofree gchar *escaped = NULL;
+
+  if (raw)
+    return vctl_write_all (out, data, len, error);
+  escaped = vivarium_escape_untrusted (data, len, G_MAXSIZE, NULL);
+  return vctl_write_all (out, escaped, strlen (escaped), error);
+}
+
+/* Guest bytes are data. For a person they reach a terminal only escaped,
+ * and a pipe gets them raw for stdout only, so that `exec … -- cat f > f`
+ * copies exactly. @for_program (a worker's own verbs) gives stdout raw even
+ * on a terminal, because a program asked for those bytes; stderr is still
+ * escaped there, where a person may be watching. */
+gboolean
+vctl_print_exec_reply (VctlContext *ctx, GVariant *ret, gboolean for_program, GError **error)
+{
+  g_autoptr(GVariant) out = NULL;
+  g_autoptr(GVariant) err = NULL;
+  gint status = 0;
+  gboolean out_truncated = FALSE;
+  gboolean err_truncated = FALSE;
+
+  g_variant_get (ret, "(i@ay@aybb)", &status, &out, &err, &out_truncated, &err_truncated);
+  if (!print_guest_output (stdout, out, for_program || !isatty (STDOUT_FILENO), error))
+    return FALSE;
+  if (!print_guest_output (stderr, err, for_program && !isatty (STDERR_FILENO), error))
+    return FALSE;
+  if (out_truncated)
+    g_printerr (_("vivariumctl: the command's standard output was cut at %d bytes\n"),
+                VIVARIUM_OUTPUT_CAP);
+  if (err_truncated)
+    g_printerr (_("vivariumctl: the command's standard error was cut at %d bytes\n"),
+                VIVARIUM_OUTPUT_CAP);
+  /* A status a shell cannot carry (a signal, a negative number) must still
+   * not look like success. */
+  ctx->exit_status = (status >= 0 && status <= 255) ? status : 255;
+  return TRUE;
 }

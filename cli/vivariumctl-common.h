@@ -7,6 +7,8 @@
 #include <json-glib/json-glib.h>
 
 #include "vivarium-dbus-generated.h"
+#include "vivarium-names.h"
+#include "vivarium-report.h"
 
 G_BEGIN_DECLS
 
@@ -23,6 +25,27 @@ GQuark vctl_usage_error_quark (void);
  * must not give up first. */
 #define VCTL_TIMEOUT_LONG G_MAXINT
 #define VCTL_TIMEOUT_FILE (120 * 1000)
+
+/* Seconds a guest command may run when --timeout is not given. */
+#define VCTL_EXEC_TIMEOUT_DEFAULT 600
+
+/* Reports are named in DESIGN.md but not yet in common/vivarium-names.h;
+ * the daemon's definition wins once it is there. */
+/* The task contract's bounds as dbus/org.vivarium.Vivarium1.xml states
+ * them; checked here so that a refusal needs no daemon. They belong in
+ * common/vivarium-names.h once the daemon defines them there. */
+#define VCTL_TASK_SCRIPT_MAX        (1024 * 1024)
+#define VCTL_TASK_INSTRUCTIONS_MAX  (64 * 1024)
+#define VCTL_TASK_ANSWER_MAX        (64 * 1024)
+#define VCTL_TASK_QUESTION_MAX      (4 * 1024)
+#define VCTL_TASK_WAIT_MAX          3600
+/* The report keeps 4 KiB of a summary; the daemon is the one that cuts
+ * (and says so), so a longer one is sent, up to what it accepts. */
+#define VCTL_TASK_SUMMARY_MAX       (2 * 1024 * 1024)
+
+#ifndef VIVARIUM_DBUS_PATH_REPORTS
+#define VIVARIUM_DBUS_PATH_REPORTS VIVARIUM_DBUS_PATH "/reports"
+#endif
 
 typedef struct {
   gboolean             json;
@@ -45,6 +68,7 @@ struct _VctlCommand {
   const gchar     *arguments;  /* e.g. "RECIPE NAME" */
   const gchar     *summary;
   VctlCommandFunc  func;
+  const gchar     *description;  /* shown after the options in --help, or NULL */
 };
 
 gchar       *vctl_command_synopsis   (const VctlCommand    *cmd);
@@ -55,6 +79,42 @@ gboolean     vctl_parse_args         (VctlContext          *ctx,
                                       gchar              ***argv,
                                       guint                 min_args,
                                       guint                 max_args,
+                                      GError              **error);
+gboolean     vctl_parse_args_full    (VctlContext          *ctx,
+                                      const VctlCommand    *cmd,
+                                      const GOptionEntry   *entries,
+                                      gboolean              listing,
+                                      gboolean              stop_at_argument,
+                                      gchar              ***argv,
+                                      guint                 min_args,
+                                      guint                 max_args,
+                                      GError              **error);
+gboolean     vctl_to_usage_error     (GError              **error);
+gboolean     vctl_check_text         (const gchar          *what,
+                                      const gchar          *text,
+                                      gsize                 max_bytes,
+                                      GError              **error);
+GBytes      *vctl_read_bounded       (const gchar          *path,
+                                      gsize                 max_bytes,
+                                      GError              **error);
+GBytes      *vctl_read_capped        (const gchar          *path,
+                                      gsize                 max_bytes,
+                                      const gchar          *what,
+                                      GError              **error);
+gboolean     vctl_write_all          (FILE                 *out,
+                                      const gchar          *data,
+                                      gsize                 len,
+                                      GError              **error);
+gboolean     vctl_print_exec_reply   (VctlContext          *ctx,
+                                      GVariant             *ret,
+                                      gboolean              for_program,
+                                      GError              **error);
+gboolean     vctl_write_for_reader   (const gchar          *text,
+                                      GError              **error);
+gpointer     vctl_proxy_new          (VctlContext          *ctx,
+                                      GType                 proxy_type,
+                                      const gchar          *interface_name,
+                                      const gchar          *path,
                                       GError              **error);
 gboolean     vctl_parse_uint         (const gchar          *option,
                                       const gchar          *text,
@@ -104,6 +164,7 @@ gint         vctl_report_error       (const GError         *error);
 gchar       *vctl_escape             (const gchar          *text);
 gchar       *vctl_escape_line        (const gchar          *text);
 gchar       *vctl_sanitize_line      (const gchar          *text);
+gchar       *vctl_sanitize_text      (const gchar          *text);
 gchar       *vctl_format_time        (guint64               usec);
 gchar       *vctl_format_duration    (guint64               usec);
 JsonNode    *vctl_proxy_to_json      (gpointer              proxy);

@@ -3,10 +3,7 @@
 
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-#include <unistd.h>
 #include <glib/gi18n.h>
 
 #include "vivarium-error.h"
@@ -18,47 +15,12 @@
  * with the public key it carries, and compare that key's fingerprint with
  * the daemon's. */
 
-#define READ_CHUNK (64 * 1024)
-
-/* Reads at most one byte past the document limit, so an endless or huge
- * file costs no more than that to refuse. */
+/* Reads at most one chunk past the document limit; the limit itself is
+ * checked, with its sentence, by the verifier. */
 static GBytes *
 read_bounded (const gchar *path, GError **error)
 {
-  g_autoptr(GByteArray) buf = g_byte_array_new ();
-  g_autofree gchar *shown = vctl_escape_line (path);
-  int fd = open (path, O_RDONLY | O_CLOEXEC);
-
-  if (fd < 0) {
-    int saved = errno;
-    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved), _("Cannot open “%s”: %s"),
-                 shown, g_strerror (saved));
-    return NULL;
-  }
-  while (buf->len <= VIVARIUM_REPORT_DOCUMENT_MAX) {
-    guint at = buf->len;
-    gssize n;
-
-    g_byte_array_set_size (buf, at + READ_CHUNK);
-    n = read (fd, buf->data + at, READ_CHUNK);
-    if (n < 0 && errno == EINTR) {
-      g_byte_array_set_size (buf, at);
-      continue;
-    }
-    if (n < 0) {
-      int saved = errno;
-      close (fd);
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved), _("Cannot read “%s”: %s"),
-                   shown, g_strerror (saved));
-      return NULL;
-    }
-    g_byte_array_set_size (buf, at + (guint) n);
-    if (n == 0)
-      break;
-  }
-  close (fd);
-  /* The limit itself is checked, with its sentence, by the verifier. */
-  return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
+  return vctl_read_bounded (path, VIVARIUM_REPORT_DOCUMENT_MAX, error);
 }
 
 /* Hex pasted from elsewhere may be upper case; the fingerprint is not. */
@@ -160,4 +122,71 @@ vctl_cmd_report_render (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
   text = vivarium_report_render_text (report, fingerprint);
   g_print ("%s", text);
   return TRUE;
+}
+
+/* --- reports the daemon keeps: list, show, and a task's report --------- */
+
+static void
+print_report_row (gpointer proxy)
+{
+  VivariumDBusReport *report = proxy;
+  g_autofree gchar *id = vctl_escape_line (vivarium_dbus_report_get_id (report));
+  g_autofree gchar *outcome = vctl_escape_line (vivarium_dbus_report_get_outcome (report));
+  g_autofree gchar *project = vctl_escape_line (vivarium_dbus_report_get_project (report));
+  g_autofree gchar *task = vctl_escape_line (vivarium_dbus_report_get_task_id (report));
+  g_autofree gchar *created = vctl_format_time (vivarium_dbus_report_get_created_at (report));
+
+  g_print ("%-20s %-11s %-16s %-20s %s\n", id, outcome, project, task, created);
+}
+
+gboolean
+vctl_cmd_report_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *header = g_strdup_printf ("%-20s %-11s %-16s %-20s %s", _("ID"),
+                                             _("OUTCOME"), _("PROJECT"), _("TASK"),
+                                             _("CREATED"));
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  return vctl_print_objects (ctx, "ListReports", VIVARIUM_DBUS_TYPE_REPORT_PROXY,
+                             VIVARIUM_DBUS_IFACE_PREFIX ".Report", header, print_report_row,
+                             _("No reports."), error);
+}
+
+/* The signed JSON (or the daemon's rendering of it) exactly as the daemon
+ * stored it, so that `report show ID --json > f; report verify f` holds. */
+gboolean
+vctl_print_report (VctlContext *ctx, const gchar *path, gboolean json, GError **error)
+{
+  g_autoptr(GDBusProxy) report = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  const gchar *text = NULL;
+
+  report = vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_REPORT_PROXY,
+                           VIVARIUM_DBUS_IFACE_PREFIX ".Report", path, error);
+  if (report == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, report, json ? "GetJson" : "GetText", NULL, -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(&s)", &text);
+  return vctl_write_for_reader (text, error);
+}
+
+gboolean
+vctl_cmd_report_show (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *path = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error))
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  path = vctl_find_object (ctx, "ListReports", VIVARIUM_DBUS_PATH_REPORTS, _("report"),
+                           (*argv)[1], error);
+  if (path == NULL)
+    return FALSE;
+  return vctl_print_report (ctx, path, ctx->json, error);
 }

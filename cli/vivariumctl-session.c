@@ -14,9 +14,6 @@
 #include "vivarium-names.h"
 #include "vivariumctl-commands.h"
 
-/* Seconds a command may run when --timeout is not given. */
-#define VCTL_EXEC_TIMEOUT_DEFAULT 600
-
 static VivariumDBusSession *
 session_for_call (VctlContext *ctx, const gchar *id, GError **error)
 {
@@ -34,22 +31,10 @@ session_for_call (VctlContext *ctx, const gchar *id, GError **error)
                                                VIVARIUM_DBUS_NAME, path, NULL, error);
 }
 
-/* Checks done on the client are the same ones the daemon does (they live
- * in common/); they are usage errors here because nothing was sent yet. */
-static gboolean
-to_usage_error (GError **error)
-{
-  if (error != NULL && *error != NULL) {
-    (*error)->domain = VCTL_USAGE_ERROR;
-    (*error)->code = 0;
-  }
-  return FALSE;
-}
-
 static gboolean
 check_guest_path (const gchar *path, GError **error)
 {
-  return vivarium_guest_path_validate (path, error) || to_usage_error (error);
+  return vivarium_guest_path_validate (path, error) || vctl_to_usage_error (error);
 }
 
 static void
@@ -222,66 +207,14 @@ check_exec (gchar **guest_argv, ExecOptions *o, guint *timeout, GError **error)
     return FALSE;
   }
   if (!vivarium_argv_validate ((const gchar * const *) guest_argv, error))
-    return to_usage_error (error);
+    return vctl_to_usage_error (error);
   if (!vivarium_env_validate ((const gchar * const *) o->env, error))
-    return to_usage_error (error);
+    return vctl_to_usage_error (error);
   if (o->cwd != NULL && !check_guest_path (o->cwd, error))
     return FALSE;
   *timeout = VCTL_EXEC_TIMEOUT_DEFAULT;
   return o->timeout == NULL ||
          vctl_parse_uint ("--timeout", o->timeout, 1, VIVARIUM_EXEC_TIMEOUT_MAX_SEC, timeout, error);
-}
-
-static gboolean
-write_all (FILE *out, const gchar *data, gsize len, GError **error)
-{
-  if ((len > 0 && fwrite (data, 1, len, out) != len) || fflush (out) != 0) {
-    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_FAILED,
-                         _("Cannot write the command's output"));
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* Guest bytes are data. They reach a terminal only escaped; a pipe gets
- * them raw, for stdout only, so that `exec … -- cat f > f` copies exactly. */
-static gboolean
-print_guest_output (FILE *out, GVariant *bytes, gboolean raw_if_pipe, GError **error)
-{
-  gsize len = 0;
-  const gchar *data = g_variant_get_fixed_array (bytes, &len, 1);
-  g_autofree gchar *escaped = NULL;
-
-  if (raw_if_pipe && !isatty (fileno (out)))
-    return write_all (out, data, len, error);
-  escaped = vivarium_escape_untrusted (data, len, G_MAXSIZE, NULL);
-  return write_all (out, escaped, strlen (escaped), error);
-}
-
-static gboolean
-print_exec_reply (VctlContext *ctx, GVariant *ret, GError **error)
-{
-  g_autoptr(GVariant) out = NULL;
-  g_autoptr(GVariant) err = NULL;
-  gint status = 0;
-  gboolean out_truncated = FALSE;
-  gboolean err_truncated = FALSE;
-
-  g_variant_get (ret, "(i@ay@aybb)", &status, &out, &err, &out_truncated, &err_truncated);
-  if (!print_guest_output (stdout, out, TRUE, error))
-    return FALSE;
-  if (!print_guest_output (stderr, err, FALSE, error))
-    return FALSE;
-  if (out_truncated)
-    g_printerr (_("vivariumctl: the command's standard output was cut at %d bytes\n"),
-                VIVARIUM_OUTPUT_CAP);
-  if (err_truncated)
-    g_printerr (_("vivariumctl: the command's standard error was cut at %d bytes\n"),
-                VIVARIUM_OUTPUT_CAP);
-  /* A status a shell cannot carry (a signal, a negative number) must still
-   * not look like success. */
-  ctx->exit_status = (status >= 0 && status <= 255) ? status : 255;
-  return TRUE;
 }
 
 gboolean
@@ -318,7 +251,7 @@ vctl_cmd_session_exec (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
                    (gint) ((timeout + 60) * 1000), NULL, error);
   if (ret == NULL)
     return FALSE;
-  return print_exec_reply (ctx, ret, error);
+  return vctl_print_exec_reply (ctx, ret, FALSE, error);
 }
 
 /* "ID:/path" names a file in a guest; anything else is a local path (write

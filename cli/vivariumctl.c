@@ -9,6 +9,14 @@
 
 #include "vivariumctl-commands.h"
 
+/* The end of a verb's --help: how a script tells the outcome. */
+#define EXIT_HELP N_("Exit status: 0 on success; 1 when it failed (the error's D-Bus name ends " \
+                     "the line); 2 on a usage error.")
+#define WORKER_HELP N_("For a task's script worker: acts on its task and session, named by " \
+                       "$VIVARIUM_TASK and $VIVARIUM_SESSION.\n" \
+                       "Exit status: 0 on success; 1 when it failed (the error's D-Bus name " \
+                       "ends the line); 2 on a usage error.")
+
 static const VctlCommand commands[] = {
   { NULL, "status", "",
     N_("Show the daemon's version, state, accelerator and counts"), vctl_cmd_status },
@@ -38,10 +46,65 @@ static const VctlCommand commands[] = {
   { "session", "resume", "ID", N_("Let a paused session run again"), vctl_cmd_session_resume },
   { "session", "stop", "ID", N_("Stop a session and remove everything it left"),
     vctl_cmd_session_stop },
+  { "project", "create", "NAME --quota SIZE [--clone URL]",
+    N_("Create a project dataset with a hard quota"), vctl_cmd_project_create, EXIT_HELP },
+  { "project", "list", "", N_("List projects"), vctl_cmd_project_list, EXIT_HELP },
+  { "project", "show", "NAME", N_("Show a project, its head, remote and deploy key"),
+    vctl_cmd_project_show, EXIT_HELP },
+  { "project", "log", "NAME [-n N]", N_("Show a project's newest commits"),
+    vctl_cmd_project_log, EXIT_HELP },
+  { "project", "delete", "NAME", N_("Delete a project's dataset, repository and key"),
+    vctl_cmd_project_delete, EXIT_HELP },
+  { "project", "remote", "NAME URL", N_("Set the URL a project publishes to"),
+    vctl_cmd_project_remote, EXIT_HELP },
+  { "project", "publish", "NAME", N_("Push a project's commits to its remote"),
+    vctl_cmd_project_publish, EXIT_HELP },
+  { "task", "submit", "PROJECT IMAGE --script FILE [--verify CMD] [--timeout S] …",
+    N_("Hand work to a worker in a fresh guest and print the task's id"), vctl_cmd_task_submit,
+    N_("Prints only the new task's id on standard output.\n"
+       "Exit status: 0 on success; 1 when it failed (the error's D-Bus name ends the line); "
+       "2 on a usage error.") },
+  { "task", "wait", "ID [--timeout S]", N_("Wait for a task and print its outcome"),
+    vctl_cmd_task_wait,
+    N_("Exit status:\n"
+       "  0  DONE: the report is ready (see “task report”)\n"
+       "  1  FAILED: the reason follows on standard error; or the call itself failed\n"
+       "  2  NEEDS_INPUT: the worker's question follows; reply with “task answer”\n"
+       "     (2 is also a usage error, which prints nothing on standard output)\n"
+       "  3  IN_PROGRESS: still running when the wait ended; wait again or “task cancel”") },
+  { "task", "list", "", N_("List tasks"), vctl_cmd_task_list, EXIT_HELP },
+  { "task", "show", "ID", N_("Show a task's state, and its question if it asks one"),
+    vctl_cmd_task_show, EXIT_HELP },
+  { "task", "answer", "ID TEXT", N_("Answer the question a task's worker asked"),
+    vctl_cmd_task_answer, EXIT_HELP },
+  { "task", "cancel", "ID", N_("Stop a task; the work so far is committed and reported"),
+    vctl_cmd_task_cancel, EXIT_HELP },
+  { "task", "report", "ID [--json]", N_("Print a task's signed report (--json: the signed file)"),
+    vctl_cmd_task_report, EXIT_HELP },
+  { "worker", "exec", "[--timeout S] [--cwd DIR] [--] ARGV…",
+    N_("Worker: run a command in the task's guest; exit with its status"), vctl_cmd_worker_exec,
+    N_("For a task's script worker: acts on the session in $VIVARIUM_SESSION (or the task's, "
+       "from $VIVARIUM_TASK). The command's standard output is passed through unchanged, and "
+       "so is its standard error unless that is a terminal.\n"
+       "Exit status: the command's own in the guest (255 when a shell cannot carry it); when "
+       "vivariumctl itself fails, one line on standard error and 1 (2 on a usage error).") },
+  { "worker", "read", "PATH", N_("Worker: write a guest file to standard output"),
+    vctl_cmd_worker_read, WORKER_HELP },
+  { "worker", "write", "PATH", N_("Worker: write standard input (at most 16 MiB) to a guest file"),
+    vctl_cmd_worker_write, WORKER_HELP },
+  { "worker", "ask", "QUESTION", N_("Worker: ask the caller, wait, and print the answer"),
+    vctl_cmd_worker_ask, WORKER_HELP },
+  { "worker", "finish", "[--summary TEXT|--summary-file F] [--verify CMD]",
+    N_("Worker: say the work is done; the daemon commits, verifies and reports"),
+    vctl_cmd_worker_finish, WORKER_HELP },
   { "guard", "status", "", N_("Show the network guard's layers and last verdict"),
     vctl_cmd_guard_status },
   { "guard", "selftest", "[--image NAME] [--session ID] [--json] [--junit FILE]",
     N_("Run the isolation self-test in real guests"), vctl_cmd_guard_selftest },
+  { "report", "list", "", N_("List the daemon's signed reports"), vctl_cmd_report_list,
+    EXIT_HELP },
+  { "report", "show", "ID [--json]", N_("Print a report (--json: the signed file, to verify)"),
+    vctl_cmd_report_show, EXIT_HELP },
   { "report", "verify", "FILE [--fingerprint sha256:HEX]",
     N_("Check a signed report offline and print its key's fingerprint"), vctl_cmd_report_verify },
   { "report", "render", "FILE [--no-verify] [--fingerprint sha256:HEX]",

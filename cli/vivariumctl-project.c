@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "vivariumctl"
+
+#include "config.h"
+
+#include <string.h>
+#include <glib/gi18n.h>
+
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vivariumctl-commands.h"
+
+/* How many commits `project log` shows without -n, and the most Log() gives. */
+#define VCTL_LOG_DEFAULT 20
+#define VCTL_LOG_MAX     10000
+
+/* The name is checked here as the daemon checks it, so that a typo is a
+ * usage error and not a round trip. */
+static gboolean
+check_project_name (const gchar *name, GError **error)
+{
+  return vivarium_project_name_validate (name, error) || vctl_to_usage_error (error);
+}
+
+static VivariumDBusProject *
+project_for_call (VctlContext *ctx, const gchar *name, GError **error)
+{
+  g_autofree gchar *path = NULL;
+
+  if (!check_project_name (name, error) || !vctl_connect (ctx, error))
+    return NULL;
+  path = vctl_find_object (ctx, "ListProjects", VIVARIUM_DBUS_PATH_PROJECTS, _("project"),
+                           name, error);
+  if (path == NULL)
+    return NULL;
+  return vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_PROJECT_PROXY,
+                         VIVARIUM_DBUS_IFACE_PREFIX ".Project", path, error);
+}
+
+/* The common start of the verbs that take one project NAME and nothing else. */
+static VivariumDBusProject *
+project_from_args (VctlContext *ctx, const VctlCommand *cmd, gboolean listing, gchar ***argv,
+                   GError **error)
+{
+  if (!vctl_parse_args (ctx, cmd, NULL, listing, argv, 1, 1, error))
+    return NULL;
+  return project_for_call (ctx, (*argv)[1], error);
+}
+
+static guint64
+size_unit (gchar letter)
+{
+  switch (g_ascii_toupper (letter)) {
+  case 'K': return G_GUINT64_CONSTANT (1) << 10;
+  case 'M': return G_GUINT64_CONSTANT (1) << 20;
+  case 'G': return G_GUINT64_CONSTANT (1) << 30;
+  case 'T': return G_GUINT64_CONSTANT (1) << 40;
+  default:  return 0;
+  }
+}
+
+static gboolean
+size_error (const gchar *text, GError **error)
+{
+  g_autofree gchar *shown = vctl_escape_line (text);
+
+  g_set_error (error, VCTL_USAGE_ERROR, 0,
+               _("“%s” is not a size: give a whole number of bytes, or one followed by K, M, G "
+                 "or T (powers of 1024), e.g. 64M"), shown);
+  return FALSE;
+}
+
+/* DIGITS, optionally followed by one of K M G T and optionally "iB" after
+ * it: "1048576", "64M", "2GiB". Nothing else: no sign, no fraction, no
+ * exponent, no space, and nothing that overflows 64 bits. */
+static gboolean
+parse_size (const gchar *text, guint64 *out, GError **error)
+{
+  gsize digits = strspn (text, "0123456789");
+  const gchar *suffix = text + digits;
+  g_autofree gchar *number = g_strndup (text, digits);
+  guint64 unit = 1;
+  guint64 value = 0;
+
+  if (digits == 0)
+    return size_error (text, error);
+  if (suffix[0] != '\0') {
+    unit = size_unit (suffix[0]);
+    if (unit == 0 || (suffix[1] != '\0' && strcmp (suffix + 1, "iB") != 0))
+      return size_error (text, error);
+  }
+  if (!g_ascii_string_to_unsigned (number, 10, 0, G_MAXUINT64 / unit, &value, NULL)) {
+    g_autofree gchar *shown = vctl_escape_line (text);
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("The size “%s” is too large"), shown);
+    return FALSE;
+  }
+  *out = value * unit;
+  return TRUE;
+}
+
+/* The floor is the daemon's (common/); the ceiling, free space, only the
+ * daemon knows. */
+static gboolean
+parse_quota (const gchar *text, guint64 *out, GError **error)
+{
+  g_autofree gchar *floor = g_format_size_full (VIVARIUM_PROJECT_QUOTA_MIN,
+                                                G_FORMAT_SIZE_IEC_UNITS);
+
+  if (text == NULL) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--quota SIZE is required"));
+    return FALSE;
+  }
+  if (!parse_size (text, out, error))
+    return FALSE;
+  if (*out < VIVARIUM_PROJECT_QUOTA_MIN) {
+    g_autofree gchar *shown = vctl_escape_line (text);
+    g_set_error (error, VCTL_USAGE_ERROR, 0,
+                 _("A quota of “%s” is less than %s, the least a project may have"), shown, floor);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void
+print_created (VctlContext *ctx, const gchar *name, const gchar *path)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumDBusProject) project = NULL;
+  g_autoptr(GVariant) key = NULL;
+  g_autofree gchar *shown = vctl_escape_line (name);
+
+  g_print (_("Created project “%s”.\n"), shown);
+  /* The key is a convenience here; `project show` has it too. */
+  project = vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_PROJECT_PROXY,
+                            VIVARIUM_DBUS_IFACE_PREFIX ".Project", path, &error);
+  if (project != NULL)
+    key = vctl_get_property (ctx, project, "DeployKey", &error);
+  if (key != NULL) {
+    g_autofree gchar *shown_key = vctl_escape_line (g_variant_get_string (key, NULL));
+    g_print (_("Deploy key (add it on the forge before you publish): %s\n"), shown_key);
+  }
+}
+
+gboolean
+vctl_cmd_project_create (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *quota_text = NULL;
+  g_autofree gchar *clone = NULL;
+  g_auto(GVariantBuilder) options = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+  g_autoptr(GVariant) ret = NULL;
+  const gchar *path = NULL;
+  guint64 quota = 0;
+  const GOptionEntry entries[] = {
+    { "quota", 0, 0, G_OPTION_ARG_STRING, &quota_text,
+      N_("The dataset's hard size limit, e.g. 64M or 2G"), "SIZE" },
+    { "clone", 0, 0, G_OPTION_ARG_STRING, &clone,
+      N_("Start from this repository (https://, ssh:// or file://)"), "URL" },
+    { NULL }
+  };
+
+  if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 1, 1, error) ||
+      !check_project_name ((*argv)[1], error) || !parse_quota (quota_text, &quota, error))
+    return FALSE;
+  if (clone != NULL) {
+    if (!vctl_check_text ("--clone", clone, G_MAXSIZE, error))
+      return FALSE;
+    g_variant_builder_add (&options, "{sv}", "clone", g_variant_new_string (clone));
+  }
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  /* A clone and a filesystem take as long as they take; the daemon bounds them. */
+  ret = vctl_call (ctx, ctx->manager, "CreateProject",
+                   g_variant_new ("(st@a{sv})", (*argv)[1], quota,
+                                  g_variant_builder_end (&options)),
+                   VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(&o)", &path);
+  print_created (ctx, (*argv)[1], path);
+  return TRUE;
+}
+
+static gchar *
+format_head (const gchar *head)
+{
+  /* 12 hex digits tell commits apart; show and --json have it whole. */
+  if (head == NULL || head[0] == '\0')
+    return g_strdup ("-");
+  return g_strndup (head, 12);
+}
+
+/* Quotas are given in powers of 1024 (64M), so they are shown that way. */
+static gchar *
+format_size (guint64 bytes, gboolean exact)
+{
+  return g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS |
+                                    (exact ? G_FORMAT_SIZE_LONG_FORMAT : 0));
+}
+
+static void
+print_project_row (gpointer proxy)
+{
+  VivariumDBusProject *project = proxy;
+  g_autofree gchar *name = vctl_escape_line (vivarium_dbus_project_get_name (project));
+  g_autofree gchar *quota = format_size (vivarium_dbus_project_get_quota_bytes (project), FALSE);
+  g_autofree gchar *used = format_size (vivarium_dbus_project_get_used_bytes (project), FALSE);
+  g_autofree gchar *head_raw = format_head (vivarium_dbus_project_get_head (project));
+  g_autofree gchar *head = vctl_escape_line (head_raw);
+  g_autofree gchar *remote = vctl_escape_line (vivarium_dbus_project_get_remote (project));
+
+  g_print ("%-24s %10s %10s %-12s %s\n", name, quota, used, head,
+           remote[0] != '\0' ? remote : "-");
+}
+
+gboolean
+vctl_cmd_project_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *header = g_strdup_printf ("%-24s %10s %10s %-12s %s", _("NAME"), _("QUOTA"),
+                                             _("USED"), _("HEAD"), _("REMOTE"));
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  return vctl_print_objects (ctx, "ListProjects", VIVARIUM_DBUS_TYPE_PROJECT_PROXY,
+                             VIVARIUM_DBUS_IFACE_PREFIX ".Project", header, print_project_row,
+                             _("No projects."), error);
+}
+
+static void
+print_field (const gchar *label, const gchar *value)
+{
+  g_autofree gchar *shown = vctl_escape_line (value);
+
+  g_print ("%-12s %s\n", label, shown[0] != '\0' ? shown : "-");
+}
+
+static void
+print_bytes_field (const gchar *label, guint64 bytes)
+{
+  g_autofree gchar *size = format_size (bytes, TRUE);
+
+  g_print ("%-12s %s\n", label, size);
+}
+
+static void
+print_project (VivariumDBusProject *project)
+{
+  const gchar *last_task = vivarium_dbus_project_get_last_task (project);
+
+  print_field (_("Name:"), vivarium_dbus_project_get_name (project));
+  print_bytes_field (_("Quota:"), vivarium_dbus_project_get_quota_bytes (project));
+  print_bytes_field (_("Used:"), vivarium_dbus_project_get_used_bytes (project));
+  print_field (_("Head:"), vivarium_dbus_project_get_head (project));
+  print_field (_("Remote:"), vivarium_dbus_project_get_remote (project));
+  print_field (_("Last task:"), g_strcmp0 (last_task, "/") == 0 ? "" : last_task);
+  print_field (_("Deploy key:"), vivarium_dbus_project_get_deploy_key (project));
+}
+
+gboolean
+vctl_cmd_project_show (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusProject) project = project_from_args (ctx, cmd, TRUE, argv, error);
+
+  if (project == NULL || !vctl_ensure_properties (ctx, project, error))
+    return FALSE;
+  if (ctx->json) {
+    g_autoptr(JsonNode) root = vctl_proxy_to_json (project);
+    vctl_print_json (root);
+  } else {
+    print_project (project);
+  }
+  return TRUE;
+}
+
+static void
+print_commit (const gchar *id, const gchar *author, gint64 time, const gchar *subject)
+{
+  g_autofree gchar *short_id = format_head (id);
+  g_autofree gchar *shown_id = vctl_escape_line (short_id);
+  g_autofree gchar *when = vctl_format_time (time > 0 ? (guint64) time : 0);
+  g_autofree gchar *shown_author = vctl_escape_line (author);
+  g_autofree gchar *shown_subject = vctl_escape_line (subject);
+
+  g_print ("%-12s %-19s %s  %s\n", shown_id, when, shown_author, shown_subject);
+}
+
+static void
+print_log_json (GVariant *commits)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) root = NULL;
+  GVariantIter iter;
+  const gchar *id, *author, *subject;
+  gint64 time;
+
+  json_builder_begin_array (b);
+  g_variant_iter_init (&iter, commits);
+  while (g_variant_iter_next (&iter, "(&s&sx&s)", &id, &author, &time, &subject)) {
+    json_builder_begin_object (b);
+    json_builder_set_member_name (b, "id");
+    json_builder_add_string_value (b, id);
+    json_builder_set_member_name (b, "author");
+    json_builder_add_string_value (b, author);
+    json_builder_set_member_name (b, "time");
+    json_builder_add_int_value (b, time);
+    json_builder_set_member_name (b, "subject");
+    json_builder_add_string_value (b, subject);
+    json_builder_end_object (b);
+  }
+  json_builder_end_array (b);
+  root = json_builder_get_root (b);
+  vctl_print_json (root);
+}
+
+gboolean
+vctl_cmd_project_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *n_text = NULL;
+  g_autoptr(VivariumDBusProject) project = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) commits = NULL;
+  GVariantIter iter;
+  const gchar *id, *author, *subject;
+  gint64 time;
+  guint n = VCTL_LOG_DEFAULT;
+  const GOptionEntry entries[] = {
+    { "max-count", 'n', 0, G_OPTION_ARG_STRING, &n_text,
+      N_("Show at most N commits (default: 20)"), "N" },
+    { NULL }
+  };
+
+  if (!vctl_parse_args (ctx, cmd, entries, TRUE, argv, 1, 1, error))
+    return FALSE;
+  if (n_text != NULL && !vctl_parse_uint ("-n", n_text, 1, VCTL_LOG_MAX, &n, error))
+    return FALSE;
+  project = project_for_call (ctx, (*argv)[1], error);
+  if (project == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, project, "Log", g_variant_new ("(u)", n), -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  commits = g_variant_get_child_value (ret, 0);
+  if (ctx->json) {
+    print_log_json (commits);
+    return TRUE;
+  }
+  g_variant_iter_init (&iter, commits);
+  while (g_variant_iter_next (&iter, "(&s&sx&s)", &id, &author, &time, &subject))
+    print_commit (id, author, time, subject);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_project_delete (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusProject) project = project_from_args (ctx, cmd, FALSE, argv, error);
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *name = NULL;
+
+  if (project == NULL)
+    return FALSE;
+  /* Unmounting and removing a dataset is the daemon's to bound. */
+  ret = vctl_call (ctx, project, "Delete", NULL, VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  name = vctl_escape_line ((*argv)[1]);
+  g_print (_("Deleted project “%s”.\n"), name);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_project_remote (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusProject) project = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *name = NULL;
+  g_autofree gchar *url = NULL;
+
+  /* Which URLs are allowed is the daemon's rule (and its sentence); only
+   * what could not even be sent is refused here. */
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) ||
+      !vctl_check_text ("URL", (*argv)[2], G_MAXSIZE, error))
+    return FALSE;
+  project = project_for_call (ctx, (*argv)[1], error);
+  if (project == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, project, "SetRemote", g_variant_new ("(s)", (*argv)[2]), -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  name = vctl_escape_line ((*argv)[1]);
+  url = vctl_escape_line ((*argv)[2]);
+  g_print (_("Project “%s” publishes to %s.\n"), name, url);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_project_publish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusProject) project = project_from_args (ctx, cmd, FALSE, argv, error);
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *name = NULL;
+
+  if (project == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, project, "Publish", NULL, VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  name = vctl_escape_line ((*argv)[1]);
+  g_print (_("Published project “%s”.\n"), name);
+  return TRUE;
+}

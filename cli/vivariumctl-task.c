@@ -1,0 +1,499 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "vivariumctl"
+
+#include "config.h"
+
+#include <string.h>
+#include <glib/gi18n.h>
+
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vivariumctl-commands.h"
+
+/* `task wait` tells the outcome by its exit status (see its --help). */
+#define VCTL_EXIT_NEEDS_INPUT 2
+#define VCTL_EXIT_IN_PROGRESS 3
+
+/* The verbs a worker may be narrowed to, as the contract spells them. */
+static const gchar * const worker_tools[] = {
+  "exec", "read-file", "write-file", "screenshot", "ask", NULL
+};
+
+static VivariumDBusTask *
+task_for_call (VctlContext *ctx, const gchar *id, GError **error)
+{
+  g_autofree gchar *path = NULL;
+
+  if (!vctl_connect (ctx, error))
+    return NULL;
+  path = vctl_find_object (ctx, "ListTasks", VIVARIUM_DBUS_PATH_TASKS, _("task"), id, error);
+  if (path == NULL)
+    return NULL;
+  return vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_TASK_PROXY, VIVARIUM_DBUS_IFACE_PREFIX ".Task",
+                         path, error);
+}
+
+/* --- task submit ------------------------------------------------------- */
+
+typedef struct {
+  gchar  *script;
+  gchar  *verify;
+  gchar  *timeout;
+  gchar  *instructions;
+  gchar  *instructions_file;
+  gchar  *memory;
+  gchar  *cpus;
+  gchar **tools;
+} SubmitOptions;
+
+static void
+submit_options_clear (SubmitOptions *o)
+{
+  g_free (o->script);
+  g_free (o->verify);
+  g_free (o->timeout);
+  g_free (o->instructions);
+  g_free (o->instructions_file);
+  g_free (o->memory);
+  g_free (o->cpus);
+  g_strfreev (o->tools);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (SubmitOptions, submit_options_clear)
+
+/* The script is bytes (it may be any program); it is read here with the
+ * caller's rights and sent, so the daemon never opens the caller's path. */
+static GVariant *
+read_script (const gchar *file, GError **error)
+{
+  g_autoptr(GBytes) bytes = NULL;
+
+  if (file == NULL) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("--script FILE is required: the worker program to run"));
+    return NULL;
+  }
+  bytes = vctl_read_capped (file, VCTL_TASK_SCRIPT_MAX, _("a worker script"), error);
+  if (bytes == NULL)
+    return NULL;
+  if (g_bytes_get_size (bytes) == 0) {
+    g_autofree gchar *shown = vctl_escape_line (file);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 _("The script “%s” is empty"), shown);
+    return NULL;
+  }
+  return g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, bytes, TRUE);
+}
+
+static gchar *
+read_instructions (const SubmitOptions *o, GError **error)
+{
+  g_autoptr(GBytes) bytes = NULL;
+  gsize len = 0;
+  const gchar *data;
+
+  if (o->instructions != NULL && o->instructions_file != NULL) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("Give --instructions or --instructions-file, not both"));
+    return NULL;
+  }
+  if (o->instructions_file == NULL) {
+    const gchar *text = o->instructions != NULL ? o->instructions : "";
+    if (!vctl_check_text ("--instructions", text, VCTL_TASK_INSTRUCTIONS_MAX, error))
+      return NULL;
+    return g_strdup (text);
+  }
+  bytes = vctl_read_capped (o->instructions_file, VCTL_TASK_INSTRUCTIONS_MAX, _("the instructions"),
+                            error);
+  if (bytes == NULL)
+    return NULL;
+  data = g_bytes_get_data (bytes, &len);
+  if (len > 0 && (!g_utf8_validate (data, (gssize) len, NULL) || memchr (data, '\0', len) != NULL)) {
+    g_autofree gchar *shown = vctl_escape_line (o->instructions_file);
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("“%s” is not UTF-8 text"), shown);
+    return NULL;
+  }
+  return g_strndup (data != NULL ? data : "", len);
+}
+
+static gboolean
+add_uint_option (GVariantBuilder *b, const gchar *key, const gchar *option, const gchar *text,
+                 guint64 min, guint64 max, GError **error)
+{
+  guint value = 0;
+
+  if (text == NULL)
+    return TRUE;
+  if (!vctl_parse_uint (option, text, min, max, &value, error))
+    return FALSE;
+  g_variant_builder_add (b, "{sv}", key, g_variant_new_uint32 (value));
+  return TRUE;
+}
+
+static gboolean
+add_tools_option (GVariantBuilder *b, gchar **tools, GError **error)
+{
+  if (tools == NULL)
+    return TRUE;
+  for (guint i = 0; tools[i] != NULL; i++) {
+    if (!g_strv_contains (worker_tools, tools[i])) {
+      g_autofree gchar *shown = vctl_escape_line (tools[i]);
+      g_autofree gchar *known = g_strjoinv (", ", (gchar **) worker_tools);
+      g_set_error (error, VCTL_USAGE_ERROR, 0, _("Unknown tool “%s”; the tools are: %s"),
+                   shown, known);
+      return FALSE;
+    }
+  }
+  g_variant_builder_add (b, "{sv}", "tools", g_variant_new_strv ((const gchar * const *) tools, -1));
+  return TRUE;
+}
+
+/* Only what the user gave is sent; the daemon owns the defaults. */
+static GVariant *
+submit_options_to_variant (const SubmitOptions *o, GError **error)
+{
+  g_auto(GVariantBuilder) b = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+  GVariant *script = read_script (o->script, error);
+
+  if (script == NULL)
+    return NULL;
+  g_variant_builder_add (&b, "{sv}", "worker", g_variant_new_string ("script"));
+  g_variant_builder_add (&b, "{sv}", "script", script);
+  if (o->verify != NULL) {
+    if (o->verify[0] == '\0') {
+      g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--verify needs a command"));
+      return NULL;
+    }
+    if (!vctl_check_text ("--verify", o->verify, VIVARIUM_REPORT_VERIFY_CMD_MAX, error))
+      return NULL;
+    g_variant_builder_add (&b, "{sv}", "verify", g_variant_new_string (o->verify));
+  }
+  if (!add_uint_option (&b, "timeout", "--timeout", o->timeout, 1, VIVARIUM_TIMEOUT_MAX_SEC, error) ||
+      !add_uint_option (&b, "memory", "--memory", o->memory, VIVARIUM_MEMORY_MIN_MIB,
+                        VIVARIUM_MEMORY_MAX_MIB, error) ||
+      !add_uint_option (&b, "cpus", "--cpus", o->cpus, 1, VIVARIUM_CPUS_MAX, error) ||
+      !add_tools_option (&b, o->tools, error))
+    return NULL;
+  return g_variant_ref_sink (g_variant_builder_end (&b));
+}
+
+static gboolean
+print_task_id (VctlContext *ctx, const gchar *path, GError **error)
+{
+  g_autoptr(VivariumDBusTask) task = NULL;
+  g_autoptr(GVariant) id = NULL;
+  g_autofree gchar *shown = NULL;
+
+  task = vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_TASK_PROXY, VIVARIUM_DBUS_IFACE_PREFIX ".Task",
+                         path, error);
+  if (task == NULL)
+    return FALSE;
+  id = vctl_get_property (ctx, task, "Id", error);
+  if (id == NULL)
+    return FALSE;
+  /* Only the id on stdout, so that id=$(vivariumctl task submit …) works. */
+  shown = vctl_escape_line (g_variant_get_string (id, NULL));
+  g_print ("%s\n", shown);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_task_submit (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_auto(SubmitOptions) o = { 0 };
+  g_autoptr(GVariant) options = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *instructions = NULL;
+  const gchar *path = NULL;
+  const GOptionEntry entries[] = {
+    { "script", 0, 0, G_OPTION_ARG_FILENAME, &o.script,
+      N_("The worker program (run on the host, in its own unit)"), "FILE" },
+    { "verify", 0, 0, G_OPTION_ARG_STRING, &o.verify,
+      N_("Shell command that checks the work, re-run in a fresh guest in /project"), "CMD" },
+    { "timeout", 0, 0, G_OPTION_ARG_STRING, &o.timeout,
+      N_("The task's hard limit in seconds (default: the daemon's, 1800)"), "S" },
+    { "instructions", 0, 0, G_OPTION_ARG_STRING, &o.instructions,
+      N_("What the worker is asked to do"), "TEXT" },
+    { "instructions-file", 0, 0, G_OPTION_ARG_FILENAME, &o.instructions_file,
+      N_("Read the instructions from a file"), "F" },
+    { "memory", 0, 0, G_OPTION_ARG_STRING, &o.memory, N_("Guest memory in MiB"), "MIB" },
+    { "cpus", 0, 0, G_OPTION_ARG_STRING, &o.cpus, N_("Number of virtual CPUs"), "N" },
+    { "tool", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.tools,
+      N_("Allow the worker only these verbs (repeat): exec, read-file, write-file, screenshot, ask"),
+      "VERB" },
+    { NULL }
+  };
+
+  if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 2, 2, error))
+    return FALSE;
+  if (!vivarium_project_name_validate ((*argv)[1], error) ||
+      !vivarium_name_validate ("image", (*argv)[2], error))
+    return vctl_to_usage_error (error);
+  instructions = read_instructions (&o, error);
+  if (instructions == NULL)
+    return FALSE;
+  options = submit_options_to_variant (&o, error);
+  if (options == NULL)
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  /* The daemon boots the work session before it answers. */
+  ret = vctl_call (ctx, ctx->manager, "SubmitTask",
+                   g_variant_new ("(sss@a{sv})", (*argv)[1], (*argv)[2], instructions, options),
+                   VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(&o)", &path);
+  return print_task_id (ctx, path, error);
+}
+
+/* --- task wait --------------------------------------------------------- */
+
+static gchar *
+read_string_property (VctlContext *ctx, gpointer proxy, const gchar *name)
+{
+  g_autoptr(GVariant) value = vctl_get_property (ctx, proxy, name, NULL);
+
+  if (value == NULL || !g_variant_is_of_type (value, G_VARIANT_TYPE_STRING))
+    return g_strdup ("");
+  return g_variant_dup_string (value, NULL);
+}
+
+/* The question is the worker's, not ours: labelled, quoted line by line
+ * and escaped, so that it cannot pass for vivariumctl's own output. */
+static void
+print_question (const gchar *question)
+{
+  g_autofree gchar *escaped = vctl_escape (question);
+  g_auto(GStrv) lines = g_strsplit (escaped, "\n", -1);
+
+  g_print ("%s\n", _("The worker asks (its own words, unchecked):"));
+  for (guint i = 0; lines[i] != NULL; i++)
+    g_print ("  > %s\n", lines[i]);
+}
+
+static gboolean
+report_outcome (VctlContext *ctx, VivariumDBusTask *task, const gchar *id, const gchar *outcome,
+                GError **error)
+{
+  g_autofree gchar *shown_id = vctl_escape_line (id);
+
+  if (g_strcmp0 (outcome, "DONE") == 0) {
+    g_print ("DONE\n");
+  } else if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0) {
+    g_autofree gchar *question = read_string_property (ctx, task, "Question");
+    g_print ("NEEDS_INPUT\n");
+    print_question (question);
+    ctx->exit_status = VCTL_EXIT_NEEDS_INPUT;
+  } else if (g_strcmp0 (outcome, "IN_PROGRESS") == 0) {
+    g_autofree gchar *reason = read_string_property (ctx, task, "Reason");
+    g_print ("IN_PROGRESS\n");
+    /* A task stopped at its hard limit stays IN_PROGRESS; waiting again
+     * would not change that, so say so where a person sees it. */
+    if (reason[0] != '\0') {
+      g_autofree gchar *shown = vctl_escape_line (reason);
+      g_printerr (_("vivariumctl: task “%s” stopped: %s; its work so far is in its report\n"),
+                  shown_id, shown);
+    }
+    ctx->exit_status = VCTL_EXIT_IN_PROGRESS;
+  } else if (g_strcmp0 (outcome, "FAILED") == 0) {
+    g_autofree gchar *reason = read_string_property (ctx, task, "Reason");
+    g_print ("FAILED\n");
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("Task “%s” failed: %s"),
+                 shown_id, reason[0] != '\0' ? reason : _("no reason given"));
+    return FALSE;
+  } else {
+    g_autofree gchar *shown = vctl_escape_line (outcome);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
+                 _("The daemon gave task “%s” an unknown outcome “%s”"), shown_id, shown);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_task_wait (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *timeout_text = NULL;
+  g_autoptr(VivariumDBusTask) task = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  const gchar *outcome = NULL;
+  guint timeout = VCTL_TASK_WAIT_MAX;
+  const GOptionEntry entries[] = {
+    { "timeout", 0, 0, G_OPTION_ARG_STRING, &timeout_text,
+      N_("Wait at most S seconds, 0–3600 (default: 3600)"), "S" },
+    { NULL }
+  };
+
+  if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 1, 1, error))
+    return FALSE;
+  if (timeout_text != NULL &&
+      !vctl_parse_uint ("--timeout", timeout_text, 0, VCTL_TASK_WAIT_MAX, &timeout, error))
+    return FALSE;
+  task = task_for_call (ctx, (*argv)[1], error);
+  if (task == NULL)
+    return FALSE;
+  /* The daemon ends the wait itself; the call must outlive it. */
+  ret = vctl_call (ctx, task, "Wait", g_variant_new ("(u)", timeout),
+                   (gint) ((timeout + 60) * 1000), NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(&s)", &outcome);
+  return report_outcome (ctx, task, (*argv)[1], outcome, error);
+}
+
+/* --- task list, show --------------------------------------------------- */
+
+static void
+print_task_row (gpointer proxy)
+{
+  VivariumDBusTask *task = proxy;
+  g_autofree gchar *id = vctl_escape_line (vivarium_dbus_task_get_id (task));
+  g_autofree gchar *outcome = vctl_escape_line (vivarium_dbus_task_get_outcome (task));
+  g_autofree gchar *step = vctl_escape_line (vivarium_dbus_task_get_step (task));
+  g_autofree gchar *project = vctl_escape_line (vivarium_dbus_task_get_project (task));
+  g_autofree gchar *image = vctl_escape_line (vivarium_dbus_task_get_image (task));
+  g_autofree gchar *submitted = vctl_format_time (vivarium_dbus_task_get_submitted_at (task));
+
+  g_print ("%-20s %-11s %-7s %-16s %-16s %s\n", id, outcome, step, project, image, submitted);
+}
+
+gboolean
+vctl_cmd_task_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *header = g_strdup_printf ("%-20s %-11s %-7s %-16s %-16s %s", _("ID"),
+                                             _("OUTCOME"), _("STEP"), _("PROJECT"), _("IMAGE"),
+                                             _("SUBMITTED"));
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
+    return FALSE;
+  if (!vctl_connect (ctx, error))
+    return FALSE;
+  return vctl_print_objects (ctx, "ListTasks", VIVARIUM_DBUS_TYPE_TASK_PROXY,
+                             VIVARIUM_DBUS_IFACE_PREFIX ".Task", header, print_task_row,
+                             _("No tasks."), error);
+}
+
+static void
+print_field (const gchar *label, const gchar *value)
+{
+  g_autofree gchar *shown = vctl_escape_line (value);
+
+  g_print ("%-14s %s\n", label, shown[0] != '\0' && g_strcmp0 (shown, "/") != 0 ? shown : "-");
+}
+
+static void
+print_time_field (const gchar *label, guint64 usec)
+{
+  g_autofree gchar *when = vctl_format_time (usec);
+
+  g_print ("%-14s %s\n", label, when);
+}
+
+static void
+print_task (VivariumDBusTask *task)
+{
+  const gchar *question = vivarium_dbus_task_get_question (task);
+
+  print_field (_("Id:"), vivarium_dbus_task_get_id (task));
+  print_field (_("Project:"), vivarium_dbus_task_get_project (task));
+  print_field (_("Image:"), vivarium_dbus_task_get_image (task));
+  print_field (_("Worker:"), vivarium_dbus_task_get_worker (task));
+  print_field (_("Outcome:"), vivarium_dbus_task_get_outcome (task));
+  print_field (_("Step:"), vivarium_dbus_task_get_step (task));
+  print_field (_("Reason:"), vivarium_dbus_task_get_reason (task));
+  print_field (_("Session:"), vivarium_dbus_task_get_session (task));
+  print_field (_("Report:"), vivarium_dbus_task_get_report (task));
+  print_time_field (_("Submitted:"), vivarium_dbus_task_get_submitted_at (task));
+  print_time_field (_("Finished:"), vivarium_dbus_task_get_finished_at (task));
+  if (question != NULL && question[0] != '\0')
+    print_question (question);
+}
+
+gboolean
+vctl_cmd_task_show (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusTask) task = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error))
+    return FALSE;
+  task = task_for_call (ctx, (*argv)[1], error);
+  if (task == NULL || !vctl_ensure_properties (ctx, task, error))
+    return FALSE;
+  if (ctx->json) {
+    g_autoptr(JsonNode) root = vctl_proxy_to_json (task);
+    vctl_print_json (root);
+  } else {
+    print_task (task);
+  }
+  return TRUE;
+}
+
+/* --- task answer, cancel, report --------------------------------------- */
+
+gboolean
+vctl_cmd_task_answer (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusTask) task = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *id = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) ||
+      !vctl_check_text (_("The answer"), (*argv)[2], VCTL_TASK_ANSWER_MAX, error))
+    return FALSE;
+  task = task_for_call (ctx, (*argv)[1], error);
+  if (task == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, task, "Answer", g_variant_new ("(s)", (*argv)[2]), -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  id = vctl_escape_line ((*argv)[1]);
+  g_print (_("Answered task “%s”; its worker goes on.\n"), id);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_task_cancel (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusTask) task = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *id = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+    return FALSE;
+  task = task_for_call (ctx, (*argv)[1], error);
+  if (task == NULL)
+    return FALSE;
+  /* The work so far is committed and reported before the call returns. */
+  ret = vctl_call (ctx, task, "Cancel", NULL, VCTL_TIMEOUT_LONG, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  id = vctl_escape_line ((*argv)[1]);
+  g_print (_("Cancelled task “%s”.\n"), id);
+  return TRUE;
+}
+
+gboolean
+vctl_cmd_task_report (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusTask) task = NULL;
+  g_autoptr(GVariant) report = NULL;
+  const gchar *path;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error))
+    return FALSE;
+  task = task_for_call (ctx, (*argv)[1], error);
+  if (task == NULL)
+    return FALSE;
+  report = vctl_get_property (ctx, task, "Report", error);
+  if (report == NULL)
+    return FALSE;
+  path = g_variant_get_string (report, NULL);
+  if (!g_variant_is_of_type (report, G_VARIANT_TYPE_OBJECT_PATH) || g_strcmp0 (path, "/") == 0) {
+    g_autofree gchar *id = vctl_escape_line ((*argv)[1]);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                 _("Task “%s” has no report yet; “vivariumctl task wait” tells when it has"), id);
+    return FALSE;
+  }
+  return vctl_print_report (ctx, path, ctx->json, error);
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# test-vivariumctl-fake-daemon.py XML REPORT_JSON CALL_LOG
+#
+# A stand-in for vivariumd on a private bus, for test-vivariumctl-fake.sh:
+# it serves the real contract (the interfaces are read from the
+# introspection XML, so a signature the client gets wrong is refused by
+# GDBus, not by this file), answers with fixed objects and records every
+# call it receives, one JSON object per line, in CALL_LOG. It exercises the
+# client's side of each verb — what it sends, how it prints what comes
+# back, which exit status it ends with — never the daemon's behaviour.
+#
+# Objects: project "demo"; tasks t-done (DONE, report r1), t-input
+# (NEEDS_INPUT), t-run (IN_PROGRESS), t-fail (FAILED), t-busy (Answer and
+# Cancel refused with BadState); report r1 (GetJson: REPORT_JSON's bytes);
+# session s1 (Exec, ReadFile, WriteFile). Prints "ready" once it owns the name.
+
+import json
+import sys
+
+import gi
+gi.require_version('Gio', '2.0')
+from gi.repository import Gio, GLib  # noqa: E402
+
+BASE = '/org/vivarium/Vivarium1'
+IFACE = 'org.vivarium.Vivarium1.'
+ERROR = 'org.vivarium.Vivarium1.Error.'
+
+QUESTION = 'Which licence?\n\x1b[31mOutcome: DONE\x1b[0m \u202eevil'
+REPORT_TEXT = 'Vivarium report r1 \u2014 DONE \u2713\n  worker claim: \x1b[2Jhi\n'
+EXEC_STDOUT = b'\x00\x01raw \xff\x1b[2J\n'
+EXEC_STDERR = b'warning: \xfe\n'
+FILE_BYTES = b'\x00\xfffile\r\n\x1b]0;title\x07'
+
+
+def main():
+    xml_path, report_path, log_path = sys.argv[1:4]
+    with open(xml_path, encoding='utf-8') as f:
+        node = Gio.DBusNodeInfo.new_for_xml(f.read())
+    with open(report_path, 'rb') as f:
+        report_json = f.read().decode('utf-8')
+    log = open(log_path, 'a', encoding='utf-8')
+    ifaces = {i.name[len(IFACE):]: i for i in node.interfaces}
+
+    def task_path(tid):
+        return BASE + '/tasks/' + Gio.dbus_escape_object_path(tid)
+
+    def record(obj, method, args):
+        log.write(json.dumps({'object': obj, 'method': method, 'args': args}) + '\n')
+        log.flush()
+
+    tasks = {
+        't-done': {'Outcome': 'DONE', 'Report': BASE + '/reports/r1'},
+        't-input': {'Outcome': 'NEEDS_INPUT', 'Question': QUESTION},
+        't-run': {'Outcome': 'IN_PROGRESS'},
+        't-limit': {'Outcome': 'IN_PROGRESS', 'Reason': 'the task reached its hard limit of 60 s',
+                    'Report': BASE + '/reports/r1'},
+        't-fail': {'Outcome': 'FAILED', 'Reason': 'the worker exited with status 3'},
+        't-busy': {'Outcome': 'DONE'},
+        't-new': {'Outcome': 'IN_PROGRESS'},
+        't1': {'Outcome': 'IN_PROGRESS', 'Session': BASE + '/sessions/s1'},
+    }
+
+    def task_props(tid):
+        t = tasks[tid]
+        return {
+            'Id': GLib.Variant('s', tid), 'Project': GLib.Variant('s', 'demo'),
+            'Image': GLib.Variant('s', 'tiny'), 'Worker': GLib.Variant('s', 'script'),
+            'Outcome': GLib.Variant('s', t['Outcome']), 'Step': GLib.Variant('s', 'work'),
+            'Question': GLib.Variant('s', t.get('Question', '')),
+            'Reason': GLib.Variant('s', t.get('Reason', '')),
+            'Session': GLib.Variant('o', t.get('Session', '/')),
+            'Report': GLib.Variant('o', t.get('Report', '/')),
+            'SubmittedAt': GLib.Variant('t', 1764583200000000),
+            'FinishedAt': GLib.Variant('t', 0),
+        }
+
+    props = {
+        BASE + '/projects/demo': {
+            'Name': GLib.Variant('s', 'demo'), 'QuotaBytes': GLib.Variant('t', 64 << 20),
+            'UsedBytes': GLib.Variant('t', 1 << 20), 'Head': GLib.Variant('s', 'a' * 40),
+            'Remote': GLib.Variant('s', ''), 'LastTask': GLib.Variant('o', '/'),
+            'DeployKey': GLib.Variant('s', 'ssh-ed25519 AAAAfake vivarium-project-demo'),
+        },
+        BASE + '/reports/r1': {
+            'Id': GLib.Variant('s', 'r1'), 'Task': GLib.Variant('o', task_path('t-done')),
+            'TaskId': GLib.Variant('s', 't-done'), 'Project': GLib.Variant('s', 'demo'),
+            'Outcome': GLib.Variant('s', 'DONE'), 'CreatedAt': GLib.Variant('t', 1764583290000000),
+        },
+        BASE + '/sessions/s1': {'Id': GLib.Variant('s', 's1'), 'State': GLib.Variant('s', 'running')},
+        BASE: {'Version': GLib.Variant('s', '0.0-fake'), 'State': GLib.Variant('s', 'running'),
+               'Accelerator': GLib.Variant('s', 'tcg')},
+    }
+    for tid in tasks:
+        props[task_path(tid)] = task_props(tid)
+    task_ids = {task_path(tid): tid for tid in tasks}
+
+    def reply(inv, signature, *values):
+        inv.return_value(GLib.Variant(signature, values) if signature else None)
+
+    def manager(inv, method, args):
+        lists = {'ListProjects': [BASE + '/projects/demo'],
+                 'ListTasks': [task_path(t) for t in tasks],
+                 'ListReports': [BASE + '/reports/r1'],
+                 'ListSessions': [BASE + '/sessions/s1'], 'ListImages': []}
+        if method in lists:
+            return reply(inv, '(ao)', lists[method])
+        if method == 'CreateProject':
+            return reply(inv, '(o)', BASE + '/projects/demo')
+        if method == 'SubmitTask':
+            return reply(inv, '(o)', task_path('t-new'))
+        inv.return_dbus_error(ERROR + 'NotSupported', 'not in the fake: ' + method)
+
+    def project(inv, method, args):
+        if method == 'Log':
+            return reply(inv, '(a(ssxs))', [('b' * 40, 'Vivarium <daemon@vivarium>', 1764583200000000,
+                                              'task t-done: \x1b[31mred\x1b[0m subject')])
+        reply(inv, None)
+
+    def task(inv, tid, method, args):
+        if method == 'Wait':
+            return reply(inv, '(s)', tasks[tid]['Outcome'])
+        if method in ('Answer', 'Cancel') and tid == 't-busy':
+            return inv.return_dbus_error(ERROR + 'BadState', 'Task t-busy is not waiting for an answer')
+        if method == 'Ask':
+            return reply(inv, '(s)', 'MIT, as in the other projects')
+        reply(inv, None)
+
+    def session(inv, method, args):
+        if method == 'Exec':
+            return reply(inv, '(iayaybb)', 7 if args[0][0] == 'fail' else 0, EXEC_STDOUT, EXEC_STDERR,
+                         False, False)
+        if method == 'ReadFile':
+            return reply(inv, '(ay)', FILE_BYTES)
+        reply(inv, None)
+
+    def report(inv, method, args):
+        reply(inv, '(s)', report_json if method == 'GetJson' else REPORT_TEXT)
+
+    def on_call(conn, sender, path, iface, method, params, inv):
+        args = params.unpack()
+        shown = [a.hex() if isinstance(a, bytes) else a for a in args]
+        if iface.endswith('.Manager') and method == 'SubmitTask':
+            opts = {k: v for k, v in args[3].items()}
+            opts['script'] = bytes(opts['script']).hex()
+            shown = [args[0], args[1], args[2], opts,
+                     {k: params.get_child_value(3).lookup_value(k, None).get_type_string()
+                      for k in args[3]}]
+        if method == 'WriteFile':
+            shown = [args[0], bytes(args[1]).hex()]
+        record(path, method, shown)
+        kind = iface[len(IFACE):]
+        if kind == 'Manager':
+            return manager(inv, method, args)
+        if kind == 'Project':
+            return project(inv, method, args)
+        if kind == 'Task':
+            return task(inv, task_ids[path], method, args)
+        if kind == 'Session':
+            return session(inv, method, args)
+        if kind == 'Report':
+            return report(inv, method, args)
+        inv.return_dbus_error(ERROR + 'NotSupported', 'not in the fake')
+
+    def on_get(conn, sender, path, iface, name):
+        return props.get(path, {}).get(name)
+
+    kinds = {'projects': 'Project', 'tasks': 'Task', 'reports': 'Report', 'sessions': 'Session'}
+
+    def on_bus(conn, name):
+        conn.register_object(BASE, ifaces['Manager'], on_call, on_get, None)
+        for path in props:
+            if path != BASE:
+                conn.register_object(path, ifaces[kinds[path.split('/')[4]]], on_call, on_get, None)
+
+    def on_name(conn, name):
+        print('ready', flush=True)
+
+    def on_lost(conn, name):
+        print('lost the name', file=sys.stderr, flush=True)
+        loop.quit()
+
+    address = GLib.getenv('DBUS_SYSTEM_BUS_ADDRESS')
+    conn = Gio.DBusConnection.new_for_address_sync(
+        address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT |
+        Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+    on_bus(conn, None)
+    Gio.bus_own_name_on_connection(conn, 'org.vivarium.Vivarium1', Gio.BusNameOwnerFlags.NONE,
+                                   on_name, on_lost)
+    loop = GLib.MainLoop()
+    loop.run()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# test-vivariumctl-fake.sh VIVARIUMCTL MAKE_SIGNED_REPORT XML
+#
+# The client's side of the project, task, report and worker verbs against a
+# stand-in daemon (test-vivariumctl-fake-daemon.py) on a private bus: what
+# each verb sends (the fake records every call), the exit status of each
+# outcome of `task wait`, that reports come out byte for byte (a saved
+# `task report --json` verifies), that the worker's bytes are raw and
+# everything else from the daemon is escaped, that typed errors keep their
+# names, and that with no daemon on the bus a verb says so in one line.
+# Needs dbus-daemon and /usr/bin/python3 with GObject introspection;
+# without them it fails, it does not skip.
+set -u
+
+ctl=${1:-}
+maker=${2:-}
+xml=${3:-}
+here=$(dirname "$(realpath "$0")")
+for f in "$ctl" "$maker"; do
+  [ -x "$f" ] || { echo "FAIL: usage: $0 VIVARIUMCTL MAKE_SIGNED_REPORT XML (got '$f')" >&2; exit 1; }
+done
+[ -f "$xml" ] || { echo "FAIL: no introspection XML at '$xml'" >&2; exit 1; }
+for prog in dbus-daemon /usr/bin/python3; do
+  command -v "$prog" >/dev/null || { echo "FAIL: $prog is needed and missing" >&2; exit 1; }
+done
+/usr/bin/python3 -c 'import gi; gi.require_version("Gio", "2.0")' ||
+  { echo "FAIL: /usr/bin/python3 has no GObject introspection (python3-gi)" >&2; exit 1; }
+
+export LC_ALL=C.UTF-8
+unset DBUS_SESSION_BUS_ADDRESS VIVARIUM_TASK VIVARIUM_SESSION
+
+tmp=$(mktemp -d)
+bus_pid=
+fake_pid=
+cleanup() {
+  [ -n "$fake_pid" ] && kill "$fake_pid" 2>/dev/null
+  [ -n "$bus_pid" ] && kill "$bus_pid" 2>/dev/null
+  # KEEP=1 leaves the call log and outputs behind, to read after a failure.
+  if [ -n "${KEEP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+
+failures=0
+checks=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# --- a private bus and the fake on it ---
+cat >"$tmp/bus.conf" <<EOF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$tmp/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/> <allow own="*"/> <allow send_type="method_call"/>
+    <allow send_destination="*"/> <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+EOF
+dbus-daemon --config-file="$tmp/bus.conf" --nofork 2>"$tmp/bus.err" &
+bus_pid=$!
+for _ in $(seq 50); do [ -S "$tmp/bus" ] && break; sleep 0.1; done
+[ -S "$tmp/bus" ] || { echo "FAIL: the private bus did not start: $(cat "$tmp/bus.err")" >&2; exit 1; }
+export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$tmp/bus"
+
+# A bus without the daemon: one line naming the D-Bus error, status 1.
+for verb in "task list" "project show demo" "report show r1"; do
+  checks=$((checks + 1))
+  # shellcheck disable=SC2086
+  "$ctl" $verb >"$tmp/out" 2>"$tmp/err" </dev/null
+  status=$?
+  if [ "$status" -ne 1 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -s "$tmp/out" ] ||
+     ! grep -q '^vivariumctl: .*\[org\.freedesktop\.DBus\.Error\.ServiceUnknown\]$' "$tmp/err"; then
+    fail "vivariumctl $verb with no daemon on the bus: status $status, $(cat "$tmp/err" "$tmp/out")"
+  fi
+done
+VIVARIUM_TASK=/org/vivarium/Vivarium1/tasks/t1 "$ctl" worker ask "Which?" >"$tmp/out" 2>"$tmp/err" </dev/null
+checks=$((checks + 1))
+grep -q 'ServiceUnknown\]$' "$tmp/err" || fail "worker ask with no daemon: $(cat "$tmp/err")"
+
+"$maker" "$tmp/keys" "$tmp/good.json" >"$tmp/fingerprint" ||
+  { echo "FAIL: make-signed-report failed" >&2; exit 1; }
+/usr/bin/python3 "$here/test-vivariumctl-fake-daemon.py" "$xml" "$tmp/good.json" "$tmp/calls" \
+  >"$tmp/fake.out" 2>"$tmp/fake.err" &
+fake_pid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/fake.out" 2>/dev/null && break; sleep 0.1; done
+grep -q ready "$tmp/fake.out" ||
+  { echo "FAIL: the fake daemon did not start: $(cat "$tmp/fake.err")" >&2; exit 1; }
+
+# expect STATUS ARGS... : runs vivariumctl (stdin from $input, default
+# /dev/null) and checks its exit status.
+input=/dev/null
+expect() {
+  local want=$1 got
+  shift
+  checks=$((checks + 1))
+  "$ctl" "$@" >"$tmp/out" 2>"$tmp/err" <"$input"
+  got=$?
+  [ "$got" -eq "$want" ] || fail "vivariumctl $* exited $got, expected $want: $(cat "$tmp/err")"
+}
+# out_is TEXT / out_has TEXT / err_has TEXT / out_lacks BYTES_REGEX
+out_is() { checks=$((checks + 1)); [ "$(cat "$tmp/out")" = "$1" ] || fail "stdout is '$(cat "$tmp/out")', expected '$1'"; }
+out_has() { checks=$((checks + 1)); grep -qF -- "$1" "$tmp/out" || fail "stdout lacks '$1': $(cat "$tmp/out")"; }
+err_has() { checks=$((checks + 1)); grep -qF -- "$1" "$tmp/err" || fail "stderr lacks '$1': $(cat "$tmp/err")"; }
+no_escape_bytes() {
+  checks=$((checks + 1))
+  if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$tmp/$1"; then
+    fail "control bytes reached $1: $(od -c "$tmp/$1" | head -5)"
+  fi
+}
+# last_call METHOD : the fake's record of the last call of METHOD, as JSON.
+last_call() { grep "\"method\": \"$1\"" "$tmp/calls" | tail -1; }
+# call_is METHOD PYTHON_EXPR : the expression holds for that record's "args" (as a).
+call_is() {
+  checks=$((checks + 1))
+  last_call "$1" | /usr/bin/python3 -c "import json,sys; a=json.load(sys.stdin)['args']; sys.exit(0 if ($2) else 1)" ||
+    fail "$1 was sent as $(last_call "$1"), expected: $2"
+}
+
+# --- projects ---
+expect 0 project create demo --quota 64M --clone file:///srv/demo.git
+out_has "Created project “demo”."
+out_has "ssh-ed25519 AAAAfake"
+call_is CreateProject 'a == ["demo", 64 << 20, {"clone": "file:///srv/demo.git"}]'
+expect 0 project create demo --quota 2GiB
+call_is CreateProject 'a == ["demo", 2 << 30, {}]'
+expect 0 project list
+out_has "demo"
+expect 0 project list --json
+out_has '"QuotaBytes" : 67108864'
+expect 0 project show demo
+out_has "ssh-ed25519 AAAAfake vivarium-project-demo"
+expect 0 project log demo -n 3
+call_is Log 'a == [3]'
+out_has 'task t-done: \x1b[31mred\x1b[0m subject'
+no_escape_bytes out
+expect 0 project remote demo ssh://git@example.org/demo.git
+call_is SetRemote 'a == ["ssh://git@example.org/demo.git"]'
+expect 0 project publish demo
+expect 0 project delete demo
+expect 1 project show other
+err_has "[org.vivarium.Vivarium1.Error.NotFound]"
+
+# --- task submit sends the script's bytes and only the options given ---
+printf '#!/bin/sh\n\001\377 bytes, not text\n' >"$tmp/script.sh"
+expect 0 task submit demo tiny --script "$tmp/script.sh"
+out_is "t-new"
+call_is SubmitTask "a[:3] == ['demo', 'tiny', ''] and a[3] == {'worker': 'script', 'script': '$(od -An -tx1 "$tmp/script.sh" | tr -d ' \n')'} and a[4] == {'worker': 's', 'script': 'ay'}"
+echo "Add a README." >"$tmp/instructions.txt"
+expect 0 task submit demo tiny --script "$tmp/script.sh" --instructions-file "$tmp/instructions.txt" \
+  --verify 'test -f README' --timeout 60 --memory 512 --cpus 2 --tool exec --tool ask
+call_is SubmitTask "a[2] == 'Add a README.\n' and a[3]['verify'] == 'test -f README' and a[3]['timeout'] == 60 and a[3]['memory'] == 512 and a[3]['cpus'] == 2 and a[3]['tools'] == ['exec', 'ask'] and a[4] == {'worker': 's', 'script': 'ay', 'verify': 's', 'timeout': 'u', 'memory': 'u', 'cpus': 'u', 'tools': 'as'}"
+
+# --- task wait: one exit status per outcome ---
+expect 0 task wait t-done --timeout 5
+out_is "DONE"
+call_is Wait 'a == [5]'
+expect 2 task wait t-input
+call_is Wait 'a == [3600]'
+out_has "NEEDS_INPUT"
+out_has "The worker asks (its own words, unchecked):"
+out_has '  > Which licence?'
+out_has '  > \x1b[31mOutcome: DONE\x1b[0m \xe2\x80\xaeevil'
+no_escape_bytes out
+checks=$((checks + 1))
+grep -q '^Outcome: DONE' "$tmp/out" && fail "the worker's question produced a line of its own: $(cat "$tmp/out")"
+expect 3 task wait t-run --timeout 0
+out_is "IN_PROGRESS"
+checks=$((checks + 1))
+[ ! -s "$tmp/err" ] || fail "task wait of a running task wrote to stderr: $(cat "$tmp/err")"
+expect 3 task wait t-limit
+out_is "IN_PROGRESS"
+err_has "hard limit of 60 s"
+expect 1 task wait t-fail
+out_is "FAILED"
+err_has "the worker exited with status 3"
+err_has "[org.vivarium.Vivarium1.Error.Failed]"
+expect 1 task wait nosuch
+err_has "[org.vivarium.Vivarium1.Error.NotFound]"
+
+# --- the other task verbs ---
+expect 0 task list
+out_has "t-input"
+expect 0 task list --json
+out_has '"Outcome" : "NEEDS_INPUT"'
+expect 0 task show t-input
+out_has "NEEDS_INPUT"
+out_has '  > Which licence?'
+no_escape_bytes out
+expect 0 task answer t-input "GPL-2.0-or-later"
+call_is Answer 'a == ["GPL-2.0-or-later"]'
+expect 1 task answer t-busy "too late"
+err_has "[org.vivarium.Vivarium1.Error.BadState]"
+err_has "not waiting for an answer"
+expect 0 task cancel t-run
+expect 1 task cancel t-busy
+err_has "[org.vivarium.Vivarium1.Error.BadState]"
+expect 1 task report t-run
+err_has "[org.vivarium.Vivarium1.Error.BadState]"
+
+# --- reports come out exactly as the daemon has them ---
+expect 0 task report t-done --json
+checks=$((checks + 1))
+cmp -s "$tmp/out" "$tmp/good.json" || fail "task report --json changed the signed file"
+cp "$tmp/out" "$tmp/saved.json"
+expect 0 report verify "$tmp/saved.json"
+out_has "$(cat "$tmp/fingerprint")"
+expect 0 report show r1 --json
+checks=$((checks + 1))
+cmp -s "$tmp/out" "$tmp/good.json" || fail "report show --json changed the signed file"
+expect 0 report show r1
+checks=$((checks + 1))
+[ "$(cat "$tmp/out")" = "$(printf 'Vivarium report r1 \u2014 DONE \u2713\n  worker claim: \x1b[2Jhi')" ] ||
+  fail "report show to a pipe is not the daemon's text byte for byte: $(od -c "$tmp/out" | head)"
+expect 0 task report t-done
+checks=$((checks + 1))
+cmp -s "$tmp/out" <(printf 'Vivarium report r1 \u2014 DONE \u2713\n  worker claim: \x1b[2Jhi\n') ||
+  fail "task report to a pipe is not the daemon's text byte for byte"
+expect 0 report list
+out_has "r1"
+out_has "t-done"
+expect 1 report show r2
+err_has "[org.vivarium.Vivarium1.Error.NotFound]"
+
+# --- worker verbs: the guest's bytes, raw; the status, the guest's ---
+export VIVARIUM_TASK=/org/vivarium/Vivarium1/tasks/t1 VIVARIUM_SESSION=/org/vivarium/Vivarium1/sessions/s1
+expect 0 worker exec --cwd /project -- ls -la
+call_is Exec 'a == [["ls", "-la"], [], "/project", 600]'
+checks=$((checks + 1))
+cmp -s "$tmp/out" <(printf '\000\001raw \377\033[2J\n') || fail "worker exec changed the guest's stdout: $(od -c "$tmp/out")"
+checks=$((checks + 1))
+cmp -s "$tmp/err" <(printf 'warning: \376\n') || fail "worker exec changed the guest's stderr (not a terminal): $(od -c "$tmp/err")"
+expect 7 worker exec --timeout 5 fail --timeout 9
+call_is Exec 'a == [["fail", "--timeout", "9"], [], "", 5]'
+expect 0 worker read /project/README
+checks=$((checks + 1))
+cmp -s "$tmp/out" <(printf '\000\377file\r\n\033]0;title\007') || fail "worker read changed the file's bytes"
+call_is ReadFile 'a == ["/project/README"]'
+printf '\000\377 all of stdin\n' >"$tmp/stdin.bin"
+input=$tmp/stdin.bin
+expect 0 worker write /project/NEW
+input=/dev/null
+call_is WriteFile "a == ['/project/NEW', '$(od -An -tx1 "$tmp/stdin.bin" | tr -d ' \n')']"
+input=/dev/null
+expect 0 worker write /project/EMPTY
+call_is WriteFile 'a == ["/project/EMPTY", ""]'
+expect 0 worker ask "Which licence?"
+out_is "MIT, as in the other projects"
+call_is Ask 'a == ["Which licence?"]'
+echo "Added a README; all tests pass." >"$tmp/summary.txt"
+expect 0 worker finish --summary-file "$tmp/summary.txt" --verify 'test -f README'
+call_is Finish 'a == ["Added a README; all tests pass.\n", "test -f README"]'
+expect 0 worker finish
+call_is Finish 'a == ["", ""]'
+# With only the task known, the session is the task's.
+unset VIVARIUM_SESSION
+expect 0 worker exec -- true
+checks=$((checks + 1))
+[ "$(grep -c '"method": "Exec"' "$tmp/calls")" -eq 3 ] || fail "worker exec via the task's Session did not reach Exec"
+unset VIVARIUM_TASK
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failures in $checks checks" >&2
+  exit 1
+fi
+echo "all $checks checks passed"
