@@ -264,6 +264,29 @@ assert_eq "DONE" "$(wait_outcome "$t4" 600)" "the task resumes and is DONE"
 get_json "$(task_prop "$t4" Report)" "$tmpd/r4.json"
 assert_eq "pass" "$(report_field "$tmpd/r4.json" "r['verification']['verdict']")" "the answer reached the worker"
 
+# The CLI end to end: submitted with vivariumctl, the worker using
+# `vivariumctl worker`, waited for and reported with vivariumctl.
+cat > "$tmpd/cli-worker.sh" <<'CLIEOF'
+#!/bin/sh
+vivariumctl worker exec --cwd /project -- sh -c 'echo via-cli > cli.txt' || exit 1
+printf 'written by the worker\n' | vivariumctl worker write /project/written.txt || exit 1
+vivariumctl worker read /project/cli.txt | grep -q via-cli || exit 1
+answer=$(vivariumctl worker ask "Go on?") || exit 1
+vivariumctl worker exec --cwd /project -- sh -c "echo $answer > answer.txt" || exit 1
+vivariumctl worker finish --summary "Wrote cli.txt." --verify "test -f cli.txt"
+CLIEOF
+chmod 0755 "$tmpd/cli-worker.sh"
+tid=$(ctl task submit demo "$IMAGE" --script "$tmpd/cli-worker.sh" --verify "grep -q yes answer.txt && test -f written.txt" 2>&1)
+assert_eq "$OBJ/tasks/$tid" "$(call "$OBJ" Manager.ListTasks | grep -o "$OBJ/tasks/$tid")" "vivariumctl task submit prints the task's id"
+ctl task wait "$tid" --timeout 300 >/dev/null 2>&1
+assert_eq "NEEDS_INPUT" "$(task_prop "$OBJ/tasks/$tid" Outcome)" "the CLI worker's question reaches the caller"
+assert_success "vivariumctl task answer" -- ctl task answer "$tid" yes
+out=$(ctl task wait "$tid" --timeout 600 2>&1)
+assert_eq "0" "$?" "vivariumctl task wait exits 0 for DONE" "$out"
+ctl task report "$tid" --json > "$tmpd/rcli.json" 2>&1
+assert_eq "pass" "$(report_field "$tmpd/rcli.json" "r['verification']['verdict']")" "the CLI worker's work passes the fresh re-run"
+assert_success "vivariumctl report verify accepts vivariumctl task report --json" -- vivariumctl report verify "$tmpd/rcli.json"
+
 # IN_PROGRESS on a short wait; the worker uid is refused anything else.
 victim=$(call "$OBJ" Manager.StartSession "''" "$IMAGE" "{}" 2>&1 | grep -o "$OBJ/sessions/[0-9a-f]*")
 assert_ne "" "$victim" "another session runs (the worker's target)"
