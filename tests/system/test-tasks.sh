@@ -287,6 +287,33 @@ ctl task report "$tid" --json > "$tmpd/rcli.json" 2>&1
 assert_eq "pass" "$(report_field "$tmpd/rcli.json" "r['verification']['verdict']")" "the CLI worker's work passes the fresh re-run"
 assert_success "vivariumctl report verify accepts vivariumctl task report --json" -- vivariumctl report verify "$tmpd/rcli.json"
 
+# The signing key on the Manager is the one the reports are signed with.
+fp=$(prop "$OBJ" Manager KeyFingerprint)
+assert_contains "$fp" "sha256:" "Manager.KeyFingerprint"
+assert_ne "" "$(prop "$OBJ" Manager PublicKey)" "Manager.PublicKey"
+assert_contains "$(vivariumctl report verify "$tmpd/r1.json" 2>&1)" "$fp" "the report verifies with the Manager's key"
+assert_eq "$fp" "$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['signature']['key-fingerprint'])" "$tmpd/r1.json")" \
+  "the signed file names the Manager's key"
+
+# "tools" narrows the worker: with exec alone, WriteFile is refused.
+worker narrow '
+gdbus call $B --object-path "$VIVARIUM_SESSION" --method org.vivarium.Vivarium1.Session.WriteFile /project/x.txt "[byte 0x41]" > /tmp/o 2>&1
+w=$(tr -dc "A-Za-z. " < /tmp/o)
+gx "echo write: $w > narrow.txt" && finish narrowed ""'
+tn=$("$PY" - "$tmpd/narrow.sh" <<'PYEOF'
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+opts = {'script': GLib.Variant('ay', open(sys.argv[1], 'rb').read()), 'tools': GLib.Variant('as', ['exec'])}
+r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
+                  'SubmitTask', GLib.Variant('(sssa{sv})', ('demo', 'tiny', 'narrow', opts)), None, 0, 120000, None)
+print(r.unpack()[0])
+PYEOF
+)
+assert_eq "DONE" "$(wait_outcome "$tn" 600)" "the narrowed task ends"
+assert_contains "$(git_demo show HEAD:narrow.txt 2>&1)" "NotAuthorized" "a tool left out of \"tools\" is refused to the worker"
+assert_eq "no" "$(git_demo show HEAD:x.txt >/dev/null 2>&1 && echo yes || echo no)" "and wrote nothing"
+
 # IN_PROGRESS on a short wait; the worker uid is refused anything else.
 victim=$(call "$OBJ" Manager.StartSession "''" "$IMAGE" "{}" 2>&1 | grep -o "$OBJ/sessions/[0-9a-f]*")
 assert_ne "" "$victim" "another session runs (the worker's target)"
