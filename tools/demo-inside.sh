@@ -2,41 +2,50 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # Runs inside the systemd host booted by tools/demo.sh: everything here goes
-# through vivariumctl and the D-Bus API, as a script or an agent would.
+# through vivariumctl and the D-Bus API, as a script or an assistant would.
+# The whole story: an image, a project, a task handed to a script worker, a
+# DONE outcome and a signed report whose facts the daemon, not the worker,
+# established.
 set -euo pipefail
 
 ctl () { vivariumctl --no-interaction "$@"; }
 out=${VIVARIUM_TEST_BUILD_DIR:?run me through tools/demo.sh}
 step () { printf '\n== %s\n' "$*"; }
+work=$(mktemp -d /var/tmp/vivarium-demo.XXXXXX)
+trap 'rm -rf -- "$work"' EXIT
 
 step "Daemon (activated by this call)"
 ctl status
-step "Building the tiny image from host packages"
+
+step "Building and freezing the tiny image from host packages"
 ctl image list --json | grep -q '"name" *: *"tiny"' || ctl image build tiny tiny
 ctl image freeze tiny 2>/dev/null || true
 ctl image verify tiny
-ctl image list
 
-step "Starting a session"
-id=$(ctl session start tiny)
-trap 'ctl session stop "$id" >/dev/null 2>&1 || true' EXIT
-ctl session list
+step "A project: a 64 MiB dataset whose git repository stays on the host"
+ctl project show demo >/dev/null 2>&1 || ctl project create demo --quota 64M
+ctl project show demo
 
-step "Working in the guest"
-ctl session exec "$id" -- uname -a
-ctl session exec "$id" -- sh -c 'echo "built in a throwaway machine" > /root/result.txt && wc -c /root/result.txt'
-ctl session cp "$id:/root/result.txt" "$out/demo-result.txt"
-printf 'copied back: %s\n' "$(cat "$out/demo-result.txt")"
-ctl session screenshot "$id" "$out/demo-screen.png"
-printf 'screenshot: %s\n' "$(file -b "$out/demo-screen.png")"
+step "A worker script: it acts only through its own task"
+cat > "$work/worker.sh" <<'WORKER'
+#!/bin/sh
+set -e
+vivariumctl worker exec --cwd /project -- sh -c 'printf "hello from a throwaway machine\n" > hello.txt'
+vivariumctl worker exec --cwd /project -- sh -c 'printf "#!/bin/sh\necho 42\n" > answer.sh && chmod +x answer.sh'
+vivariumctl worker finish --summary "Added hello.txt and answer.sh, which prints 42." --verify "./answer.sh | grep -qx 42"
+WORKER
 
-step "Report: what the daemon recorded (exit statuses as the guest reported them)"
-busctl get-property org.vivarium.Vivarium1 "/org/vivarium/Vivarium1/sessions/$id" \
-  org.vivarium.Vivarium1.Session ImageDigest StartupTimings
-ctl session log "$id"
+step "Handing the task over; the caller's verification is re-run in a fresh machine"
+tid=$(ctl task submit demo tiny --script "$work/worker.sh" \
+        --instructions "Add hello.txt and a script answer.sh that prints 42." \
+        --verify "test -f hello.txt && ./answer.sh | grep -qx 42")
+printf 'task %s\n' "$tid"
+ctl task wait "$tid" --timeout 900
 
-step "Stopping: the overlay, the unit and the sockets go"
-ctl session stop "$id"
-trap - EXIT
-ls -A /var/lib/vivarium/sessions /run/vivarium/sessions
-ctl guard status
+step "The report: trusted facts first, the worker's words as a claim"
+ctl task report "$tid"
+ctl task report "$tid" --json > "$out/demo-report.json"
+
+step "Anyone holding the file can check the signature offline"
+ctl report verify "$out/demo-report.json"
+ctl project log demo -n 3
