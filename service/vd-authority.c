@@ -61,8 +61,8 @@ static const VdActionRow action_map[] = {
   M ("Task",    "Cancel",          A ("task-submit")),
   /* The worker's own verbs: its uid is admitted by the daemon, never by
    * polkit; task-work allows nobody. */
-  M ("Task",    "Ask",             A ("task-work")),
-  M ("Task",    "Finish",          A ("task-work")),
+  M ("Task",    "Ask",             VD_AUTHORITY_WORKER_ONLY),
+  M ("Task",    "Finish",          VD_AUTHORITY_WORKER_ONLY),
   R ("Report",  A ("read-reports")),
   M ("Report",  "GetJson",         A ("read-reports")),
   M ("Report",  "GetText",         A ("read-reports")),
@@ -307,8 +307,16 @@ vd_authority_check_async (VdAuthority *self, const gchar *sender, const gchar *a
                           gboolean interactive, GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (self, NULL, callback, user_data);
-  Check *check = g_new0 (Check, 1);
+  Check *check;
 
+  /* polkit allows root everything; a worker's own verbs are for the worker
+   * alone, which VdExported admits by its grants before asking here. */
+  if (g_strcmp0 (action, VD_AUTHORITY_WORKER_ONLY) == 0) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED,
+                             "only the task's own worker may do this");
+    return;
+  }
+  check = g_new0 (Check, 1);
   check->sender = g_strdup (sender);
   check->action = g_strdup (action);
   check->details = details != NULL ? g_object_ref (details) : polkit_details_new ();

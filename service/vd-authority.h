@@ -8,6 +8,11 @@
 
 G_BEGIN_DECLS
 
+/* The action of the verbs only a task's worker may call (Task.Ask, Finish):
+ * declared in the policy as allowing nobody, and refused here without asking
+ * polkit, which would allow root. */
+#define VD_AUTHORITY_WORKER_ONLY "org.vivarium.vivarium1.task-work"
+
 typedef enum {
   VD_ACTION_ROW_METHOD,  /* calling the method */
   VD_ACTION_ROW_READ,    /* reading the interface: Get/GetAll, the tree, its signals */

@@ -91,7 +91,7 @@ assert_contains "$(prop "$pdemo" Project DeployKey)" "ssh-ed25519 " "DeployKey i
 assert_eq "/" "$(prop "$pdemo" Project LastTask)" "no task yet"
 assert_contains "$(call "$pdemo" Project.Log 5)" "$head" "Log lists the first commit"
 assert_dbus_error "$ERR.InvalidArgument" -- call "$pdemo" Project.Log 0
-assert_dbus_error "$ERR.NotAuthorized" -- user_call "$pdemo" Project.Log 1
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$pdemo" Project.Log "uint32 1"
 
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$pdemo" Project.SetRemote "file://$STATE/remotes/demo.git"
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$pdemo" Project.Publish
@@ -180,7 +180,7 @@ cat > "$tmpd/lib.sh" <<'LIBEOF'
 #!/bin/sh
 B="--system --dest org.vivarium.Vivarium1"
 gx () { gdbus call $B --object-path "$VIVARIUM_SESSION" --method org.vivarium.Vivarium1.Session.Exec \
-          "['sh', '-c', \"cd /project && $1\"]" "[]" "''" 120; }
+          "['sh', '-c', \"cd /project && $1\"]" "@as []" "''" "uint32 120"; }
 finish () { gdbus call $B --object-path "$VIVARIUM_TASK" --method org.vivarium.Vivarium1.Task.Finish "$1" "$2"; }
 LIBEOF
 worker () {  # NAME BODY: a worker script
@@ -318,11 +318,11 @@ assert_eq "no" "$(git_demo show HEAD:x.txt >/dev/null 2>&1 && echo yes || echo n
 victim=$(call "$OBJ" Manager.StartSession "''" "$IMAGE" "{}" 2>&1 | grep -o "$OBJ/sessions/[0-9a-f]*")
 assert_ne "" "$victim" "another session runs (the worker's target)"
 worker prober "
-gdbus call \$B --object-path $victim --method org.vivarium.Vivarium1.Session.Exec \"['true']\" '[]' \"''\" 10 > /tmp/o 2>&1
+gdbus call \$B --object-path $victim --method org.vivarium.Vivarium1.Session.Exec \"['true']\" '@as []' \"''\" 'uint32 10' > /tmp/o 2>&1
 r1=\$(tr -dc 'A-Za-z. ' < /tmp/o)
 gdbus call \$B --object-path /org/vivarium/Vivarium1 --method org.vivarium.Vivarium1.Manager.ListSessions > /tmp/o 2>&1
 r2=\$(tr -dc 'A-Za-z. ' < /tmp/o)
-gdbus call \$B --object-path /org/vivarium/Vivarium1 --method org.vivarium.Vivarium1.Manager.SubmitTask demo tiny x '{}' > /tmp/o 2>&1
+gdbus call \$B --object-path /org/vivarium/Vivarium1 --method org.vivarium.Vivarium1.Manager.SubmitTask demo tiny x '@a{sv} {}' > /tmp/o 2>&1
 r3=\$(tr -dc 'A-Za-z. ' < /tmp/o)
 gx \"echo 'other-session: \$r1' > probe.txt; echo 'manager: \$r2' >> probe.txt; echo 'submit: \$r3' >> probe.txt\"
 sleep 20
@@ -340,7 +340,7 @@ assert_contains "$(printf '%s' "$probe" | grep submit)" "NotAuthorized" "nor sub
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'script': <b'true'>}"
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$OBJ" Manager.ListTasks
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$OBJ" Manager.ListReports
-assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Wait 0
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Wait "uint32 0"
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Answer x
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Cancel
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Finish x "''"
