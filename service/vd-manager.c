@@ -227,6 +227,14 @@ handle_submit_task (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* Pruned or deleted objects leave the bus: the boundary holds every object
+ * it serves until it is told. */
+static void
+object_removed_cb (GObject *owner, const gchar *path, gpointer user_data)
+{
+  vd_exported_remove (VD_MANAGER (user_data)->exported, path);
+}
+
 static void
 task_added_cb (VdTaskRunner *runner, const gchar *path, gpointer user_data)
 {
@@ -1263,7 +1271,10 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-list-projects", G_CALLBACK (handle_list_projects), self);
   g_signal_connect (s, "handle-create-project", G_CALLBACK (handle_create_project), self);
   g_signal_connect (self->projects, "project-added", G_CALLBACK (project_added_cb), self);
+  g_signal_connect (self->projects, "project-removed", G_CALLBACK (object_removed_cb), self);
   g_signal_connect (self->projects, "project-removed", G_CALLBACK (project_removed_cb), self);
+  g_signal_connect (self->reports, "report-removed", G_CALLBACK (object_removed_cb), self);
+  g_signal_connect (self->runner, "task-removed", G_CALLBACK (object_removed_cb), self);
   g_signal_connect (s, "handle-list-reports", G_CALLBACK (handle_list_reports), self);
   g_signal_connect (self->reports, "report-added", G_CALLBACK (report_added_cb), self);
   g_signal_connect (s, "handle-list-tasks", G_CALLBACK (handle_list_tasks), self);

@@ -35,7 +35,7 @@ struct _VdReportStore {
 
 G_DEFINE_TYPE (VdReportStore, vd_report_store, G_TYPE_OBJECT)
 
-enum { SIGNAL_REPORT_ADDED, N_SIGNALS };
+enum { SIGNAL_REPORT_ADDED, SIGNAL_REPORT_REMOVED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 static void
@@ -68,6 +68,8 @@ vd_report_store_class_init (VdReportStoreClass *klass)
   G_OBJECT_CLASS (klass)->finalize = vd_report_store_finalize;
   signals[SIGNAL_REPORT_ADDED] = g_signal_new ("report-added", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                                                NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+  signals[SIGNAL_REPORT_REMOVED] = g_signal_new ("report-removed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                                 NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
 }
 
 static void
@@ -242,9 +244,12 @@ prune (VdReportStore *self)
     Entry *entry = g_ptr_array_index (all, i);
     g_autofree gchar *path = file_for (self, entry->id);
 
+    g_autofree gchar *object_path = g_strdup (entry->path);
+
     if (g_unlink (path) != 0 && errno != ENOENT)
       g_warning ("cannot remove the old report %s: %s", path, g_strerror (errno));
     g_hash_table_remove (self->entries, entry->id);
+    g_signal_emit (self, signals[SIGNAL_REPORT_REMOVED], 0, object_path);
   }
 }
 

@@ -20,7 +20,8 @@ G_BEGIN_DECLS
  * Retention: at most VD_REPORT_STORE_MAX reports; storing one more removes
  * the oldest (by creation time) from the bus and the disk.
  *
- * signal "report-added" (const gchar *object_path) */
+ * signal "report-added" (const gchar *object_path),
+ * signal "report-removed" (const gchar *object_path): pruned, to leave the bus */
 
 #define VD_REPORT_STORE_MAX 200
 

@@ -50,7 +50,7 @@ struct _VdTaskRunner {
 
 G_DEFINE_TYPE (VdTaskRunner, vd_task_runner, G_TYPE_OBJECT)
 
-enum { SIGNAL_TASK_ADDED, N_SIGNALS };
+enum { SIGNAL_TASK_ADDED, SIGNAL_TASK_REMOVED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 /* One running task: what was asked, what was started, what the end found. */
@@ -150,6 +150,8 @@ vd_task_runner_class_init (VdTaskRunnerClass *klass)
   G_OBJECT_CLASS (klass)->finalize = vd_task_runner_finalize;
   signals[SIGNAL_TASK_ADDED] = g_signal_new ("task-added", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                                              NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+  signals[SIGNAL_TASK_REMOVED] = g_signal_new ("task-removed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                               NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
 }
 
 static void
@@ -431,8 +433,11 @@ prune_tasks (VdTaskRunner *self)
         at = i;
       }
     }
+    g_autofree gchar *object_path = g_strdup (vd_task_get_object_path (oldest));
+
     g_ptr_array_remove_index_fast (finished, at);
     g_hash_table_remove (self->tasks, vd_task_get_id (oldest));
+    g_signal_emit (self, signals[SIGNAL_TASK_REMOVED], 0, object_path);
   }
 }
 

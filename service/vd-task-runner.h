@@ -25,7 +25,8 @@ G_BEGIN_DECLS
  *
  * At most VD_TASK_RUNNER_HISTORY finished tasks stay on the bus.
  *
- * signal "task-added" (const gchar *object_path) */
+ * signal "task-added" (const gchar *object_path),
+ * signal "task-removed" (const gchar *object_path): pruned, to leave the bus */
 
 #define VD_TASK_RUNNER_HISTORY   50
 #define VD_TASK_INSTRUCTIONS_MAX (64 * 1024)

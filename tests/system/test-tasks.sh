@@ -401,5 +401,6 @@ assert_eq "clean" "$(git_demo --work-tree="$work" status --porcelain >/dev/null 
 assert_success "root deletes the project" -- retry_until 20 0.5 call "$pdemo" Project.Delete
 assert_eq "" "$(call "$OBJ" Manager.ListProjects | grep -o "$pdemo")" "the project is gone from the list"
 assert_eq "no" "$([ -e "$STATE/projects/demo" ] && echo yes || echo no)" "and from the disk"
+assert_dbus_error "$ERR.NotFound" -- gdbus call --system --dest "$BUS" --object-path "$pdemo" --method org.freedesktop.DBus.Properties.Get org.vivarium.Vivarium1.Project Name
 
 done_testing
