@@ -58,11 +58,12 @@ G_BEGIN_DECLS
 #define VIVARIUM_LOG_PAGE_MAX         200         /* entries per GetCommandLog() */
 #define VIVARIUM_LOG_FILE_BYTES_MAX   (8 * 1024 * 1024)  /* one session's file */
 #define VIVARIUM_LOG_FILES_MAX        256         /* session files kept on disk */
-/* Every reply the daemon builds from a list stays under this; the bus
+/* Every reply the daemon builds from a list stays under this (a budget far
+ * below VIVARIUM_MAX_REPLY_BYTES, the boundary's hard cap on any message); the bus
  * disconnects a peer that sends a message over 32 MiB (dbus-daemon's
  * max_message_size), and losing the bus ends every session. A full page
  * (200 entries of at most ~6 KiB) fits with room to spare. */
-#define VIVARIUM_REPLY_BYTES_MAX      (2 * 1024 * 1024)
+#define VIVARIUM_LIST_REPLY_BYTES_MAX      (2 * 1024 * 1024)
 
 gboolean  vivarium_name_validate         (const gchar  *kind,
                                           const gchar  *name,

@@ -79,7 +79,6 @@ static const VdActionRow action_map[] = {
 struct _VdAuthority {
   GObject          parent_instance;
   PolkitAuthority *polkit;       /* kept: its proxy follows polkitd's restarts */
-  guint            call_count;   /* read by the idle logic */
   guint            generation;   /* bumped when the bus was lost */
 };
 
@@ -145,12 +144,6 @@ vd_authority_signal_action_for (const gchar *interface_name, const gchar *signal
   const gchar *action = lookup (interface_name, signal_name, VD_ACTION_ROW_SIGNAL);
 
   return action != NULL ? action : vd_authority_read_action_for (interface_name);
-}
-
-guint
-vd_authority_get_call_count (VdAuthority *self)
-{
-  return self->call_count;
 }
 
 /* --- one check ------------------------------------------------------- */
@@ -288,7 +281,6 @@ vd_authority_check_async (VdAuthority *self, const gchar *sender, const gchar *a
   g_autoptr(GTask) task = g_task_new (self, NULL, callback, user_data);
   Check *check = g_new0 (Check, 1);
 
-  self->call_count++;
   check->sender = g_strdup (sender);
   check->action = g_strdup (action);
   check->details = details != NULL ? g_object_ref (details) : polkit_details_new ();

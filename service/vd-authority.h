@@ -38,7 +38,6 @@ const gchar       *vd_authority_action_for         (const gchar *interface_name,
 const gchar       *vd_authority_read_action_for    (const gchar *interface_name);
 const gchar       *vd_authority_signal_action_for  (const gchar *interface_name,
                                                     const gchar *signal_name);
-guint              vd_authority_get_call_count     (VdAuthority *self);
 void               vd_authority_forget_bus         (VdAuthority *self);
 
 void               vd_authority_check_async        (VdAuthority         *self,

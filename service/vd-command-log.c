@@ -30,7 +30,7 @@
  *   then says, in one last line, that it is full. So neither end can be
  *   erased by flooding: the beginning is on disk, the end in memory;
  * - a reply holds at most VIVARIUM_LOG_PAGE_MAX entries and stays under
- *   VIVARIUM_REPLY_BYTES_MAX bytes; a client pages with "next".
+ *   VIVARIUM_LIST_REPLY_BYTES_MAX bytes; a client pages with "next".
  *
  * The file is JSON lines, append-only: one line per change of an entry, so
  * an entry's last line is its final word (a timed-out command gets a second
@@ -412,7 +412,7 @@ vd_command_log_get_page (VdCommandLog *self, guint64 offset, guint limit, guint6
     VdCommandEntry *entry = g_ptr_array_index (self->entries, i - self->dropped);
     g_autoptr(GVariant) v = g_variant_ref_sink (vd_command_entry_to_variant (entry));
     /* One entry always fits (it is bounded far below the budget). */
-    if (i > start && bytes + g_variant_get_size (v) > VIVARIUM_REPLY_BYTES_MAX)
+    if (i > start && bytes + g_variant_get_size (v) > VIVARIUM_LIST_REPLY_BYTES_MAX)
       break;
     bytes += g_variant_get_size (v);
     g_variant_builder_add_value (&b, v);

@@ -100,7 +100,7 @@ def on_signal(conn, sender, obj, iface, name, params):
     print(obj, iface, name, params.print_(False), flush=True)
 bus.signal_subscribe("org.vivarium.Vivarium1", None, None, None, None, Gio.DBusSignalFlags.NONE, on_signal)
 bus.call_sync("org.vivarium.Vivarium1", path, "org.vivarium.Vivarium1.Session", "GetCommandLog",
-              None, None, Gio.DBusCallFlags.NONE, 30000, None)
+              GLib.Variant("(tu)", (0, 10)), None, Gio.DBusCallFlags.NONE, 30000, None)
 print("READY", flush=True)
 GLib.MainLoop().run()
 EOF
@@ -149,7 +149,7 @@ ucall () {  # PATH IFACE.METHOD ARGS...: as the user
   shift 2
   as_user "$user" gdbus call --system --dest "$BUS" --object-path "$path" --method "$method" "$@"
 }
-assert_dbus_error "$ERR.NotAuthorized" -- ucall "$spath" "$IFACE.Session.GetCommandLog"
+assert_dbus_error "$ERR.NotAuthorized" -- ucall "$spath" "$IFACE.Session.GetCommandLog" "uint64 0" "uint32 10"
 assert_dbus_error "$ERR.NotAuthorized" -- ucall "$spath" "$IFACE.Session.Exec" "['true']" "@as []" "''" "uint32 10"
 assert_dbus_error "$ERR.NotAuthorized" -- ucall "$spath" "$IFACE.Session.Stop"
 assert_dbus_error "$ERR.NotAuthorized" -- ucall "$spath" org.freedesktop.DBus.Properties.Get "$IFACE.Session" Unit

@@ -102,7 +102,7 @@ test_pages_bounded (void)
     g_autoptr(GVariant) page = g_variant_ref_sink (vd_command_log_get_page (log, next, VIVARIUM_LOG_PAGE_MAX,
                                                                             &next, &error));
     g_assert_no_error (error);
-    g_assert_cmpuint (g_variant_get_size (page), <=, VIVARIUM_REPLY_BYTES_MAX);
+    g_assert_cmpuint (g_variant_get_size (page), <=, VIVARIUM_LIST_REPLY_BYTES_MAX);
     g_assert_cmpuint (g_variant_n_children (page), ==, next - before);
     g_assert_cmpuint (next, >, before);
     seen += g_variant_n_children (page);
