@@ -80,6 +80,7 @@ struct _VdAuthority {
   GObject          parent_instance;
   PolkitAuthority *polkit;       /* kept: its proxy follows polkitd's restarts */
   guint            generation;   /* bumped when the bus was lost */
+  VdWorkerGrants  *grants;       /* task workers: judged before polkit, never by it */
 };
 
 G_DEFINE_TYPE (VdAuthority, vd_authority, G_TYPE_OBJECT)
@@ -88,6 +89,7 @@ static void
 vd_authority_finalize (GObject *object)
 {
   g_clear_object (&VD_AUTHORITY (object)->polkit);
+  g_clear_object (&VD_AUTHORITY (object)->grants);
   G_OBJECT_CLASS (vd_authority_parent_class)->finalize (object);
 }
 
@@ -124,6 +126,32 @@ lookup (const gchar *interface_name, const gchar *member, VdActionRowKind kind)
       return action_map[i].action;
   }
   return NULL;
+}
+
+void
+vd_authority_set_worker_grants (VdAuthority *self, VdWorkerGrants *grants)
+{
+  g_set_object (&self->grants, grants);
+}
+
+gboolean
+vd_authority_has_workers (VdAuthority *self)
+{
+  return self->grants != NULL;
+}
+
+/* A task's worker gets exactly its grants, and polkit never hears of it:
+ * whatever rules an administrator wrote do not widen a worker's reach.
+ * Returns TRUE when @uid is a worker (and sets @allowed); FALSE when the
+ * call is for polkit to decide. */
+gboolean
+vd_authority_judge_worker (VdAuthority *self, guint32 uid, const gchar *interface_name, const gchar *method,
+                           const gchar *object_path, gboolean *allowed)
+{
+  if (self->grants == NULL || !vd_worker_grants_is_worker (self->grants, uid))
+    return FALSE;
+  *allowed = vd_worker_grants_allows (self->grants, uid, interface_name, method, object_path);
+  return TRUE;
 }
 
 const gchar *

@@ -4,6 +4,8 @@
 #include <gio/gio.h>
 #include <polkit/polkit.h>
 
+#include "vd-worker-grants.h"
+
 G_BEGIN_DECLS
 
 typedef enum {
@@ -39,6 +41,15 @@ const gchar       *vd_authority_read_action_for    (const gchar *interface_name)
 const gchar       *vd_authority_signal_action_for  (const gchar *interface_name,
                                                     const gchar *signal_name);
 void               vd_authority_forget_bus         (VdAuthority *self);
+void               vd_authority_set_worker_grants  (VdAuthority    *self,
+                                                    VdWorkerGrants *grants);
+gboolean           vd_authority_judge_worker       (VdAuthority *self,
+                                                    guint32      uid,
+                                                    const gchar *interface_name,
+                                                    const gchar *method,
+                                                    const gchar *object_path,
+                                                    gboolean    *allowed);
+gboolean           vd_authority_has_workers        (VdAuthority *self);
 
 void               vd_authority_check_async        (VdAuthority         *self,
                                                     const gchar         *sender,

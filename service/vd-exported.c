@@ -504,6 +504,8 @@ typedef struct {
   GDBusInterfaceSkeleton *skeleton;
   gchar                  *interface_name;  /* the target's, also for Properties */
   gchar                  *action;
+  PolkitDetails          *details;
+  gboolean                interactive;
 } Call;
 
 static void
@@ -514,6 +516,7 @@ call_free (Call *call)
   g_object_unref (call->skeleton);
   g_free (call->interface_name);
   g_free (call->action);
+  g_clear_object (&call->details);
   g_free (call);
 }
 
@@ -715,6 +718,45 @@ target_of (GDBusMethodInvocation *invocation, const gchar **interface_name, cons
 }
 
 static void
+ask_polkit (Call *call)
+{
+  vd_authority_check_async (call->self->authority, g_dbus_method_invocation_get_sender (call->invocation),
+                            call->action, call->details, call->interactive, call_checked_cb, call);
+}
+
+/* A task's worker is judged by its grants alone: admitted for exactly its
+ * own session's and task's verbs, with no read checks (it gets no signals),
+ * refused everything else, and polkit is never asked about it. */
+static void
+caller_uid_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(Call) call = user_data;
+  g_autoptr(GVariant) reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, NULL);
+  GDBusMethodInvocation *invocation = call->invocation;
+  guint32 uid = G_MAXUINT32;
+  gboolean allowed = FALSE;
+
+  if (reply == NULL) {
+    refuse (g_steal_pointer (&call->invocation), call->action,
+            g_dbus_method_invocation_get_method_name (invocation), "the caller's uid is unknown");
+    return;
+  }
+  g_variant_get (reply, "(u)", &uid);
+  if (!vd_authority_judge_worker (call->self->authority, uid, g_dbus_method_invocation_get_interface_name (invocation),
+                                  g_dbus_method_invocation_get_method_name (invocation),
+                                  g_dbus_method_invocation_get_object_path (invocation), &allowed)) {
+    ask_polkit (g_steal_pointer (&call));
+    return;
+  }
+  if (!allowed) {
+    refuse (g_steal_pointer (&call->invocation), call->action, g_dbus_method_invocation_get_method_name (invocation),
+            "a task's worker may only act through its own task");
+    return;
+  }
+  forward (call);
+}
+
+static void
 boundary_method_call (GDBusConnection *connection, const gchar *sender, const gchar *object_path,
                       const gchar *interface_name, const gchar *method_name, GVariant *parameters,
                       GDBusMethodInvocation *invocation, gpointer user_data)
@@ -723,7 +765,6 @@ boundary_method_call (GDBusConnection *connection, const gchar *sender, const gc
   Node *node = g_hash_table_lookup (self->nodes, object_path);
   const gchar *target = NULL, *why = NULL, *action;
   GDBusMessageFlags flags = g_dbus_message_get_flags (g_dbus_method_invocation_get_message (invocation));
-  g_autoptr(PolkitDetails) details = NULL;
   Face *face;
   Call *call;
 
@@ -751,10 +792,15 @@ boundary_method_call (GDBusConnection *connection, const gchar *sender, const gc
   call->skeleton = g_object_ref (face->skeleton);
   call->interface_name = g_strdup (target);
   call->action = g_strdup (action);
-  details = details_for (invocation, target);
-  vd_authority_check_async (self->authority, sender, action, details,
-                            (flags & G_DBUS_MESSAGE_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION) != 0,
-                            call_checked_cb, call);
+  call->details = details_for (invocation, target);
+  call->interactive = (flags & G_DBUS_MESSAGE_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION) != 0;
+  if (!vd_authority_has_workers (self->authority)) {
+    ask_polkit (call);
+    return;
+  }
+  g_dbus_connection_call (connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                          "GetConnectionUnixUser", g_variant_new ("(s)", sender), G_VARIANT_TYPE ("(u)"),
+                          G_DBUS_CALL_FLAGS_NONE, 5000, NULL, caller_uid_cb, call);
 }
 
 static const GDBusInterfaceVTable boundary_vtable = {

@@ -10,6 +10,8 @@
   g_log_structured (G_LOG_DOMAIN, level, "VIVARIUM_SESSION", session, "MESSAGE", __VA_ARGS__)
 #define vd_log_image(level, image, ...) \
   g_log_structured (G_LOG_DOMAIN, level, "VIVARIUM_IMAGE", image, "MESSAGE", __VA_ARGS__)
+#define vd_log_task(level, task, ...) \
+  g_log_structured (G_LOG_DOMAIN, level, "VIVARIUM_TASK", task, "MESSAGE", __VA_ARGS__)
 #define vd_log_project(level, project, ...) \
   g_log_structured (G_LOG_DOMAIN, level, "VIVARIUM_PROJECT", project, "MESSAGE", __VA_ARGS__)
 #define vd_log_action(level, action, uid, ...) \

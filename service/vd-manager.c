@@ -27,10 +27,14 @@
 #include "vd-log.h"
 #include "vd-manager.h"
 #include "vd-progress.h"
+#include "vd-project-store.h"
+#include "vd-report-store.h"
 #include "vd-selftest.h"
 #include "vd-session.h"
 #include "vd-session-pool.h"
 #include "vd-systemd.h"
+#include "vd-task-runner.h"
+#include "vd-worker-grants.h"
 
 /* Finished jobs stay on disk and on the bus, the newest this many: a
  * restarted daemon shows them again, and memory stays bounded (each log is
@@ -54,6 +58,10 @@ struct _VdManager {
   VdGuard              *guard;
   VdDnsRelay           *dns_relay;
   VdSessionPool        *pool;
+  VdProjectStore       *projects;
+  VdReportStore        *reports;
+  VdWorkerGrants       *grants;
+  VdTaskRunner         *runner;
   VdSelfTest           *self_test;    /* the run in progress, if any */
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
@@ -75,6 +83,10 @@ vd_manager_finalize (GObject *object)
   g_clear_object (&self->skeleton);
   g_clear_object (&self->self_test);
   g_clear_object (&self->pool);
+  g_clear_object (&self->projects);
+  g_clear_object (&self->runner);
+  g_clear_object (&self->reports);
+  g_clear_object (&self->grants);
   g_clear_object (&self->guard);
   g_clear_object (&self->dns_relay);   /* stops it */
   g_clear_object (&self->systemd);
@@ -154,10 +166,118 @@ handle_list_images (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
 static gboolean
 handle_list_projects (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
 {
-  const gchar *none[] = { NULL };
+  VdManager *self = VD_MANAGER (user_data);
+  g_autofree const gchar **paths = vd_project_store_list_paths (self->projects);
 
-  vivarium_dbus_manager_complete_list_projects (iface, invocation, none);
+  vivarium_dbus_manager_complete_list_projects (iface, invocation, paths);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_list_reports (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_autofree const gchar **paths = vd_report_store_list_paths (self->reports);
+
+  vivarium_dbus_manager_complete_list_reports (iface, invocation, paths);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_list_tasks (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_autofree const gchar **paths = vd_task_runner_list_paths (self->runner);
+
+  vivarium_dbus_manager_complete_list_tasks (iface, invocation, paths);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static VdImage *lookup_bootable_image (VdManager *self, const gchar *name, GError **error);
+
+static gboolean
+handle_submit_task (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *project,
+                    const gchar *image_name, const gchar *instructions, GVariant *options, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  VdImage *image;
+  VdTask *task;
+  GError *error = NULL;
+
+  if (vd_report_store_get_fingerprint (self->reports)[0] == '\0') {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                                           "The daemon has no report-signing key; a task could not be reported");
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  /* A task needs a work session now and a fresh one at its end. */
+  if (vd_session_pool_count_active (self->pool) >= vd_config_get_max_sessions (self->config)) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                                           "%u sessions are running, the configured maximum",
+                                           vd_config_get_max_sessions (self->config));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (vd_project_store_lookup (self->projects, project, &error) == NULL ||
+      (image = lookup_bootable_image (self, image_name, &error)) == NULL ||
+      !vd_guard_check_can_start (self->guard, &error) ||
+      (task = vd_task_runner_submit (self->runner, project, image, instructions, options, &error)) == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vivarium_dbus_manager_complete_submit_task (iface, invocation, vd_task_get_object_path (task));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+task_added_cb (VdTaskRunner *runner, const gchar *path, gpointer user_data)
+{
+  vivarium_dbus_manager_emit_task_added (VD_MANAGER (user_data)->skeleton, path);
+}
+
+static void
+report_added_cb (VdReportStore *store, const gchar *path, gpointer user_data)
+{
+  vivarium_dbus_manager_emit_report_added (VD_MANAGER (user_data)->skeleton, path);
+}
+
+/* --- projects -------------------------------------------------------- */
+
+static void
+project_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  VdProjectStore *store = VD_PROJECT_STORE (source);
+  GError *error = NULL;
+  g_autoptr(VdProject) project = vd_project_store_create_finish (store, res, &error);
+
+  if (project == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  g_dbus_method_invocation_return_value (invocation,
+                                         g_variant_new ("(o)", vd_project_store_get_path (store, vd_project_get_name (project))));
+}
+
+static gboolean
+handle_create_project (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name,
+                       guint64 quota_bytes, GVariant *options, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+
+  vd_project_store_create_async (self->projects, name, quota_bytes, options, project_created_cb,
+                                 g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+project_added_cb (VdProjectStore *store, const gchar *path, gpointer user_data)
+{
+  vivarium_dbus_manager_emit_project_added (VD_MANAGER (user_data)->skeleton, path);
+}
+
+static void
+project_removed_cb (VdProjectStore *store, const gchar *path, gpointer user_data)
+{
+  vivarium_dbus_manager_emit_project_removed (VD_MANAGER (user_data)->skeleton, path);
 }
 
 static gboolean
@@ -626,10 +746,62 @@ check_project (VdManager *self, const gchar *project, GError **error)
 {
   if (project[0] == '\0')
     return TRUE;
-  if (!vivarium_name_validate ("project", project, error))
+  return vd_project_store_lookup (self->projects, project, error) != NULL;
+}
+
+/* A session's hold on its project: the tree is its uid's while it runs,
+ * root's again (and the project free) once it has ended. */
+typedef struct {
+  VdManager *manager;
+  gchar     *project;
+} ProjectHold;
+
+static void
+project_hold_free (gpointer data, GClosure *closure)
+{
+  ProjectHold *hold = data;
+
+  g_free (hold->project);
+  g_free (hold);
+}
+
+static void
+session_ended_release_cb (VdSession *session, gpointer user_data)
+{
+  ProjectHold *hold = user_data;
+  VdProject *project;
+  g_autoptr(GError) error = NULL;
+
+  if (hold->manager->projects == NULL)
+    return;
+  project = vd_project_store_lookup (hold->manager->projects, hold->project, NULL);
+  if (project != NULL && !vd_project_revoke (project, &error))
+    g_warning ("project %s: cannot take the tree back from session %s: %s", hold->project,
+               vd_session_get_id (session), error->message);
+  vd_project_store_release (hold->manager->projects, hold->project);
+  g_signal_handlers_disconnect_by_data (session, hold);
+}
+
+/* Takes the project for @session (Busy when someone holds it), gives its
+ * tree to the session's uid, and gives both back when the session ends. */
+static gboolean
+hold_project (VdManager *self, VdSession *session, const gchar *name, const gchar *holder, GError **error)
+{
+  VdProject *project = vd_project_store_lookup (self->projects, name, error);
+  ProjectHold *hold;
+
+  if (project == NULL || !vd_project_store_acquire (self->projects, name, holder, error))
     return FALSE;
-  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND, "There is no project named “%s”", project);
-  return FALSE;
+  if (!vd_project_grant (project, vd_session_get_uid (session), error)) {
+    vd_project_revoke (project, NULL);
+    vd_project_store_release (self->projects, name);
+    return FALSE;
+  }
+  hold = g_new0 (ProjectHold, 1);
+  hold->manager = self;
+  hold->project = g_strdup (name);
+  g_signal_connect_data (session, "ended", G_CALLBACK (session_ended_release_cb), hold, project_hold_free, 0);
+  return TRUE;
 }
 
 typedef struct {
@@ -661,6 +833,7 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
   VdSessionOptions opts = { 0 };
   VdImage *image;
   g_autoptr(VdSession) session = NULL;
+  const gchar *project_dir = NULL;
   StartData *data;
   GError *error = NULL;
 
@@ -676,7 +849,19 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
                                            vd_config_get_max_sessions (self->config));
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  session = vd_session_pool_create (self->pool, image, &opts, 0, &error);
+  if (project[0] != '\0') {
+    VdProject *p = vd_project_store_lookup (self->projects, project, &error);
+    project_dir = p != NULL ? vd_project_get_work_path (p) : NULL;
+  }
+  session = vd_session_pool_create (self->pool, image, &opts, 0, project[0] != '\0' ? project : NULL, project_dir,
+                                    &error);
+  if (session != NULL && project_dir != NULL) {
+    g_autofree gchar *holder = g_strdup_printf ("session %s", vd_session_get_id (session));
+    if (!hold_project (self, session, project, holder, &error)) {
+      vd_session_stop_async (session, NULL, NULL);
+      g_clear_object (&session);
+    }
+  }
   if (session == NULL) {
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -998,17 +1183,31 @@ sweep_leftovers (VdManager *self)
   g_autofree gchar *state_sessions = vd_config_build_state_path (self->config, "sessions", NULL);
   g_autofree gchar *staging = vd_config_build_state_path (self->config, "images", ".staging", NULL);
   g_autofree gchar *runtime_sessions = g_build_filename (vd_config_get_runtime_dir (self->config), "sessions", NULL);
+  g_autofree gchar *runtime_workers = g_build_filename (vd_config_get_runtime_dir (self->config), "workers", NULL);
 
   sweep_units (self, VIVARIUM_SESSION_UNIT_PREFIX "*.service");
   sweep_units (self, "vivarium-build-*.service");
+  sweep_units (self, "vivarium-worker-*.service");
   sweep_dir (state_sessions);
   sweep_dir (runtime_sessions);
+  sweep_dir (runtime_workers);
   sweep_dir (staging);
   vd_canary_sweep (vd_config_get_runtime_dir (self->config));
   vd_dns_relay_sweep (vd_config_get_runtime_dir (self->config));
 }
 
 /* --- life cycle ------------------------------------------------------ */
+
+/* Where the administrator keeps the bare repositories that file:// URLs
+ * may name (vd-project-store.h): root's alone. */
+static void
+make_remotes_dir (VdManager *self)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "remotes", NULL);
+
+  if (g_mkdir_with_parents (dir, 0700) != 0)
+    g_warning ("cannot create %s: %s", dir, g_strerror (errno));
+}
 
 VdManager *
 vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusConnection *connection)
@@ -1025,6 +1224,21 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
   self->dns_relay = vd_dns_relay_new (config);
   self->pool = vd_session_pool_new (config, self->systemd, self->guard, self->dns_relay, idle, connection,
                                     export_func, self);
+  {
+    g_autofree gchar *projects = vd_config_build_state_path (config, "projects", NULL);
+    g_autofree gchar *keys = vd_config_build_state_path (config, "keys", NULL);
+    g_autofree gchar *remotes = vd_config_build_state_path (config, "remotes", NULL);
+    g_autofree gchar *reports = vd_config_build_state_path (config, "reports", NULL);
+    self->projects = vd_project_store_new (projects, keys, remotes, export_func, self);
+    self->reports = vd_report_store_new (reports, keys, VD_REPORT_STORE_MAX, export_func, self);
+  }
+  /* The authority judges workers by these before it asks polkit. */
+  self->grants = vd_worker_grants_new ();
+  vd_authority_set_worker_grants (authority, self->grants);
+  self->runner = vd_task_runner_new (config, self->systemd, self->pool, self->guard, self->projects, self->reports,
+                                     self->grants, idle, export_func, self);
+  {
+  }
   return self;
 }
 
@@ -1047,6 +1261,14 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-list-sessions", G_CALLBACK (handle_list_sessions), self);
   g_signal_connect (s, "handle-list-images", G_CALLBACK (handle_list_images), self);
   g_signal_connect (s, "handle-list-projects", G_CALLBACK (handle_list_projects), self);
+  g_signal_connect (s, "handle-create-project", G_CALLBACK (handle_create_project), self);
+  g_signal_connect (self->projects, "project-added", G_CALLBACK (project_added_cb), self);
+  g_signal_connect (self->projects, "project-removed", G_CALLBACK (project_removed_cb), self);
+  g_signal_connect (s, "handle-list-reports", G_CALLBACK (handle_list_reports), self);
+  g_signal_connect (self->reports, "report-added", G_CALLBACK (report_added_cb), self);
+  g_signal_connect (s, "handle-list-tasks", G_CALLBACK (handle_list_tasks), self);
+  g_signal_connect (s, "handle-submit-task", G_CALLBACK (handle_submit_task), self);
+  g_signal_connect (self->runner, "task-added", G_CALLBACK (task_added_cb), self);
   g_signal_connect (s, "handle-list-recipes", G_CALLBACK (handle_list_recipes), self);
   g_signal_connect (s, "handle-build-image", G_CALLBACK (handle_build_image), self);
   g_signal_connect (s, "handle-import-image", G_CALLBACK (handle_import_image), self);
@@ -1079,12 +1301,26 @@ vd_manager_start (VdManager *self, GError **error)
   vivarium_dbus_manager_set_version (self->skeleton, PACKAGE_VERSION);
   vivarium_dbus_manager_set_state (self->skeleton, "running");
   vivarium_dbus_manager_set_accelerator (self->skeleton, vd_config_use_kvm (self->config) ? "kvm" : "tcg");
+  /* Without its key the daemon could sign nothing: tasks would end with
+   * no report. It still serves sessions; SubmitTask refuses. */
+  if (!vd_report_store_load (self->reports, &local_error)) {
+    g_warning ("no report-signing key, reports are unavailable: %s", local_error->message);
+    g_clear_error (&local_error);
+  }
+  {
+    g_autofree gchar *public_key = vd_report_store_get_public_key (self->reports);
+    vivarium_dbus_manager_set_public_key (self->skeleton, public_key);
+    vivarium_dbus_manager_set_key_fingerprint (self->skeleton, vd_report_store_get_fingerprint (self->reports));
+  }
   connect_handlers (self);
   if (!export_protected (self, G_DBUS_INTERFACE_SKELETON (self->skeleton), VIVARIUM_DBUS_PATH, error) ||
       !export_protected (self, vd_guard_get_skeleton (self->guard), VIVARIUM_DBUS_PATH, error))
     return FALSE;
   load_images (self);
   load_jobs (self);
+  make_remotes_dir (self);
+  vd_project_store_load (self->projects);
+  vd_task_runner_recover (self->runner);
   return TRUE;
 }
 
@@ -1095,6 +1331,8 @@ vd_manager_shutdown (VdManager *self)
 {
   if (self->skeleton != NULL)
     vivarium_dbus_manager_set_state (self->skeleton, "stopping");
+  vd_task_runner_stop_all (self->runner);
   vd_session_pool_stop_all_sync (self->pool);
+  vd_project_store_unmount_all (self->projects);
   vd_dns_relay_stop (self->dns_relay);
 }

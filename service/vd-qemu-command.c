@@ -89,8 +89,8 @@ vd_qemu_command_build (const VdQemuCommand *cmd)
   add (b, "-netdev", "user,id=net0");
   add (b, "-device", "virtio-net-pci,netdev=net0");
   if (cmd->project_dir != NULL)
-    take (b, "-virtfs", g_strdup_printf ("local,path=%s,mount_tag=project,security_model=none,id=project0",
-                                         cmd->project_dir));
+    take (b, "-virtfs", g_strdup_printf ("local,path=%s,mount_tag=project,security_model=none,id=project0%s",
+                                         cmd->project_dir, cmd->project_readonly ? ",readonly=on" : ""));
   take (b, "-qmp", g_strdup_printf ("unix:%s,server=on,wait=off", qmp));
   return g_strv_builder_end (b);
 }

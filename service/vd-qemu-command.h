@@ -15,6 +15,7 @@ typedef struct {
   const gchar *cmdline;
   const gchar *runtime_dir;    /* holds qmp.sock and qga.sock */
   const gchar *project_dir;    /* NULL: no share */
+  gboolean     project_readonly;  /* the guest may read the share, not write it */
   guint        memory_mib;
   guint        cpus;
   gboolean     kvm;

@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include "vivarium-dbus-generated.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-log.h"
@@ -178,15 +179,17 @@ track (VdSessionPool *self, VdSession *session, guint32 uid)
  * nftables table does not cover. */
 VdSession *
 vd_session_pool_create (VdSessionPool *self, VdImage *image, const VdSessionOptions *options, guint32 uid,
-                        GError **error)
+                        const gchar *project_name, const gchar *project_dir, GError **error)
 {
   g_autoptr(VdSession) session = NULL;
   gint64 guard_started = g_get_monotonic_time ();
 
   if (!claim_uid (self, &uid, error) || !vd_guard_add_session (self->guard, uid, error))
     return NULL;
-  session = vd_session_new (self->config, self->systemd, NULL, image, NULL, uid, options,
+  session = vd_session_new (self->config, self->systemd, NULL, image, project_dir, uid, options,
                             vd_guard_get_deny_list (self->guard));
+  vivarium_dbus_session_set_project (VIVARIUM_DBUS_SESSION (vd_session_get_skeleton (session)),
+                                     project_name != NULL ? project_name : "");
   vd_session_set_resolv_conf (session, vd_dns_relay_get_resolv_conf (self->dns_relay));
   vd_session_record_timing (session, "guard", (guint64) (g_get_monotonic_time () - guard_started));
   if (!self->export_func (vd_session_get_skeleton (session), vd_session_get_object_path (session),
@@ -306,7 +309,7 @@ vd_session_pool_start_scratch_async (VdSessionPool *self, VdImage *image, gboole
   opts.cpus = 1;
   opts.guard_layer1 = layer1;
   opts.guard_layer2 = layer2;
-  session = vd_session_pool_create (self, image, &opts, uid, &error);
+  session = vd_session_pool_create (self, image, &opts, uid, NULL, NULL, &error);
   if (session == NULL) {
     g_task_return_error (task, error);
     return;

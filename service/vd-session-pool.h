@@ -36,10 +36,13 @@ VdSessionPool *vd_session_pool_new          (VdConfig        *config,
                                              GDBusConnection *connection,
                                              VdExportFunc     export_func,
                                              gpointer         export_data);
+/* @project_name, @project_dir: the dataset to share (virtio-9p), or NULL. */
 VdSession   *vd_session_pool_create         (VdSessionPool          *self,
                                              VdImage                *image,
                                              const VdSessionOptions *options,
                                              guint32                 uid,
+                                             const gchar            *project_name,
+                                             const gchar            *project_dir,
                                              GError                **error);
 gboolean     vd_session_pool_start_finish   (VdSessionPool *self,
                                              VdSession     *session,

@@ -375,6 +375,7 @@ qemu_argv (VdSession *self, gboolean kvm)
     .cmdline = cmdline,
     .runtime_dir = self->runtime_dir,
     .project_dir = self->project_dir,
+    .project_readonly = self->options.project_readonly,
     .memory_mib = self->options.memory_mib,
     .cpus = self->options.cpus,
     .kvm = kvm,

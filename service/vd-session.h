@@ -18,6 +18,7 @@ typedef struct {
   guint     timeout_sec;       /* 0: none */
   gboolean  guard_layer1;      /* IPAddressDeny= on the unit (self-test may drop it) */
   gboolean  guard_layer2;      /* uid covered by the nftables table */
+  gboolean  project_readonly;  /* the project share is read-only (a task's verification) */
 } VdSessionOptions;
 
 #define VD_TYPE_SESSION (vd_session_get_type ())

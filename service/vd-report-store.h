@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "vivarium-report.h"
+#include "vd-session-pool.h"
+#include "vd-signing-key.h"
+
+G_BEGIN_DECLS
+
+/* The signed reports: the daemon's signing key (KEYS/report-signing-key.pem),
+ * one file per report, REPORTS/<id>.json (0600, written to a temporary file,
+ * flushed and renamed: never half-written), a Report object for each on the
+ * bus. At start every file is verified against the daemon's own key; one
+ * that fails (tampered, another key, truncated) is skipped with a warning
+ * and left on disk for the operator. Only metadata stays in memory; GetJson
+ * and GetText read the file.
+ *
+ * Retention: at most VD_REPORT_STORE_MAX reports; storing one more removes
+ * the oldest (by creation time) from the bus and the disk.
+ *
+ * signal "report-added" (const gchar *object_path) */
+
+#define VD_REPORT_STORE_MAX 200
+
+#define VD_TYPE_REPORT_STORE (vd_report_store_get_type ())
+G_DECLARE_FINAL_TYPE (VdReportStore, vd_report_store, VD, REPORT_STORE, GObject)
+
+VdReportStore *vd_report_store_new             (const gchar  *reports_dir,
+                                                const gchar  *keys_dir,
+                                                guint         max_reports,
+                                                VdExportFunc  export_func,
+                                                gpointer      export_data);
+/* Loads or generates the key, then loads the stored reports. Fails only
+ * when there is no usable key. */
+gboolean       vd_report_store_load            (VdReportStore *self,
+                                                GError       **error);
+gchar         *vd_report_store_get_public_key  (VdReportStore *self);
+const gchar   *vd_report_store_get_fingerprint (VdReportStore *self);
+/* Oldest first. */
+const gchar  **vd_report_store_list_paths      (VdReportStore *self);
+guint          vd_report_store_count           (VdReportStore *self);
+/* Signs @report (its id must be set and new), stores and exports it;
+ * returns its object path (owned by the store). */
+const gchar   *vd_report_store_add             (VdReportStore  *self,
+                                                VivariumReport *report,
+                                                GError        **error);
+/* The stored signed file, verified again (the disk is not trusted more
+ * than at load). */
+GBytes        *vd_report_store_get_json        (VdReportStore *self,
+                                                const gchar   *id,
+                                                GError       **error);
+
+G_END_DECLS

@@ -1,0 +1,977 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdTaskRunner"
+
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vivarium-report.h"
+#include "vd-fs.h"
+#include "vd-log.h"
+#include "vd-task-runner.h"
+#include "vd-worker.h"
+
+#define I(x) VIVARIUM_DBUS_IFACE_PREFIX "." x
+
+/* The worker's verbs, by their option names, and the calls each admits. */
+static const struct {
+  const gchar *tool;
+  const gchar *interface_name;
+  const gchar *method;
+} tool_calls[] = {
+  { "exec",       I ("Session"), "Exec" },
+  { "read-file",  I ("Session"), "ReadFile" },
+  { "write-file", I ("Session"), "WriteFile" },
+  { "screenshot", I ("Session"), "Screenshot" },
+  { "ask",        I ("Task"),    "Ask" },
+};
+
+struct _VdTaskRunner {
+  GObject         parent_instance;
+  VdConfig       *config;
+  VdSystemd      *systemd;
+  VdSessionPool  *pool;
+  VdGuard        *guard;
+  VdProjectStore *projects;
+  VdReportStore  *reports;
+  VdWorkerGrants *grants;
+  VdIdle         *idle;
+  VdExportFunc    export_func;
+  gpointer        export_data;
+  GHashTable     *tasks;   /* id → VdTask */
+  GHashTable     *runs;    /* id → Run, while it runs */
+  GHashTable     *slots;   /* worker slot numbers in use */
+};
+
+G_DEFINE_TYPE (VdTaskRunner, vd_task_runner, G_TYPE_OBJECT)
+
+enum { SIGNAL_TASK_ADDED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+/* One running task: what was asked, what was started, what the end found. */
+typedef struct {
+  VdTaskRunner       *runner;
+  VdTask             *task;
+  gchar              *project;
+  VdImage            *image;
+  gchar              *instructions;
+  GBytes             *script;
+  gchar              *caller_verify;
+  guint               timeout_sec;
+  VdSessionOptions    session_options;
+  GStrv               tools;
+  gchar              *base_commit;
+  gint64              started_at;
+  guint               inhibit;
+  VdSession          *session;
+  gchar              *session_id;
+  guint32             session_uid;
+  VdWorker           *worker;
+  gint                slot;
+  guint               timeout_id;
+  gboolean            winding_down;
+  gboolean            session_starting;  /* the work session's start is under way */
+  VivariumOutcome     end_outcome;
+  gchar              *end_reason;
+  gchar              *summary;
+  gchar              *worker_verify;
+  GPtrArray          *log;          /* of GVariant a{sv}: the work session's commands */
+  guint64             drop_packets;
+  guint64             drop_bytes;
+  gchar              *commit_id;
+  GPtrArray          *changes;      /* of VdChange */
+  VdSession          *verify_session;
+  gchar              *verify_command;
+  VivariumVerifyWhose verify_whose;
+  gint                verify_exit;
+  VivariumVerdict     verdict;
+  gchar              *verify_session_id;
+} Run;
+
+static void
+run_free (Run *run)
+{
+  /* The task outlives the run on the bus, and a stopped worker's unit
+   * still reports its end: neither may reach a freed run. */
+  if (run->task != NULL)
+    g_signal_handlers_disconnect_by_data (run->task, run);
+  if (run->worker != NULL)
+    g_signal_handlers_disconnect_by_data (run->worker, run);
+  g_clear_object (&run->task);
+  g_free (run->project);
+  g_clear_object (&run->image);
+  g_free (run->instructions);
+  g_clear_pointer (&run->script, g_bytes_unref);
+  g_free (run->caller_verify);
+  g_strfreev (run->tools);
+  g_free (run->base_commit);
+  g_clear_object (&run->session);
+  g_free (run->session_id);
+  g_clear_object (&run->worker);
+  g_free (run->end_reason);
+  g_free (run->summary);
+  g_free (run->worker_verify);
+  g_clear_pointer (&run->log, g_ptr_array_unref);
+  g_free (run->commit_id);
+  g_clear_pointer (&run->changes, g_ptr_array_unref);
+  g_clear_object (&run->verify_session);
+  g_free (run->verify_command);
+  g_free (run->verify_session_id);
+  g_free (run);
+}
+
+static void
+vd_task_runner_finalize (GObject *object)
+{
+  VdTaskRunner *self = VD_TASK_RUNNER (object);
+
+  g_hash_table_unref (self->runs);
+  g_hash_table_unref (self->tasks);
+  g_hash_table_unref (self->slots);
+  g_clear_object (&self->config);
+  g_clear_object (&self->systemd);
+  g_clear_object (&self->pool);
+  g_clear_object (&self->guard);
+  g_clear_object (&self->projects);
+  g_clear_object (&self->reports);
+  g_clear_object (&self->grants);
+  g_clear_object (&self->idle);
+  G_OBJECT_CLASS (vd_task_runner_parent_class)->finalize (object);
+}
+
+static void
+vd_task_runner_class_init (VdTaskRunnerClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_task_runner_finalize;
+  signals[SIGNAL_TASK_ADDED] = g_signal_new ("task-added", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                             NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+}
+
+static void
+vd_task_runner_init (VdTaskRunner *self)
+{
+  self->tasks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->runs = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) run_free);
+  self->slots = g_hash_table_new (g_direct_hash, g_direct_equal);
+}
+
+VdTaskRunner *
+vd_task_runner_new (VdConfig *config, VdSystemd *systemd, VdSessionPool *pool, VdGuard *guard,
+                    VdProjectStore *projects, VdReportStore *reports, VdWorkerGrants *grants, VdIdle *idle,
+                    VdExportFunc export_func, gpointer export_data)
+{
+  VdTaskRunner *self = g_object_new (VD_TYPE_TASK_RUNNER, NULL);
+
+  self->config = g_object_ref (config);
+  self->systemd = g_object_ref (systemd);
+  self->pool = g_object_ref (pool);
+  self->guard = g_object_ref (guard);
+  self->projects = g_object_ref (projects);
+  self->reports = g_object_ref (reports);
+  self->grants = g_object_ref (grants);
+  self->idle = g_object_ref (idle);
+  self->export_func = export_func;
+  self->export_data = export_data;
+  return self;
+}
+
+/* --- records: what a killed daemon leaves -------------------------------- */
+
+static gchar *
+record_path (VdTaskRunner *self, const gchar *id)
+{
+  g_autofree gchar *name = g_strconcat (id, ".json", NULL);
+
+  return vd_config_build_state_path (self->config, "tasks", name, NULL);
+}
+
+static gboolean
+write_record (VdTaskRunner *self, Run *run, GError **error)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", NULL);
+  g_autofree gchar *path = record_path (self, vd_task_get_id (run->task));
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autoptr(JsonNode) root = NULL;
+  g_autofree gchar *text = NULL;
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "id");
+  json_builder_add_string_value (b, vd_task_get_id (run->task));
+  json_builder_set_member_name (b, "project");
+  json_builder_add_string_value (b, run->project);
+  json_builder_set_member_name (b, "image");
+  json_builder_add_string_value (b, vd_image_get_name (run->image));
+  json_builder_set_member_name (b, "image-digest");
+  json_builder_add_string_value (b, vd_image_get_digest (run->image));
+  json_builder_set_member_name (b, "submitted-at");
+  json_builder_add_int_value (b, run->started_at);
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  text = json_generator_to_data (gen, NULL);
+  if (!vd_fs_mkdir (dir, 0700, 0, 0, error))
+    return FALSE;
+  return vd_fs_write_durably (path, text, 0600, error);
+}
+
+static void
+remove_record (VdTaskRunner *self, const gchar *id)
+{
+  g_autofree gchar *path = record_path (self, id);
+
+  if (g_unlink (path) != 0 && errno != ENOENT)
+    g_warning ("cannot remove the task record %s: %s", path, g_strerror (errno));
+}
+
+/* --- options --------------------------------------------------------------- */
+
+static gboolean
+opt_fail (GError **error, const gchar *key, const gchar *why)
+{
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The task option “%s” %s", key, why);
+  return FALSE;
+}
+
+static gboolean
+opt_uint (GVariant *v, const gchar *key, guint min, guint max, guint *out, GError **error)
+{
+  g_autofree gchar *why = NULL;
+
+  if (!g_variant_is_of_type (v, G_VARIANT_TYPE_UINT32))
+    return opt_fail (error, key, "must be an unsigned 32-bit number (type u)");
+  *out = g_variant_get_uint32 (v);
+  if (*out < min || *out > max) {
+    why = g_strdup_printf ("is %u; it must be between %u and %u", *out, min, max);
+    return opt_fail (error, key, why);
+  }
+  return TRUE;
+}
+
+static gboolean
+opt_tools (Run *run, GVariant *v, GError **error)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_autofree const gchar **tools = NULL;
+
+  if (!g_variant_is_of_type (v, G_VARIANT_TYPE_STRING_ARRAY))
+    return opt_fail (error, "tools", "must be a list of strings (type as)");
+  tools = g_variant_get_strv (v, NULL);
+  for (guint i = 0; tools[i] != NULL; i++) {
+    gboolean known = FALSE;
+    for (gsize j = 0; j < G_N_ELEMENTS (tool_calls); j++)
+      known = known || g_str_equal (tools[i], tool_calls[j].tool);
+    if (!known)
+      return opt_fail (error, "tools", "names an unknown tool (known: exec, read-file, write-file, screenshot, ask)");
+    g_strv_builder_add (b, tools[i]);
+  }
+  g_strfreev (run->tools);
+  run->tools = g_strv_builder_end (b);
+  return TRUE;
+}
+
+static gboolean
+opt_string (GVariant *v, const gchar *key, gsize max, gchar **out, GError **error)
+{
+  gsize len;
+  const gchar *s;
+
+  if (!g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
+    return opt_fail (error, key, "must be a string");
+  s = g_variant_get_string (v, &len);
+  if (len == 0 || len > max)
+    return opt_fail (error, key, "is empty or too long");
+  g_free (*out);
+  *out = g_strdup (s);
+  return TRUE;
+}
+
+static gboolean
+opt_one (VdTaskRunner *self, Run *run, const gchar *key, GVariant *v, gchar **worker, GError **error)
+{
+  if (g_str_equal (key, "worker"))
+    return opt_string (v, key, 32, worker, error);
+  if (g_str_equal (key, "script")) {
+    if (!g_variant_is_of_type (v, G_VARIANT_TYPE_BYTESTRING))
+      return opt_fail (error, key, "must be bytes (type ay)");
+    if (g_variant_get_size (v) == 0 || g_variant_get_size (v) > VD_WORKER_SCRIPT_MAX)
+      return opt_fail (error, key, "is empty or larger than 1 MiB");
+    g_clear_pointer (&run->script, g_bytes_unref);
+    run->script = g_variant_get_data_as_bytes (v);
+    return TRUE;
+  }
+  if (g_str_equal (key, "verify"))
+    return opt_string (v, key, VIVARIUM_REPORT_VERIFY_CMD_MAX, &run->caller_verify, error);
+  if (g_str_equal (key, "timeout"))
+    return opt_uint (v, key, 1, VIVARIUM_TIMEOUT_MAX_SEC, &run->timeout_sec, error);
+  if (g_str_equal (key, "memory"))
+    return opt_uint (v, key, VIVARIUM_MEMORY_MIN_MIB, VIVARIUM_MEMORY_MAX_MIB, &run->session_options.memory_mib, error);
+  if (g_str_equal (key, "cpus"))
+    return opt_uint (v, key, 1, VIVARIUM_CPUS_MAX, &run->session_options.cpus, error);
+  if (g_str_equal (key, "tools"))
+    return opt_tools (run, v, error);
+  return opt_fail (error, key, "is unknown (known: worker, script, verify, timeout, memory, cpus, tools)");
+}
+
+static gboolean
+parse_options (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
+{
+  g_autofree gchar *worker = g_strdup ("script");
+  GVariantIter iter;
+  const gchar *key;
+  GVariant *value;
+
+  run->timeout_sec = VD_TASK_DEFAULT_TIMEOUT;
+  run->session_options.memory_mib = vd_config_get_default_memory_mib (self->config);
+  run->session_options.cpus = vd_config_get_default_cpus (self->config);
+  run->session_options.guard_layer1 = TRUE;
+  run->session_options.guard_layer2 = TRUE;
+  g_variant_iter_init (&iter, options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value)) {
+    g_autoptr(GVariant) v = value;
+    if (!opt_one (self, run, key, v, &worker, error))
+      return FALSE;
+  }
+  if (g_str_equal (worker, "agent")) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_SUPPORTED, "The agent worker is not available yet");
+    return FALSE;
+  }
+  if (!g_str_equal (worker, "script"))
+    return opt_fail (error, "worker", "must be “script”");
+  if (run->script == NULL)
+    return opt_fail (error, "script", "is required for a script worker");
+  return TRUE;
+}
+
+/* --- the end: report ---------------------------------------------------------- */
+
+static VivariumFileChange
+file_change_of (VdChangeStatus status)
+{
+  switch (status) {
+  case VD_CHANGE_ADDED:    return VIVARIUM_FILE_CHANGE_ADDED;
+  case VD_CHANGE_DELETED:  return VIVARIUM_FILE_CHANGE_DELETED;
+  case VD_CHANGE_TYPECHANGE: return VIVARIUM_FILE_CHANGE_TYPECHANGE;
+  default:                 return VIVARIUM_FILE_CHANGE_MODIFIED;
+  }
+}
+
+static VivariumFileKind
+file_kind_of (VdChangeKind kind)
+{
+  switch (kind) {
+  case VD_CHANGE_KIND_SYMLINK: return VIVARIUM_FILE_KIND_SYMLINK;
+  case VD_CHANGE_KIND_SPECIAL: return VIVARIUM_FILE_KIND_SPECIAL;
+  default:                     return VIVARIUM_FILE_KIND_FILE;
+  }
+}
+
+static VivariumReport *
+assemble_report (Run *run)
+{
+  VivariumReport *r = vivarium_report_new ();
+  const gchar *id = vd_task_get_id (run->task);
+
+  vivarium_report_set_id (r, id);
+  vivarium_report_set_task_id (r, id);
+  /* Ids are tokens or absent, never "": the report's reader refuses "". */
+  vivarium_report_set_session_id (r, run->session_id);
+  vivarium_report_set_image (r, vd_image_get_name (run->image), vd_image_get_digest (run->image));
+  vivarium_report_set_project (r, run->project);
+  vivarium_report_set_times (r, run->started_at, g_get_real_time ());
+  vivarium_report_set_host (r, g_get_host_name ());
+  vivarium_report_set_daemon_version (r, PACKAGE_VERSION);
+  vivarium_report_set_outcome (r, run->end_outcome, run->end_reason);
+  for (guint i = 0; run->log != NULL && i < run->log->len; i++) {
+    g_autoptr(GError) error = NULL;
+    if (!vivarium_report_add_command_from_log (r, g_ptr_array_index (run->log, i), &error))
+      g_warning ("task %s: a command log entry left out: %s", id, error->message);
+  }
+  for (guint i = 0; run->changes != NULL && i < run->changes->len; i++) {
+    VdChange *c = g_ptr_array_index (run->changes, i);
+    if (c->status == VD_CHANGE_SKIPPED)
+      continue;
+    gboolean text = c->kind == VD_CHANGE_KIND_FILE && !c->binary;
+    vivarium_report_add_file (r, c->path, file_change_of (c->status), file_kind_of (c->kind),
+                              text ? (gint64) c->lines_added : -1, text ? (gint64) c->lines_removed : -1);
+  }
+  vivarium_report_set_commit (r, run->commit_id);
+  vivarium_report_set_verification (r, run->verify_command, run->verify_whose, run->verify_exit, run->verdict,
+                                    run->verify_session_id);
+  vivarium_report_set_guard_drops (r, run->drop_packets, run->drop_bytes);
+  if (run->summary != NULL)
+    vivarium_report_set_summary (r, run->summary, -1);
+  return r;
+}
+
+static void
+prune_tasks (VdTaskRunner *self)
+{
+  g_autoptr(GPtrArray) finished = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->tasks);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    if (vd_task_is_finished (value))
+      g_ptr_array_add (finished, value);
+  }
+  while (finished->len > VD_TASK_RUNNER_HISTORY) {
+    VdTask *oldest = g_ptr_array_index (finished, 0);
+    guint at = 0;
+    for (guint i = 1; i < finished->len; i++) {
+      VdTask *t = g_ptr_array_index (finished, i);
+      if (vd_task_get_submitted_at (t) < vd_task_get_submitted_at (oldest)) {
+        oldest = t;
+        at = i;
+      }
+    }
+    g_ptr_array_remove_index_fast (finished, at);
+    g_hash_table_remove (self->tasks, vd_task_get_id (oldest));
+  }
+}
+
+/* Everything the task held goes back, whatever happened before. */
+static void
+end_run (Run *run)
+{
+  VdTaskRunner *self = run->runner;
+  g_autoptr(VivariumReport) report = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *id = g_strdup (vd_task_get_id (run->task));
+  VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
+  g_autoptr(GError) last_error = NULL;
+  const gchar *path;
+
+  vd_task_set_step (run->task, "report");
+  report = assemble_report (run);
+  path = vd_report_store_add (self->reports, report, &error);
+  if (path == NULL) {
+    g_warning ("task %s: no report: %s", id, error->message);
+    g_free (run->end_reason);
+    run->end_reason = g_strdup_printf ("the report could not be signed or stored: %s", error->message);
+    run->end_outcome = VIVARIUM_OUTCOME_FAILED;
+  }
+  vd_task_set_report (run->task, path);
+  if (project != NULL && !vd_project_set_last_task (project, id, &last_error))
+    g_warning ("task %s: cannot record the last task: %s", id, last_error->message);
+  vd_project_store_release (self->projects, run->project);
+  if (run->worker != NULL)
+    vd_worker_cleanup (run->worker);
+  if (run->slot >= 0)
+    g_hash_table_remove (self->slots, GINT_TO_POINTER (run->slot));
+  remove_record (self, id);
+  vd_idle_uninhibit (self->idle, run->inhibit);
+  vd_log_task (G_LOG_LEVEL_INFO, id, "task %s ended: %s%s%s", id, vivarium_outcome_to_string (run->end_outcome),
+               run->end_reason != NULL ? ", " : "", run->end_reason != NULL ? run->end_reason : "");
+  vd_task_finish (run->task, run->end_outcome, run->end_reason);
+  g_hash_table_remove (self->runs, id);
+  prune_tasks (self);
+}
+
+/* --- the end: verification in a fresh session ---------------------------------- */
+
+static void
+verify_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
+  g_autoptr(GError) error = NULL;
+
+  vd_session_stop_finish (VD_SESSION (source), res, NULL);
+  if (project != NULL && !vd_project_revoke (project, &error))
+    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
+  end_run (run);
+}
+
+static void
+verify_ran_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) result = vd_session_exec_finish (VD_SESSION (source), res, &error);
+
+  if (result == NULL) {
+    g_warning ("task %s: the verification did not run: %s", vd_task_get_id (run->task), error->message);
+    run->verify_exit = -1;
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+  } else {
+    run->verify_exit = result->exit_status;
+    run->verdict = result->exit_status == 0 && !result->signaled ? VIVARIUM_VERDICT_PASS : VIVARIUM_VERDICT_FAIL;
+  }
+  vd_session_stop_async (run->verify_session, verify_stopped_cb, run);
+}
+
+static void
+verify_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *script = NULL;
+
+  if (!vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error)) {
+    g_warning ("task %s: the verification session did not start: %s", vd_task_get_id (run->task), error->message);
+    run->verify_exit = -1;
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    vd_session_stop_async (run->verify_session, verify_stopped_cb, run);
+    return;
+  }
+  /* In /project, like the worker saw it; the command is the caller's or
+   * the worker's text, run only inside the guest. */
+  script = g_strconcat ("cd /project && ", run->verify_command, NULL);
+  {
+    const gchar *argv[] = { "/bin/sh", "-c", script, NULL };
+    vd_session_exec_async (run->verify_session, argv, VD_TASK_VERIFY_TIMEOUT, NULL, verify_ran_cb, run);
+  }
+}
+
+static void
+start_verification (Run *run)
+{
+  VdTaskRunner *self = run->runner;
+  VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
+  VdSessionOptions opts = run->session_options;
+  g_autoptr(GError) error = NULL;
+
+  run->verify_command = g_strdup (run->caller_verify != NULL ? run->caller_verify : run->worker_verify);
+  run->verify_whose = run->caller_verify != NULL ? VIVARIUM_VERIFY_WHOSE_CALLER
+                    : run->worker_verify != NULL ? VIVARIUM_VERIFY_WHOSE_WORKER : VIVARIUM_VERIFY_WHOSE_NONE;
+  run->verify_exit = -1;
+  run->verdict = VIVARIUM_VERDICT_NEVER_RUN;
+  if (run->verify_command == NULL || project == NULL) {
+    end_run (run);
+    return;
+  }
+  vd_task_set_step (run->task, "verify");
+  opts.project_readonly = TRUE;
+  opts.timeout_sec = VD_TASK_VERIFY_TIMEOUT + 300;
+  run->verify_session = vd_session_pool_create (self->pool, run->image, &opts, 0, run->project,
+                                                vd_project_get_work_path (project), &error);
+  if (run->verify_session != NULL && !vd_project_grant (project, vd_session_get_uid (run->verify_session), &error))
+    g_clear_object (&run->verify_session);
+  if (run->verify_session == NULL) {
+    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    vd_project_revoke (project, NULL);
+    end_run (run);
+    return;
+  }
+  run->verify_session_id = g_strdup (vd_session_get_id (run->verify_session));
+  vd_session_start_async (run->verify_session, NULL, verify_started_cb, run);
+}
+
+/* --- the end: commit -------------------------------------------------------------- */
+
+static void
+committed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_commit_finish (VD_PROJECT (source), res, &run->commit_id, &run->changes, &error)) {
+    g_free (run->end_reason);
+    run->end_reason = g_strdup_printf ("the daemon could not commit the work: %s", error->message);
+    run->end_outcome = VIVARIUM_OUTCOME_FAILED;
+  }
+  start_verification (run);
+}
+
+static void
+commit_work (Run *run)
+{
+  VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
+  g_autofree gchar *message = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (project == NULL) {
+    start_verification (run);
+    return;
+  }
+  /* The tree is root's again before the daemon reads it. */
+  if (!vd_project_revoke (project, &error))
+    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
+  message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
+                             vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
+  vd_project_commit_async (project, message, NULL, committed_cb, run);
+}
+
+static void
+work_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+
+  vd_session_stop_finish (VD_SESSION (source), res, NULL);
+  commit_work (run);
+}
+
+static void
+collect_log (Run *run)
+{
+  VdCommandLog *log = vd_session_get_command_log (run->session);
+  guint64 offset = 0;
+
+  run->log = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+  while (run->log->len < VIVARIUM_REPORT_COMMANDS_MAX + 1) {
+    g_autoptr(GError) error = NULL;
+    guint64 next = offset;
+    g_autoptr(GVariant) page = vd_command_log_get_page (log, offset, VIVARIUM_LOG_PAGE_MAX, &next, &error);
+    GVariantIter iter;
+    GVariant *entry;
+
+    if (page == NULL || g_variant_n_children (page) == 0 || next == offset)
+      break;
+    g_variant_iter_init (&iter, page);
+    while ((entry = g_variant_iter_next_value (&iter)) != NULL)
+      g_ptr_array_add (run->log, entry);
+    offset = next;
+  }
+}
+
+static void stop_work (Run *run);
+
+/* The worker finished, exited, was cancelled or hit the hard limit: from
+ * here on it gets nothing, and the daemon does the rest. */
+static void
+wind_down (Run *run, VivariumOutcome outcome, const gchar *reason)
+{
+  if (run->winding_down)
+    return;
+  run->winding_down = TRUE;
+  run->end_outcome = outcome;
+  run->end_reason = g_strdup (reason);
+  if (run->timeout_id != 0)
+    g_source_remove (run->timeout_id);
+  run->timeout_id = 0;
+  vd_task_close_worker (run->task);
+  vd_task_set_step (run->task, "commit");
+  if (run->worker != NULL) {
+    vd_worker_grants_remove (run->runner->grants, vd_worker_get_uid (run->worker));
+    vd_worker_stop (run->worker);
+  }
+  /* A session still booting is stopped once its start returns. */
+  if (!run->session_starting)
+    stop_work (run);
+}
+
+static void
+stop_work (Run *run)
+{
+  if (run->session == NULL) {
+    commit_work (run);
+    return;
+  }
+  collect_log (run);
+  vd_guard_get_counters (run->runner->guard, run->session_uid, &run->drop_packets, &run->drop_bytes);
+  vd_task_set_session (run->task, NULL);
+  vd_session_stop_async (run->session, work_stopped_cb, run);
+}
+
+/* --- the work ----------------------------------------------------------------------- */
+
+static void
+finish_requested_cb (VdTask *task, const gchar *summary, const gchar *verify, gpointer user_data)
+{
+  Run *run = user_data;
+
+  run->summary = g_strdup (summary);
+  run->worker_verify = verify[0] != '\0' ? g_strdup (verify) : NULL;
+  wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
+}
+
+static void
+cancel_requested_cb (VdTask *task, gpointer user_data)
+{
+  wind_down (user_data, VIVARIUM_OUTCOME_FAILED, "cancelled");
+}
+
+static void
+worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
+{
+  Run *run = user_data;
+
+  g_signal_handlers_disconnect_by_data (worker, run);
+  wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
+}
+
+static gboolean
+hard_limit_cb (gpointer user_data)
+{
+  Run *run = user_data;
+  g_autofree gchar *reason = g_strdup_printf ("the task reached its hard limit of %u s; the work so far is committed",
+                                              run->timeout_sec);
+
+  run->timeout_id = 0;
+  wind_down (run, VIVARIUM_OUTCOME_IN_PROGRESS, reason);
+  return G_SOURCE_REMOVE;
+}
+
+static gint
+claim_slot (VdTaskRunner *self)
+{
+  for (guint i = 0; i < VIVARIUM_SESSION_UID_COUNT; i++) {
+    if (!g_hash_table_contains (self->slots, GINT_TO_POINTER ((gint) i))) {
+      g_hash_table_add (self->slots, GINT_TO_POINTER ((gint) i));
+      return (gint) i;
+    }
+  }
+  return -1;
+}
+
+static gboolean
+tool_allowed (Run *run, const gchar *tool)
+{
+  return run->tools == NULL || g_strv_contains ((const gchar * const *) run->tools, tool);
+}
+
+/* Before the unit starts: the worker's first call already finds them. */
+static void
+grant_worker (Run *run, guint32 uid)
+{
+  VdWorkerGrants *grants = run->runner->grants;
+
+  vd_worker_grants_add_worker (grants, uid);
+  for (gsize i = 0; i < G_N_ELEMENTS (tool_calls); i++) {
+    const gchar *path = g_str_equal (tool_calls[i].interface_name, I ("Task"))
+                        ? vd_task_get_object_path (run->task) : vd_session_get_object_path (run->session);
+    if (tool_allowed (run, tool_calls[i].tool))
+      vd_worker_grants_allow (grants, uid, tool_calls[i].interface_name, tool_calls[i].method, path);
+  }
+  vd_worker_grants_allow (grants, uid, I ("Task"), "Finish", vd_task_get_object_path (run->task));
+}
+
+static void
+start_worker (Run *run)
+{
+  VdTaskRunner *self = run->runner;
+  g_autoptr(GError) error = NULL;
+  guint32 uid;
+
+  run->slot = claim_slot (self);
+  if (run->slot < 0) {
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, "every worker slot is in use");
+    return;
+  }
+  uid = VIVARIUM_WORKER_UID_BASE + (guint32) run->slot;
+  run->worker = vd_worker_new (self->systemd, vd_config_get_runtime_dir (self->config), vd_task_get_id (run->task), uid);
+  grant_worker (run, uid);
+  g_signal_connect (run->worker, "exited", G_CALLBACK (worker_exited_cb), run);
+  if (!vd_worker_start (run->worker, run->script, run->instructions, vd_task_get_object_path (run->task),
+                        vd_session_get_object_path (run->session), 512, &error)) {
+    g_autofree gchar *reason = g_strdup_printf ("the worker did not start: %s", error->message);
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  run->timeout_id = g_timeout_add_seconds (run->timeout_sec, hard_limit_cb, run);
+  vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: worker started as uid %u in %s",
+               vd_task_get_id (run->task), uid, vd_worker_get_unit (run->worker));
+}
+
+static void
+work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+  gboolean started = vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error);
+
+  run->session_starting = FALSE;
+  if (run->winding_down) {
+    stop_work (run);
+    return;
+  }
+  if (!started) {
+    g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  start_worker (run);
+}
+
+static gboolean
+start_work_session (Run *run, VdProject *project, GError **error)
+{
+  VdTaskRunner *self = run->runner;
+
+  run->session = vd_session_pool_create (self->pool, run->image, &run->session_options, 0, run->project,
+                                         vd_project_get_work_path (project), error);
+  if (run->session == NULL)
+    return FALSE;
+  run->session_id = g_strdup (vd_session_get_id (run->session));
+  run->session_uid = vd_session_get_uid (run->session);
+  if (!vd_project_grant (project, run->session_uid, error)) {
+    vd_project_revoke (project, NULL);
+    vd_session_stop_async (run->session, NULL, NULL);
+    g_clear_object (&run->session);
+    return FALSE;
+  }
+  vd_task_set_session (run->task, vd_session_get_object_path (run->session));
+  run->session_starting = TRUE;
+  vd_session_start_async (run->session, NULL, work_started_cb, run);
+  return TRUE;
+}
+
+static gchar *
+new_task_id (VdTaskRunner *self)
+{
+  gchar *id = NULL;
+
+  do {
+    g_autofree gchar *uuid = g_uuid_string_random ();
+    g_free (id);
+    id = g_strndup (uuid, 8);
+  } while (g_hash_table_contains (self->tasks, id));
+  return id;
+}
+
+static gboolean
+check_instructions (const gchar *instructions, GError **error)
+{
+  if (strlen (instructions) > VD_TASK_INSTRUCTIONS_MAX) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The instructions are %zu bytes; at most %u are accepted", strlen (instructions),
+                 VD_TASK_INSTRUCTIONS_MAX);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+VdTask *
+vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *image, const gchar *instructions,
+                       GVariant *options, GError **error)
+{
+  g_autofree gchar *id = new_task_id (self);
+  g_autofree gchar *holder = g_strdup_printf ("task %s", id);
+  Run *run = g_new0 (Run, 1);
+  VdProject *project;
+
+  run->runner = self;
+  run->slot = -1;
+  run->image = g_object_ref (image);
+  run->project = g_strdup (project_name);
+  run->instructions = g_strdup (instructions);
+  run->started_at = g_get_real_time ();
+  if (!check_instructions (instructions, error) || !parse_options (self, run, options, error) ||
+      (project = vd_project_store_lookup (self->projects, project_name, error)) == NULL ||
+      !vd_project_store_acquire (self->projects, project_name, holder, error)) {
+    run_free (run);
+    return NULL;
+  }
+  run->base_commit = vd_project_get_head (project, NULL);
+  run->task = vd_task_new (id, project_name, vd_image_get_name (image), "script");
+  if (!self->export_func (vd_task_get_skeleton (run->task), vd_task_get_object_path (run->task), self->export_data,
+                          error) ||
+      !write_record (self, run, error)) {
+    vd_project_store_release (self->projects, project_name);
+    run_free (run);
+    return NULL;
+  }
+  g_hash_table_insert (self->tasks, g_strdup (id), g_object_ref (run->task));
+  g_hash_table_insert (self->runs, g_strdup (id), run);
+  run->inhibit = vd_idle_inhibit (self->idle, holder);
+  g_signal_connect (run->task, "finish-requested", G_CALLBACK (finish_requested_cb), run);
+  g_signal_connect (run->task, "cancel-requested", G_CALLBACK (cancel_requested_cb), run);
+  vd_log_task (G_LOG_LEVEL_INFO, id, "task %s submitted (project %s, image %s)", id, project_name,
+               vd_image_get_name (image));
+  g_signal_emit (self, signals[SIGNAL_TASK_ADDED], 0, vd_task_get_object_path (run->task));
+  {
+    g_autoptr(GError) start_error = NULL;
+    if (!start_work_session (run, project, &start_error)) {
+      g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", start_error->message);
+      wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    }
+  }
+  return g_hash_table_lookup (self->tasks, id);
+}
+
+const gchar **
+vd_task_runner_list_paths (VdTaskRunner *self)
+{
+  GPtrArray *paths = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->tasks);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_ptr_array_add (paths, (gpointer) vd_task_get_object_path (value));
+  g_ptr_array_sort (paths, (GCompareFunc) g_strcmp0);
+  g_ptr_array_add (paths, NULL);
+  return (const gchar **) g_ptr_array_free (paths, FALSE);
+}
+
+/* --- a killed daemon's tasks --------------------------------------------------------- */
+
+static const gchar *
+token_or_null (const gchar *s)
+{
+  return s != NULL && s[0] != '\0' ? s : NULL;
+}
+
+static void
+recover_one (VdTaskRunner *self, const gchar *id, JsonObject *o)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autoptr(GError) error = NULL;
+  const gchar *project = json_object_get_string_member_with_default (o, "project", "");
+  VdProject *p = vd_project_store_lookup (self->projects, project, NULL);
+
+  vivarium_report_set_id (r, id);
+  vivarium_report_set_task_id (r, id);
+  vivarium_report_set_session_id (r, token_or_null (json_object_get_string_member_with_default (o, "session", "")));
+  vivarium_report_set_image (r, token_or_null (json_object_get_string_member_with_default (o, "image", "")),
+                             token_or_null (json_object_get_string_member_with_default (o, "image-digest", "")));
+  vivarium_report_set_project (r, token_or_null (project));
+  vivarium_report_set_times (r, json_object_get_int_member_with_default (o, "submitted-at", 0), g_get_real_time ());
+  vivarium_report_set_host (r, g_get_host_name ());
+  vivarium_report_set_daemon_version (r, PACKAGE_VERSION);
+  vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_FAILED, "the daemon stopped while it ran");
+  vivarium_report_set_verification (r, NULL, VIVARIUM_VERIFY_WHOSE_NONE, -1, VIVARIUM_VERDICT_NEVER_RUN, NULL);
+  if (vd_report_store_add (self->reports, r, &error) == NULL)
+    g_warning ("task %s: no report of the interrupted task: %s", id, error->message);
+  if (p != NULL && !vd_project_set_last_task (p, id, NULL))
+    g_warning ("task %s: cannot record the last task", id);
+  if (p != NULL)
+    vd_project_store_refresh (self->projects, project);
+  vd_log_task (G_LOG_LEVEL_WARNING, id, "task %s was interrupted by the daemon's end: reported FAILED", id);
+}
+
+void
+vd_task_runner_recover (VdTaskRunner *self)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", NULL);
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    g_autofree gchar *id = NULL;
+    g_autofree gchar *path = g_build_filename (dir, names[i], NULL);
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    g_autoptr(GError) error = NULL;
+
+    if (names[i][0] == '.' || !g_str_has_suffix (names[i], ".json"))
+      continue;
+    id = g_strndup (names[i], strlen (names[i]) - strlen (".json"));
+    if (!vivarium_name_validate ("task", id, &error) || !json_parser_load_from_file (parser, path, &error) ||
+        !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      g_warning ("task record %s unreadable: %s", path, error != NULL ? error->message : "not an object");
+    else
+      recover_one (self, id, json_node_get_object (json_parser_get_root (parser)));
+    remove_record (self, id);
+  }
+}
+
+void
+vd_task_runner_stop_all (VdTaskRunner *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->runs);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    Run *run = value;
+    if (run->worker != NULL)
+      vd_systemd_stop_unit_sync (self->systemd, vd_worker_get_unit (run->worker), 15000, NULL);
+  }
+}

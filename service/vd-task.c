@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdTask"
+
+#include "config.h"
+
+#include <string.h>
+
+#include "vivarium-dbus-generated.h"
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vd-task.h"
+
+typedef struct {
+  VdTask                *task;
+  GDBusMethodInvocation *invocation;
+  guint                  timeout_id;
+} Wait;
+
+struct _VdTask {
+  GObject                parent_instance;
+  gchar                 *id;
+  gchar                 *path;
+  VivariumDBusTask      *skeleton;
+  VivariumOutcome        outcome;
+  gboolean               finished;
+  gboolean               worker_closed;   /* Ask/Finish no longer accepted */
+  GDBusMethodInvocation *ask;             /* the worker's pending Ask */
+  GPtrArray             *waits;           /* of Wait */
+};
+
+G_DEFINE_TYPE (VdTask, vd_task, G_TYPE_OBJECT)
+
+enum { SIGNAL_FINISH_REQUESTED, SIGNAL_CANCEL_REQUESTED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+static void
+wait_free (Wait *wait)
+{
+  if (wait->timeout_id != 0)
+    g_source_remove (wait->timeout_id);
+  g_clear_object (&wait->invocation);
+  g_free (wait);
+}
+
+static void
+vd_task_finalize (GObject *object)
+{
+  VdTask *self = VD_TASK (object);
+
+  g_ptr_array_unref (self->waits);
+  if (self->ask != NULL)
+    g_dbus_method_invocation_return_error (g_steal_pointer (&self->ask), VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
+                                           "The task was forgotten");
+  if (g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->skeleton)) != NULL)
+    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
+  g_clear_object (&self->skeleton);
+  g_free (self->id);
+  g_free (self->path);
+  G_OBJECT_CLASS (vd_task_parent_class)->finalize (object);
+}
+
+static void
+vd_task_class_init (VdTaskClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_task_finalize;
+  signals[SIGNAL_FINISH_REQUESTED] = g_signal_new ("finish-requested", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                                   0, NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
+  signals[SIGNAL_CANCEL_REQUESTED] = g_signal_new ("cancel-requested", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                                   0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+}
+
+static void
+vd_task_init (VdTask *self)
+{
+  self->skeleton = vivarium_dbus_task_skeleton_new ();
+  self->waits = g_ptr_array_new_with_free_func ((GDestroyNotify) wait_free);
+}
+
+/* --- outcome and waits ---------------------------------------------------- */
+
+static void
+return_wait (Wait *wait, VivariumOutcome outcome)
+{
+  g_dbus_method_invocation_return_value (g_steal_pointer (&wait->invocation),
+                                         g_variant_new ("(s)", vivarium_outcome_to_string (outcome)));
+}
+
+static void
+release_waits (VdTask *self)
+{
+  g_autoptr(GPtrArray) waits = g_steal_pointer (&self->waits);
+
+  self->waits = g_ptr_array_new_with_free_func ((GDestroyNotify) wait_free);
+  for (guint i = 0; i < waits->len; i++)
+    return_wait (g_ptr_array_index (waits, i), self->outcome);
+}
+
+static void
+set_outcome (VdTask *self, VivariumOutcome outcome)
+{
+  const gchar *name = vivarium_outcome_to_string (outcome);
+
+  if (self->outcome == outcome)
+    return;
+  self->outcome = outcome;
+  vivarium_dbus_task_set_outcome (self->skeleton, name);
+  vivarium_dbus_task_emit_outcome_changed (self->skeleton, name);
+  /* NEEDS_INPUT and the end are what a waiter waits for. */
+  if (outcome != VIVARIUM_OUTCOME_IN_PROGRESS)
+    release_waits (self);
+}
+
+static gboolean
+wait_timeout_cb (gpointer user_data)
+{
+  Wait *wait = user_data;
+  VdTask *self = wait->task;
+
+  wait->timeout_id = 0;
+  return_wait (wait, self->outcome);
+  g_ptr_array_remove (self->waits, wait);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+handle_wait (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint timeout, VdTask *self)
+{
+  Wait *wait;
+
+  if (timeout > VD_TASK_WAIT_MAX_SEC) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                                           "Wait takes 0 to %u seconds, not %u", VD_TASK_WAIT_MAX_SEC, timeout);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (timeout == 0 || self->finished || self->outcome != VIVARIUM_OUTCOME_IN_PROGRESS) {
+    vivarium_dbus_task_complete_wait (iface, invocation, vivarium_outcome_to_string (self->outcome));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (self->waits->len >= VD_TASK_WAITS_MAX) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                                           "%u callers are already waiting for this task", VD_TASK_WAITS_MAX);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  wait = g_new0 (Wait, 1);
+  wait->task = self;
+  wait->invocation = g_object_ref (invocation);
+  wait->timeout_id = g_timeout_add_seconds (timeout, wait_timeout_cb, wait);
+  g_ptr_array_add (self->waits, wait);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* --- Ask and Answer -------------------------------------------------------- */
+
+static gboolean
+refuse_closed (VdTask *self, GDBusMethodInvocation *invocation)
+{
+  if (!self->worker_closed && !self->finished)
+    return FALSE;
+  g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                                         "The task %s is finishing or finished", self->id);
+  return TRUE;
+}
+
+static gboolean
+handle_ask (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const gchar *question, VdTask *self)
+{
+  g_autofree gchar *shown = NULL;
+
+  if (refuse_closed (self, invocation))
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  if (self->ask != NULL) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                                           "The worker has a question pending already");
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (strlen (question) > VD_TASK_QUESTION_MAX || question[0] == '\0') {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                                           "A question is 1 to %u bytes", VD_TASK_QUESTION_MAX);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  /* The worker's words: escaped before anyone's screen shows them. */
+  shown = vivarium_escape_untrusted (question, strlen (question), VD_TASK_QUESTION_MAX, NULL);
+  self->ask = g_object_ref (invocation);
+  vivarium_dbus_task_set_question (iface, shown);
+  set_outcome (self, VIVARIUM_OUTCOME_NEEDS_INPUT);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_answer (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const gchar *text, VdTask *self)
+{
+  if (self->ask == NULL || self->outcome != VIVARIUM_OUTCOME_NEEDS_INPUT) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                                           "The task %s is not waiting for an answer", self->id);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (strlen (text) > VD_TASK_ANSWER_MAX) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                                           "An answer is at most %u bytes", VD_TASK_ANSWER_MAX);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  g_dbus_method_invocation_return_value (g_steal_pointer (&self->ask), g_variant_new ("(s)", text));
+  vivarium_dbus_task_set_question (iface, "");
+  set_outcome (self, VIVARIUM_OUTCOME_IN_PROGRESS);
+  vivarium_dbus_task_complete_answer (iface, invocation);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* --- Finish and Cancel: the runner's business ------------------------------- */
+
+static gboolean
+handle_finish (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const gchar *summary,
+               const gchar *verify_command, VdTask *self)
+{
+  if (refuse_closed (self, invocation))
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  if (strlen (summary) > VD_TASK_SUMMARY_MAX || strlen (verify_command) > 4096) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE,
+                                           "The summary is at most %u bytes, the verification command 4096",
+                                           VD_TASK_SUMMARY_MAX);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vivarium_dbus_task_complete_finish (iface, invocation);
+  g_signal_emit (self, signals[SIGNAL_FINISH_REQUESTED], 0, summary, verify_command);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_cancel (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, VdTask *self)
+{
+  if (refuse_closed (self, invocation))
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  vivarium_dbus_task_complete_cancel (iface, invocation);
+  g_signal_emit (self, signals[SIGNAL_CANCEL_REQUESTED], 0);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* --- public ----------------------------------------------------------------- */
+
+VdTask *
+vd_task_new (const gchar *id, const gchar *project, const gchar *image, const gchar *worker)
+{
+  VdTask *self = g_object_new (VD_TYPE_TASK, NULL);
+  VivariumDBusTask *s = self->skeleton;
+
+  self->id = g_strdup (id);
+  self->path = vivarium_object_path_for (VIVARIUM_DBUS_PATH_TASKS, id);
+  self->outcome = VIVARIUM_OUTCOME_IN_PROGRESS;
+  vivarium_dbus_task_set_id (s, id);
+  vivarium_dbus_task_set_project (s, project);
+  vivarium_dbus_task_set_image (s, image);
+  vivarium_dbus_task_set_worker (s, worker);
+  vivarium_dbus_task_set_outcome (s, vivarium_outcome_to_string (self->outcome));
+  vivarium_dbus_task_set_step (s, "work");
+  vivarium_dbus_task_set_question (s, "");
+  vivarium_dbus_task_set_reason (s, "");
+  vivarium_dbus_task_set_session (s, "/");
+  vivarium_dbus_task_set_report (s, "/");
+  vivarium_dbus_task_set_submitted_at (s, (guint64) g_get_real_time ());
+  vivarium_dbus_task_set_finished_at (s, 0);
+  g_signal_connect (s, "handle-wait", G_CALLBACK (handle_wait), self);
+  g_signal_connect (s, "handle-ask", G_CALLBACK (handle_ask), self);
+  g_signal_connect (s, "handle-answer", G_CALLBACK (handle_answer), self);
+  g_signal_connect (s, "handle-finish", G_CALLBACK (handle_finish), self);
+  g_signal_connect (s, "handle-cancel", G_CALLBACK (handle_cancel), self);
+  return self;
+}
+
+const gchar *
+vd_task_get_id (VdTask *self)
+{
+  return self->id;
+}
+
+const gchar *
+vd_task_get_object_path (VdTask *self)
+{
+  return self->path;
+}
+
+GDBusInterfaceSkeleton *
+vd_task_get_skeleton (VdTask *self)
+{
+  return G_DBUS_INTERFACE_SKELETON (self->skeleton);
+}
+
+VivariumOutcome
+vd_task_get_outcome (VdTask *self)
+{
+  return self->outcome;
+}
+
+gboolean
+vd_task_is_finished (VdTask *self)
+{
+  return self->finished;
+}
+
+gint64
+vd_task_get_submitted_at (VdTask *self)
+{
+  return (gint64) vivarium_dbus_task_get_submitted_at (self->skeleton);
+}
+
+void
+vd_task_set_step (VdTask *self, const gchar *step)
+{
+  vivarium_dbus_task_set_step (self->skeleton, step);
+}
+
+void
+vd_task_set_session (VdTask *self, const gchar *session_path)
+{
+  vivarium_dbus_task_set_session (self->skeleton, session_path != NULL ? session_path : "/");
+}
+
+void
+vd_task_set_report (VdTask *self, const gchar *report_path)
+{
+  vivarium_dbus_task_set_report (self->skeleton, report_path != NULL ? report_path : "/");
+}
+
+void
+vd_task_close_worker (VdTask *self)
+{
+  self->worker_closed = TRUE;
+  if (self->ask != NULL) {
+    g_dbus_method_invocation_return_error (g_steal_pointer (&self->ask), VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
+                                           "The task ended before the question was answered");
+    vivarium_dbus_task_set_question (self->skeleton, "");
+    set_outcome (self, VIVARIUM_OUTCOME_IN_PROGRESS);
+  }
+}
+
+void
+vd_task_finish (VdTask *self, VivariumOutcome outcome, const gchar *reason)
+{
+  vd_task_close_worker (self);
+  self->finished = TRUE;
+  vivarium_dbus_task_set_reason (self->skeleton, reason != NULL ? reason : "");
+  vivarium_dbus_task_set_finished_at (self->skeleton, (guint64) g_get_real_time ());
+  vivarium_dbus_task_set_step (self->skeleton, "done");
+  vivarium_dbus_task_set_session (self->skeleton, "/");
+  /* IN_PROGRESS at the hard limit is an end too: waiters learn it now. */
+  if (self->outcome == outcome)
+    release_waits (self);
+  else
+    set_outcome (self, outcome);
+  if (outcome == VIVARIUM_OUTCOME_IN_PROGRESS)
+    release_waits (self);
+}

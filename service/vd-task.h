@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "vivarium-state.h"
+
+G_BEGIN_DECLS
+
+/* One task's org.vivarium.Vivarium1.Task object: its typed outcome (strings
+ * only on the bus), the question between Ask and Answer, the callers
+ * waiting in Wait (at most VD_TASK_WAITS_MAX at once). It decides nothing
+ * about the work: Finish and Cancel are handed to the runner by signals.
+ *
+ * signal "finish-requested" (const gchar *summary, const gchar *verify_command)
+ * signal "cancel-requested" () */
+
+#define VD_TASK_WAITS_MAX        32
+#define VD_TASK_WAIT_MAX_SEC     3600
+#define VD_TASK_ANSWER_MAX       (64 * 1024)
+#define VD_TASK_QUESTION_MAX     4096
+/* Finish's summary is capped at 4 KiB in the report; bigger is accepted up
+ * to this (and cut there), beyond it refused. */
+#define VD_TASK_SUMMARY_MAX      (2 * 1024 * 1024)
+
+#define VD_TYPE_TASK (vd_task_get_type ())
+G_DECLARE_FINAL_TYPE (VdTask, vd_task, VD, TASK, GObject)
+
+VdTask          *vd_task_new             (const gchar *id,
+                                          const gchar *project,
+                                          const gchar *image,
+                                          const gchar *worker);
+const gchar     *vd_task_get_id          (VdTask *self);
+const gchar     *vd_task_get_object_path (VdTask *self);
+GDBusInterfaceSkeleton *vd_task_get_skeleton (VdTask *self);
+VivariumOutcome  vd_task_get_outcome     (VdTask *self);
+gboolean         vd_task_is_finished     (VdTask *self);
+gint64           vd_task_get_submitted_at (VdTask *self);
+
+void             vd_task_set_step        (VdTask      *self,
+                                          const gchar *step);
+void             vd_task_set_session     (VdTask      *self,
+                                          const gchar *session_path);
+/* While the task runs: IN_PROGRESS or NEEDS_INPUT (Ask does that). */
+void             vd_task_set_report      (VdTask      *self,
+                                          const gchar *report_path);
+/* The end: outcome and reason are final; waits return, a pending Ask fails
+ * with Cancelled, Finish and Cancel are refused from now on. */
+void             vd_task_finish          (VdTask          *self,
+                                          VivariumOutcome  outcome,
+                                          const gchar     *reason);
+/* Refuses further Ask/Finish once the runner started to wind down, and
+ * fails a pending Ask with Cancelled. */
+void             vd_task_close_worker    (VdTask *self);
+
+G_END_DECLS

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdWorker"
+
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <glib/gstdio.h>
+
+#include "vivarium-error.h"
+#include "vivarium-names.h"
+#include "vd-fs.h"
+#include "vd-log.h"
+#include "vd-worker.h"
+
+struct _VdWorker {
+  GObject    parent_instance;
+  VdSystemd *systemd;
+  gchar     *task_id;
+  gchar     *unit;
+  gchar     *dir;
+  guint32    uid;
+  gboolean   started;
+  gboolean   exited;
+};
+
+G_DEFINE_TYPE (VdWorker, vd_worker, G_TYPE_OBJECT)
+
+enum { SIGNAL_EXITED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+static void
+vd_worker_finalize (GObject *object)
+{
+  VdWorker *self = VD_WORKER (object);
+
+  g_clear_object (&self->systemd);
+  g_free (self->task_id);
+  g_free (self->unit);
+  g_free (self->dir);
+  G_OBJECT_CLASS (vd_worker_parent_class)->finalize (object);
+}
+
+static void
+vd_worker_class_init (VdWorkerClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_worker_finalize;
+  signals[SIGNAL_EXITED] = g_signal_new ("exited", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                         NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_BOOLEAN);
+}
+
+static void
+vd_worker_init (VdWorker *self)
+{
+}
+
+VdWorker *
+vd_worker_new (VdSystemd *systemd, const gchar *runtime_dir, const gchar *task_id, guint32 uid)
+{
+  VdWorker *self = g_object_new (VD_TYPE_WORKER, NULL);
+
+  self->systemd = g_object_ref (systemd);
+  self->task_id = g_strdup (task_id);
+  self->unit = g_strdup_printf ("vivarium-worker-%s.service", task_id);
+  self->dir = g_build_filename (runtime_dir, "workers", task_id, NULL);
+  self->uid = uid;
+  return self;
+}
+
+const gchar *
+vd_worker_get_unit (VdWorker *self)
+{
+  return self->unit;
+}
+
+guint32
+vd_worker_get_uid (VdWorker *self)
+{
+  return self->uid;
+}
+
+static gboolean
+write_file (const gchar *path, const gchar *data, gsize len, guint mode, GError **error)
+{
+  if (!g_file_set_contents_full (path, data, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, mode, error))
+    return FALSE;
+  /* g_file_set_contents_full applies the umask-free mode only to new files;
+   * be explicit: the worker (another uid) must read and run it, not change it. */
+  if (g_chmod (path, mode) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot set the mode of %s", path);
+  return TRUE;
+}
+
+static gboolean
+write_files (VdWorker *self, GBytes *script, const gchar *instructions, GError **error)
+{
+  g_autofree gchar *program = g_build_filename (self->dir, "worker", NULL);
+  g_autofree gchar *text = g_build_filename (self->dir, "instructions", NULL);
+
+  g_autofree gchar *parent = g_path_get_dirname (self->dir);
+
+  /* Explicit modes: the daemon's umask must not hide the program from the
+   * worker's uid, which may read and run it and nothing more. */
+  if (g_mkdir_with_parents (self->dir, 0755) != 0 || g_chmod (parent, 0755) != 0 || g_chmod (self->dir, 0755) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot create %s", self->dir);
+  return write_file (program, g_bytes_get_data (script, NULL), g_bytes_get_size (script), 0755, error) &&
+         write_file (text, instructions, strlen (instructions), 0644, error);
+}
+
+static GVariant *
+unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_path, guint memory_mib)
+{
+  g_autofree gchar *description = g_strdup_printf ("Vivarium worker of task %s", self->task_id);
+  g_autofree gchar *user = g_strdup_printf ("%u", self->uid);
+  g_autofree gchar *program = g_build_filename (self->dir, "worker", NULL);
+  g_autofree gchar *env_task = g_strconcat ("VIVARIUM_TASK=", task_path, NULL);
+  g_autofree gchar *env_session = g_strconcat ("VIVARIUM_SESSION=", session_path, NULL);
+  g_autofree gchar *env_instructions = g_strconcat ("VIVARIUM_INSTRUCTIONS_FILE=", self->dir, "/instructions", NULL);
+  const gchar *env[] = { env_task, env_session, env_instructions, "HOME=/", "LANG=C.UTF-8",
+                         "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+  const gchar *argv[] = { program, NULL };
+  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
+  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string (description));
+  /* The start job ends when the program does: that is how "exited" comes. */
+  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("oneshot"));
+  g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 (G_MAXUINT64));
+  g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
+  g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
+  g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", program, argv));
+  g_variant_builder_add (&b, "(sv)", "Environment", g_variant_new_strv (env, -1));
+  g_variant_builder_add (&b, "(sv)", "WorkingDirectory", g_variant_new_string ("/"));
+  g_variant_builder_add (&b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "IPAddressDeny", g_variant_new_parsed (
+                           "[(2, [byte 0, 0, 0, 0], @u 0), (10, [byte 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], @u 0)]"));
+  g_variant_builder_add (&b, "(sv)", "ProtectSystem", g_variant_new_string ("strict"));
+  g_variant_builder_add (&b, "(sv)", "ProtectHome", g_variant_new_string ("yes"));
+  g_variant_builder_add (&b, "(sv)", "PrivateTmp", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "NoNewPrivileges", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "PrivateDevices", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "ProtectKernelTunables", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "ProtectKernelModules", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "ProtectControlGroups", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "RestrictSUIDSGID", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "MemoryMax", g_variant_new_uint64 ((guint64) memory_mib * 1024 * 1024));
+  g_variant_builder_add (&b, "(sv)", "TasksMax", g_variant_new_uint64 (256));
+  g_variant_builder_add (&b, "(sv)", "TimeoutStopUSec", g_variant_new_uint64 (10 * G_USEC_PER_SEC));
+  return g_variant_builder_end (&b);
+}
+
+static void
+unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdWorker) self = user_data;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = vd_systemd_start_transient_finish (VD_SYSTEMD (source), res, &error);
+
+  if (!ok)
+    vd_log_task (G_LOG_LEVEL_INFO, self->task_id, "worker of task %s ended: %s", self->task_id, error->message);
+  self->exited = TRUE;
+  g_signal_emit (self, signals[SIGNAL_EXITED], 0, ok);
+}
+
+gboolean
+vd_worker_start (VdWorker *self, GBytes *script, const gchar *instructions, const gchar *task_path,
+                 const gchar *session_path, guint memory_mib, GError **error)
+{
+  if (!write_files (self, script, instructions, error))
+    return FALSE;
+  self->started = TRUE;
+  vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, task_path, session_path, memory_mib),
+                                    NULL, NULL, unit_done_cb, g_object_ref (self));
+  return TRUE;
+}
+
+void
+vd_worker_stop (VdWorker *self)
+{
+  if (self->started && !self->exited)
+    vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, NULL, NULL);
+}
+
+void
+vd_worker_cleanup (VdWorker *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_fs_rm_rf (self->dir, &error))
+    g_warning ("cannot remove %s: %s", self->dir, error->message);
+}

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include "vivarium-error.h"
+#include "vd-task.h"
+
+/* The Task object on a real private bus: Ask makes it NEEDS_INPUT and
+ * releases waiters, Answer resumes the asker, waits are bounded, the end
+ * releases everyone and refuses the worker's further calls. */
+
+typedef struct {
+  GTestDBus       *bus;
+  GDBusConnection *service;
+  GDBusConnection *client;
+  VdTask          *task;
+} Fixture;
+
+static GDBusConnection *
+connect_to (const gchar *address)
+{
+  g_autoptr(GError) error = NULL;
+  GDBusConnection *c = g_dbus_connection_new_for_address_sync (address, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+                                                               G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
+                                                               NULL, NULL, &error);
+  g_assert_no_error (error);
+  return c;
+}
+
+static void
+fixture_set_up (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+
+  f->bus = g_test_dbus_new (G_TEST_DBUS_NONE);
+  g_test_dbus_up (f->bus);
+  f->service = connect_to (g_test_dbus_get_bus_address (f->bus));
+  f->client = connect_to (g_test_dbus_get_bus_address (f->bus));
+  f->task = vd_task_new ("t1", "demo", "tiny", "script");
+  g_assert_true (g_dbus_interface_skeleton_export (vd_task_get_skeleton (f->task), f->service,
+                                                   vd_task_get_object_path (f->task), &error));
+}
+
+static void
+fixture_tear_down (Fixture *f, gconstpointer data)
+{
+  g_clear_object (&f->task);
+  g_clear_object (&f->client);
+  g_dbus_connection_close_sync (f->service, NULL, NULL);
+  g_clear_object (&f->service);
+  g_test_dbus_down (f->bus);
+  g_clear_object (&f->bus);
+}
+
+typedef struct {
+  gboolean  done;
+  GVariant *reply;
+  GError   *error;
+} Call;
+
+static void
+call_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Call *call = user_data;
+
+  call->reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &call->error);
+  call->done = TRUE;
+}
+
+static void
+start_call (Fixture *f, const gchar *method, GVariant *args, Call *call)
+{
+  g_dbus_connection_call (f->client, g_dbus_connection_get_unique_name (f->service), vd_task_get_object_path (f->task),
+                          "org.vivarium.Vivarium1.Task", method, args, NULL, G_DBUS_CALL_FLAGS_NONE, 10000, NULL,
+                          call_done_cb, call);
+}
+
+static void
+finish_call (Call *call)
+{
+  while (!call->done)
+    g_main_context_iteration (NULL, TRUE);
+}
+
+static gchar *
+outcome_of (Call *call)
+{
+  gchar *s = NULL;
+
+  g_assert_no_error (call->error);
+  g_variant_get (call->reply, "(s)", &s);
+  g_clear_pointer (&call->reply, g_variant_unref);
+  return s;
+}
+
+static void
+spin (void)
+{
+  for (guint i = 0; i < 50; i++)
+    g_main_context_iteration (NULL, FALSE);
+}
+
+static void
+test_ask_answer (Fixture *f, gconstpointer data)
+{
+  Call wait = { 0 }, ask = { 0 }, answer = { 0 }, bad = { 0 };
+  g_autofree gchar *outcome = NULL;
+  g_autofree gchar *reply = NULL;
+
+  start_call (f, "Wait", g_variant_new ("(u)", 60), &wait);
+  spin ();
+  g_assert_false (wait.done);
+  start_call (f, "Answer", g_variant_new ("(s)", "too early"), &bad);
+  finish_call (&bad);
+  g_assert_error (bad.error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE);
+  start_call (f, "Ask", g_variant_new ("(s)", "Which colour?\x1b[2J"), &ask);
+  finish_call (&wait);
+  outcome = outcome_of (&wait);
+  g_assert_cmpstr (outcome, ==, "NEEDS_INPUT");
+  g_assert_cmpint (vd_task_get_outcome (f->task), ==, VIVARIUM_OUTCOME_NEEDS_INPUT);
+  g_assert_false (ask.done);
+  start_call (f, "Answer", g_variant_new ("(s)", "blue"), &answer);
+  finish_call (&answer);
+  g_assert_no_error (answer.error);
+  finish_call (&ask);
+  g_assert_no_error (ask.error);
+  g_variant_get (ask.reply, "(s)", &reply);
+  g_assert_cmpstr (reply, ==, "blue");
+  g_variant_unref (ask.reply);
+  g_variant_unref (answer.reply);
+  g_assert_cmpint (vd_task_get_outcome (f->task), ==, VIVARIUM_OUTCOME_IN_PROGRESS);
+}
+
+static void
+test_waits_bounded_and_released (Fixture *f, gconstpointer data)
+{
+  Call waits[VD_TASK_WAITS_MAX + 1] = { 0 };
+  Call ask = { 0 };
+
+  for (guint i = 0; i <= VD_TASK_WAITS_MAX; i++)
+    start_call (f, "Wait", g_variant_new ("(u)", 60), &waits[i]);
+  finish_call (&waits[VD_TASK_WAITS_MAX]);
+  g_assert_error (waits[VD_TASK_WAITS_MAX].error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY);
+  g_clear_error (&waits[VD_TASK_WAITS_MAX].error);
+  vd_task_finish (f->task, VIVARIUM_OUTCOME_DONE, NULL);
+  for (guint i = 0; i < VD_TASK_WAITS_MAX; i++) {
+    g_autofree gchar *outcome = NULL;
+    finish_call (&waits[i]);
+    outcome = outcome_of (&waits[i]);
+    g_assert_cmpstr (outcome, ==, "DONE");
+  }
+  start_call (f, "Ask", g_variant_new ("(s)", "late?"), &ask);
+  finish_call (&ask);
+  g_assert_error (ask.error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE);
+  g_clear_error (&ask.error);
+}
+
+static void
+test_short_wait (Fixture *f, gconstpointer data)
+{
+  Call wait = { 0 };
+  g_autofree gchar *outcome = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+
+  start_call (f, "Wait", g_variant_new ("(u)", 1), &wait);
+  finish_call (&wait);
+  outcome = outcome_of (&wait);
+  g_assert_cmpstr (outcome, ==, "IN_PROGRESS");
+  g_assert_cmpint (g_get_monotonic_time () - t0, >=, G_USEC_PER_SEC / 2);
+}
+
+int
+main (int argc, char *argv[])
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/task/ask-answer", Fixture, NULL, fixture_set_up, test_ask_answer, fixture_tear_down);
+  g_test_add ("/task/waits-bounded-and-released", Fixture, NULL, fixture_set_up, test_waits_bounded_and_released,
+              fixture_tear_down);
+  g_test_add ("/task/short-wait", Fixture, NULL, fixture_set_up, test_short_wait, fixture_tear_down);
+  return g_test_run ();
+}
