@@ -172,8 +172,9 @@ PYEOF
 report_field () {  # FILE PYEXPR over r (the report)
   "$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['report']; print($2)" "$1" 2>&1
 }
-wait_outcome () {  # TASK SECONDS
-  call "$1" Task.Wait "$2" 2>&1 | grep -o "'[A-Z_]*'" | tr -d "'"
+wait_outcome () {  # TASK SECONDS: gdbus's own timeout (25 s by default) must outlast the Wait
+  gdbus call --system --dest "$BUS" --object-path "$1" --method "$IFACE.Task.Wait" --timeout $(($2 + 30)) \
+    "uint32 $2" 2>&1 | grep -o "'[A-Z_]*'" | tr -d "'"
 }
 # The workers' own helpers, put in front of each script.
 cat > "$tmpd/lib.sh" <<'LIBEOF'
@@ -401,6 +402,6 @@ assert_eq "clean" "$(git_demo --work-tree="$work" status --porcelain >/dev/null 
 assert_success "root deletes the project" -- retry_until 20 0.5 call "$pdemo" Project.Delete
 assert_eq "" "$(call "$OBJ" Manager.ListProjects | grep -o "$pdemo")" "the project is gone from the list"
 assert_eq "no" "$([ -e "$STATE/projects/demo" ] && echo yes || echo no)" "and from the disk"
-assert_dbus_error "$ERR.NotFound" -- gdbus call --system --dest "$BUS" --object-path "$pdemo" --method org.freedesktop.DBus.Properties.Get org.vivarium.Vivarium1.Project Name
+assert_dbus_error "$ERR.NotFound" -- call "$pdemo" Project.Log "uint32 1"
 
 done_testing
