@@ -201,8 +201,9 @@ create_log_row (GVariant *entry)
   title = vivarium_plain_text (joined, 300);
   when = vivarium_format_time (started);
   took = vivarium_format_duration (duration);
-  subtitle = g_strdup_printf (_("#%" G_GUINT64_FORMAT " · %s · exit status %d · %s · took %s · output %" G_GUINT64_FORMAT " B, errors %" G_GUINT64_FORMAT " B"),
-                              seq, state, status, when, took, out_size, err_size);
+  subtitle = g_strdup_printf (_("#%llu · %s · exit status %d · %s · took %s · output %llu B, errors %llu B"),
+                              (unsigned long long) seq, state, status, when, took,
+                              (unsigned long long) out_size, (unsigned long long) err_size);
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row), FALSE);
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
   adw_action_row_set_subtitle (ADW_ACTION_ROW (row), subtitle);
@@ -218,8 +219,8 @@ update_log_label (VivariumSessionsPage *self)
   if (self->log_total == 0)
     text = g_strdup (_("No commands yet."));
   else
-    text = g_strdup_printf (_("%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " commands shown"),
-                            self->log_next, self->log_total);
+    text = g_strdup_printf (_("%llu of %llu commands shown"),
+                            (unsigned long long) self->log_next, (unsigned long long) self->log_total);
   gtk_label_set_text (self->log_label, text);
   gtk_widget_set_visible (GTK_WIDGET (self->log_more_button), self->log_next < self->log_total);
 }
