@@ -181,6 +181,7 @@ action_button (const char *label, GCallback cb, gboolean admin, GPermission *per
 
   gtk_widget_set_valign (button, GTK_ALIGN_CENTER);
   g_signal_connect (button, "clicked", cb, NULL);
+  vivarium_name_mnemonic_buttons (button);
   if (admin)
     gtk_widget_set_sensitive (button, vivarium_permission_usable (permission));
   return button;
@@ -563,5 +564,6 @@ static void
 vivarium_images_page_init (VivariumImagesPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_name_mnemonic_buttons (GTK_WIDGET (self));
   self->cancellable = g_cancellable_new ();
 }

@@ -346,6 +346,7 @@ static void
 vivarium_selftest_page_init (VivariumSelftestPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_name_mnemonic_buttons (GTK_WIDGET (self));
   show_result (self, NULL);
   update_run_button (self);
 }

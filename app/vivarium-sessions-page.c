@@ -542,6 +542,7 @@ static void
 vivarium_sessions_page_init (VivariumSessionsPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_name_mnemonic_buttons (GTK_WIDGET (self));
   self->detail_cancellable = g_cancellable_new ();
   self->screen_timer = g_timeout_add_seconds (SCREEN_REFRESH_SEC, screen_timer_cb, self);
   self->tick_timer = g_timeout_add_seconds (TICK_SEC, tick_cb, self);

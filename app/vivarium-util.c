@@ -176,3 +176,21 @@ vivarium_admin_call (GtkWidget *page, GDBusProxy *proxy, const char *method, GVa
                                        G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION,
                                        INTERACTIVE_TIMEOUT_MS, fd_list, NULL, admin_call_cb, call);
 }
+
+/* GTK 4.8 names a button with a mnemonic label "_Build… Build…" (the raw
+ * label plus the labelling text); screen readers and AT-SPI tests should
+ * hear "Build…". Give every such button its plain label as its name. */
+void
+vivarium_name_mnemonic_buttons (GtkWidget *root)
+{
+  if (GTK_IS_BUTTON (root) && gtk_button_get_use_underline (GTK_BUTTON (root)) &&
+      gtk_button_get_label (GTK_BUTTON (root)) != NULL) {
+    g_autoptr(GString) plain = g_string_new (gtk_button_get_label (GTK_BUTTON (root)));
+
+    g_string_replace (plain, "_", "", 0);
+    gtk_accessible_reset_relation (GTK_ACCESSIBLE (root), GTK_ACCESSIBLE_RELATION_LABELLED_BY);
+    gtk_accessible_update_property (GTK_ACCESSIBLE (root), GTK_ACCESSIBLE_PROPERTY_LABEL, plain->str, -1);
+  }
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child != NULL; child = gtk_widget_get_next_sibling (child))
+    vivarium_name_mnemonic_buttons (child);
+}

@@ -33,6 +33,8 @@ typedef void (*VivariumCallDone) (GtkWidget *page,
                                   GVariant  *reply,
                                   gpointer   user_data);
 
+void vivarium_name_mnemonic_buttons (GtkWidget *root);
+
 void vivarium_admin_call (GtkWidget        *page,
                           GDBusProxy       *proxy,
                           const char       *method,

@@ -70,6 +70,9 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
   adw_view_switcher_title_set_view_switcher_enabled (self->switcher_title, connected);
   switch (vivarium_client_get_state (client)) {
   case VIVARIUM_CLIENT_CONNECTED:
+    /* A hidden status page keeps no stale sentence (screen readers and the
+     * UI test see every stack page). */
+    show_status (self, "network-idle-symbolic", "", NULL, FALSE, FALSE);
     gtk_stack_set_visible_child_name (self->main_stack, "content");
     break;
   case VIVARIUM_CLIENT_CONNECTING:
@@ -211,6 +214,8 @@ static void
 vivarium_window_init (VivariumWindow *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_name_mnemonic_buttons (GTK_WIDGET (self->status_page));
+  vivarium_name_mnemonic_buttons (GTK_WIDGET (self->lock_revealer));
 
   self->cancellable = g_cancellable_new ();
   self->client = vivarium_client_new ();
