@@ -385,10 +385,21 @@ select_session (VivariumSessionsPage *self, VivariumDBusSession *session)
   show_detail (self);
 }
 
+/* Selection (pointer, keyboard or an assistive technology) shows the
+ * detail; activation (Enter, a click) also moves there when folded. */
+static void
+row_selected_cb (VivariumSessionsPage *self, GtkListBoxRow *row)
+{
+  VivariumDBusSession *session = row != NULL ? g_object_get_data (G_OBJECT (row), "session") : NULL;
+
+  if (session != NULL && session != self->selected)
+    select_session (self, session);
+}
+
 static void
 row_activated_cb (VivariumSessionsPage *self, GtkListBoxRow *row)
 {
-  select_session (self, g_object_get_data (G_OBJECT (row), "session"));
+  row_selected_cb (self, row);
   adw_leaflet_set_visible_child (self->leaflet, self->detail_box);
 }
 
@@ -531,6 +542,7 @@ vivarium_sessions_page_class_init (VivariumSessionsPageClass *klass)
   BIND (screen_label); BIND (log_list); BIND (log_label); BIND (log_more_button);
 #undef BIND
   gtk_widget_class_bind_template_callback (widget_class, row_activated_cb);
+  gtk_widget_class_bind_template_callback (widget_class, row_selected_cb);
   gtk_widget_class_bind_template_callback (widget_class, back_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, stop_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, resume_clicked_cb);

@@ -74,6 +74,13 @@ def switch_to(app, page):
     return len(buttons) > 0
 
 
+def select_first(app, list_name):
+    lists = app.findChildren(GenericPredicate(name=list_name, roleName='list'))
+    for lst in lists:
+        lst.querySelection().selectChild(0)
+    return len(lists) > 0
+
+
 def main():
     appproc = subprocess.Popen([os.environ['VIVARIUM_UI_APP']])
     fake = None
@@ -94,6 +101,10 @@ def main():
         tap(poll(lambda: has_label(app, 's1')), 'the service appeared: the app recovered and lists session s1')
         tap(poll(lambda: not has_label(app, 'Vivarium Is Not Installed')), 'the status page is gone')
         screenshot('02-sessions.png')
+        tap(select_first(app, 'Sessions'), 'selected s1 through the list\'s Selection interface')
+        tap(poll(lambda: has_label(app, 'vivarium-session-s1.service')), 'the detail shows the unit of s1')
+        tap(poll(lambda: has_label(app, 'No commands yet.')), 'the detail read the (empty) command log')
+        screenshot('02-session-detail.png')
 
         fake.stdin.write('add s2\n')
         fake.stdin.flush()
