@@ -18,6 +18,7 @@ import time
 from dogtail.config import config
 config.checkForA11y = False
 config.searchShowingOnly = False
+config.logDebugToStdOut = False
 config.logDebugToFile = False
 from dogtail import tree  # noqa: E402
 from dogtail.predicate import GenericPredicate  # noqa: E402
