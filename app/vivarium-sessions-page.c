@@ -437,6 +437,19 @@ update_list_state (VivariumSessionsPage *self)
   gtk_stack_set_visible_child_name (self->list_stack, n > 0 ? "list" : "empty");
 }
 
+/* A changed session's row is made anew by the list box: keep it selected. */
+static void
+reselect_row (VivariumSessionsPage *self)
+{
+  for (GtkWidget *row = gtk_widget_get_first_child (GTK_WIDGET (self->session_list));
+       row != NULL; row = gtk_widget_get_next_sibling (row)) {
+    if (self->selected != NULL && g_object_get_data (G_OBJECT (row), "session") == (gpointer) self->selected) {
+      gtk_list_box_select_row (self->session_list, GTK_LIST_BOX_ROW (row));
+      return;
+    }
+  }
+}
+
 static void
 sessions_changed_cb (GListModel *model, guint position, guint removed, guint added, gpointer user_data)
 {
@@ -446,6 +459,8 @@ sessions_changed_cb (GListModel *model, guint position, guint removed, guint add
   if (self->selected != NULL &&
       vivarium_proxy_list_lookup (self->sessions, g_dbus_proxy_get_object_path (G_DBUS_PROXY (self->selected))) == NULL)
     select_session (self, NULL);
+  else
+    reselect_row (self);
 }
 
 /* Uptimes move on without a signal. */
@@ -483,7 +498,8 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
     return;
   }
   self->sessions = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_SESSIONS);
-  g_signal_connect (self->sessions, "items-changed", G_CALLBACK (sessions_changed_cb), self);
+  /* After the list box's own handler, so the rows exist already. */
+  g_signal_connect_after (self->sessions, "items-changed", G_CALLBACK (sessions_changed_cb), self);
   gtk_list_box_bind_model (self->session_list, G_LIST_MODEL (self->sessions), create_session_row, NULL, NULL);
   update_list_state (self);
 }

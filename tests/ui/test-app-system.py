@@ -79,6 +79,12 @@ def main():
         tap(sid != '', 'vivariumctl session start tiny: %r' % (out.stdout.strip() or out.stderr.strip()))
         tap(poll(lambda: has_label(app, sid)), 'the session appears in the Sessions page')
         screenshot('10-real-sessions.png')
+        for lst in app.findChildren(GenericPredicate(name='Sessions', roleName='list')):
+            lst.querySelection().selectChild(0)
+        tap(poll(lambda: has_label(app, 'vivarium-session-%s.service' % sid)), 'the detail shows the session\'s unit')
+        tap(poll(lambda: has_label(app, 'Refreshed every few seconds while shown.')),
+            'the detail shows the guest\'s screen (Session.Screenshot)')
+        screenshot('10-real-session-detail.png')
         switch_to(app, 'Images')
         tap(poll(lambda: has_label(app, 'tiny') and has_label(app, 'Frozen')), 'the Images page shows tiny, frozen')
         screenshot('11-real-images.png')
