@@ -149,6 +149,13 @@ show_detail (VivariumSessionsPage *self)
   g_autofree char *timings = NULL;
 
   if (s == NULL) {
+    /* Nothing of a gone session stays behind, not even on the hidden page
+     * (screen readers and the UI test see every stack page). */
+    gtk_label_set_text (self->title_label, "");
+    gtk_label_set_text (self->state_label, "");
+    gtk_label_set_text (self->reason_label, "");
+    set_row (self->unit_row, "");
+    set_row (self->digest_row, "");
     gtk_stack_set_visible_child_name (self->detail_stack, "none");
     return;
   }
