@@ -107,9 +107,11 @@ set_row (AdwActionRow *row, const char *untrusted)
   adw_action_row_set_subtitle (row, text);
 }
 
+/* The steps in the order they run (the XML's), then any newer ones. */
 static char *
 format_timings (GVariant *timings)
 {
+  static const char *const order[] = { "image-check", "overlay", "guard", "unit-start", "agent-ready" };
   g_autoptr(GString) out = g_string_new (NULL);
   GVariantIter iter;
   const char *step;
@@ -117,10 +119,18 @@ format_timings (GVariant *timings)
 
   if (timings == NULL)
     return g_strdup ("");
+  for (gsize i = 0; i < G_N_ELEMENTS (order); i++) {
+    if (g_variant_lookup (timings, order[i], "t", &usec))
+      g_string_append_printf (out, "%s%s: %.3f s", out->len > 0 ? "\n" : "", order[i],
+                              usec / (double) G_USEC_PER_SEC);
+  }
   g_variant_iter_init (&iter, timings);
   while (g_variant_iter_next (&iter, "{&st}", &step, &usec)) {
-    g_autofree char *plain = vivarium_plain_text (step, 40);
+    g_autofree char *plain = NULL;
 
+    if (g_strv_contains (order, step))
+      continue;
+    plain = vivarium_plain_text (step, 40);
     g_string_append_printf (out, "%s%s: %.3f s", out->len > 0 ? "\n" : "", plain,
                             usec / (double) G_USEC_PER_SEC);
   }
