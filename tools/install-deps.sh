@@ -21,6 +21,8 @@ packages=(
   linux-image-amd64 busybox-static qemu-guest-agent e2fsprogs cpio gzip kmod xz-utils zstd debootstrap
   # tests
   python3 python3-gi bc jq file libxml2-utils desktop-file-utils appstream xvfb util-linux passwd
+  # the app's UI test: Xvfb, AT-SPI through dogtail, screenshots
+  python3-pyatspi python3-dogtail at-spi2-core imagemagick xauth dbus-x11
   # the sanitizer build
   libclang-rt-14-dev
 )

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "vivarium-app"
+
+#include "config.h"
+#include "vivarium-util.h"
+#include "vivarium-client.h"
+
+#include <adwaita.h>
+#include <glib/gi18n.h>
+
+char *
+vivarium_plain_text (const char *untrusted, gsize max_chars)
+{
+  g_autoptr(GString) out = g_string_new (NULL);
+  g_autofree char *valid = g_utf8_make_valid (untrusted != NULL ? untrusted : "", -1);
+  const char *p = valid;
+
+  for (gsize n = 0; *p != '\0' && n < max_chars; p = g_utf8_next_char (p), n++) {
+    gunichar c = g_utf8_get_char (p);
+
+    /* Newlines and tabs keep their meaning; every other control character
+     * (escape sequences, bidi overrides) is shown as a code point. */
+    if (c == '\n' || c == '\t')
+      g_string_append_unichar (out, c);
+    else if (g_unichar_iscntrl (c) || g_unichar_type (c) == G_UNICODE_FORMAT)
+      g_string_append_printf (out, "\\u%04X", c);
+    else
+      g_string_append_unichar (out, c);
+  }
+  if (*p != '\0')
+    g_string_append (out, "…");
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
+void
+vivarium_set_label (GtkLabel *label, const char *untrusted)
+{
+  g_autofree char *text = vivarium_plain_text (untrusted, VIVARIUM_UNTRUSTED_MAX_CHARS);
+
+  gtk_label_set_use_markup (label, FALSE);
+  gtk_label_set_text (label, text);
+}
+
+char *
+vivarium_format_duration (guint64 usec)
+{
+  guint64 s = usec / G_USEC_PER_SEC;
+
+  if (s < 60)
+    return g_strdup_printf (_("%u s"), (guint) s);
+  if (s < 3600)
+    return g_strdup_printf (_("%u min %u s"), (guint) (s / 60), (guint) (s % 60));
+  return g_strdup_printf (_("%u h %u min"), (guint) (s / 3600), (guint) ((s / 60) % 60));
+}
+
+char *
+vivarium_format_uptime (guint64 started_at_usec)
+{
+  gint64 now = g_get_real_time ();
+
+  if (started_at_usec == 0 || (gint64) started_at_usec > now)
+    return g_strdup (_("just started"));
+  return vivarium_format_duration (now - started_at_usec);
+}
+
+char *
+vivarium_format_time (guint64 usec)
+{
+  g_autoptr(GDateTime) utc = NULL;
+  g_autoptr(GDateTime) local = NULL;
+
+  if (usec == 0)
+    return g_strdup (_("never"));
+  utc = g_date_time_new_from_unix_utc (usec / G_USEC_PER_SEC);
+  if (utc == NULL)
+    return g_strdup (_("unknown"));
+  local = g_date_time_to_local (utc);
+  return g_date_time_format (local, "%x %X");
+}
+
+void
+vivarium_toast (GtkWidget *inside, const char *text)
+{
+  GtkWidget *overlay = gtk_widget_get_ancestor (inside, ADW_TYPE_TOAST_OVERLAY);
+  g_autofree char *escaped = NULL;
+  AdwToast *toast;
+
+  if (overlay == NULL) {
+    g_warning ("%s", text);
+    return;
+  }
+  /* libadwaita 1.2 reads a toast's title as markup, and ours carries the
+   * daemon's words: escape them. */
+  escaped = g_markup_escape_text (text, -1);
+  toast = adw_toast_new (escaped);
+  adw_toast_set_timeout (toast, 8);
+  adw_toast_overlay_add_toast (ADW_TOAST_OVERLAY (overlay), toast);
+}
+
+/* "Could not stop the session: You are not allowed to do this. <why>" */
+void
+vivarium_toast_error (GtkWidget *inside, const char *what, const GError *error)
+{
+  g_autofree char *why = NULL;
+  g_autofree char *plain = NULL;
+  g_autofree char *text = NULL;
+
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    return;
+  why = vivarium_client_describe_error (error);
+  plain = vivarium_plain_text (why, 300);
+  text = g_strdup_printf ("%s: %s", what, plain);
+  vivarium_toast (inside, text);
+}
+
+/* Admin controls stay usable when the user may act now or may ask (a
+ * password prompt through the desktop's polkit agent), and when polkit
+ * itself could not be asked: then the daemon decides and its refusal is
+ * shown. */
+gboolean
+vivarium_permission_usable (GPermission *permission)
+{
+  if (permission == NULL)
+    return TRUE;
+  return g_permission_get_allowed (permission) || g_permission_get_can_acquire (permission);
+}
+
+/* Admin calls may wait for a password prompt (the daemon allows 5 min). */
+#define INTERACTIVE_TIMEOUT_MS (6 * 60 * 1000)
+
+typedef struct {
+  GtkWidget        *page;
+  char             *what;
+  VivariumCallDone  done;
+  gpointer          user_data;
+} AdminCall;
+
+static void
+admin_call_free (AdminCall *call)
+{
+  g_object_unref (call->page);
+  g_free (call->what);
+  g_free (call);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (AdminCall, admin_call_free)
+
+static void
+admin_call_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(AdminCall) call = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GVariant) reply = g_dbus_proxy_call_with_unix_fd_list_finish (G_DBUS_PROXY (source), NULL, res, &error);
+
+  if (reply == NULL) {
+    vivarium_toast_error (call->page, call->what, error);
+    return;
+  }
+  if (call->done != NULL)
+    call->done (call->page, reply, call->user_data);
+}
+
+/* Every admin verb: interactive (the desktop's polkit agent may ask for a
+ * password), and a refusal becomes a toast that says what and why. */
+void
+vivarium_admin_call (GtkWidget *page, GDBusProxy *proxy, const char *method, GVariant *parameters,
+                     GUnixFDList *fd_list, const char *what, VivariumCallDone done, gpointer user_data)
+{
+  AdminCall *call = g_new0 (AdminCall, 1);
+
+  call->page = g_object_ref (page);
+  call->what = g_strdup (what);
+  call->done = done;
+  call->user_data = user_data;
+  g_dbus_proxy_call_with_unix_fd_list (proxy, method, parameters,
+                                       G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION,
+                                       INTERACTIVE_TIMEOUT_MS, fd_list, NULL, admin_call_cb, call);
+}
+
+/* GTK 4.8 names a button with a mnemonic label "_Build… Build…" (the raw
+ * label plus the labelling text); screen readers and AT-SPI tests should
+ * hear "Build…". Give every such button its plain label as its name. */
+void
+vivarium_name_mnemonic_buttons (GtkWidget *root)
+{
+  if (GTK_IS_BUTTON (root) && gtk_button_get_use_underline (GTK_BUTTON (root)) &&
+      gtk_button_get_label (GTK_BUTTON (root)) != NULL) {
+    g_autoptr(GString) plain = g_string_new (gtk_button_get_label (GTK_BUTTON (root)));
+
+    g_string_replace (plain, "_", "", 0);
+    gtk_accessible_reset_relation (GTK_ACCESSIBLE (root), GTK_ACCESSIBLE_RELATION_LABELLED_BY);
+    gtk_accessible_update_property (GTK_ACCESSIBLE (root), GTK_ACCESSIBLE_PROPERTY_LABEL, plain->str, -1);
+  }
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child != NULL; child = gtk_widget_get_next_sibling (child))
+    vivarium_name_mnemonic_buttons (child);
+}

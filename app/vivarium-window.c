@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "vivarium-app"
+
+#include "config.h"
+#include "vivarium-window.h"
+
+#include <glib/gi18n.h>
+#include <polkit/polkit.h>
+
+#include "vivarium-client.h"
+#include "vivarium-images-page.h"
+#include "vivarium-selftest-page.h"
+#include "vivarium-sessions-page.h"
+#include "vivarium-util.h"
+
+/* The lock bar follows one admin action: whoever may stop sessions is, by
+ * the shipped policy, the administrator of the other verbs too. */
+#define ADMIN_ACTION "org.vivarium.vivarium1.session-stop"
+
+struct _VivariumWindow {
+  AdwApplicationWindow  parent_instance;
+
+  AdwToastOverlay      *toast_overlay;
+  GtkRevealer          *lock_revealer;
+  GtkLabel             *lock_label;
+  GtkButton            *unlock_button;
+  GtkStack             *main_stack;
+  AdwViewSwitcherTitle *switcher_title;
+  AdwStatusPage        *status_page;
+  GtkSpinner           *status_spinner;
+  GtkButton            *retry_button;
+  VivariumSessionsPage *sessions_page;
+  VivariumImagesPage   *images_page;
+  VivariumSelftestPage *selftest_page;
+
+  VivariumClient       *client;
+  GPermission          *permission;
+  GCancellable         *cancellable;
+};
+
+G_DEFINE_FINAL_TYPE (VivariumWindow, vivarium_window, ADW_TYPE_APPLICATION_WINDOW)
+
+static void
+show_status (VivariumWindow *self, const char *icon, const char *title,
+             const char *description, gboolean busy, gboolean can_retry)
+{
+  adw_status_page_set_icon_name (self->status_page, icon);
+  adw_status_page_set_title (self->status_page, title);
+  /* The description is markup in libadwaita; it may quote the bus's error. */
+  if (description != NULL) {
+    g_autofree char *escaped = g_markup_escape_text (description, -1);
+    adw_status_page_set_description (self->status_page, escaped);
+  } else {
+    adw_status_page_set_description (self->status_page, NULL);
+  }
+  gtk_widget_set_visible (GTK_WIDGET (self->status_spinner), busy);
+  gtk_spinner_set_spinning (self->status_spinner, busy);
+  gtk_widget_set_visible (GTK_WIDGET (self->retry_button), can_retry);
+  gtk_stack_set_visible_child_name (self->main_stack, "status");
+}
+
+static void
+client_state_changed_cb (VivariumClient *client, gpointer user_data)
+{
+  VivariumWindow *self = user_data;
+  gboolean connected = vivarium_client_get_state (client) == VIVARIUM_CLIENT_CONNECTED;
+  g_autofree char *why = NULL;
+
+  /* No page switcher over a status page: there is nothing to switch to. */
+  adw_view_switcher_title_set_view_switcher_enabled (self->switcher_title, connected);
+  switch (vivarium_client_get_state (client)) {
+  case VIVARIUM_CLIENT_CONNECTED:
+    /* A hidden status page keeps no stale sentence (screen readers and the
+     * UI test see every stack page). */
+    show_status (self, "network-idle-symbolic", "", NULL, FALSE, FALSE);
+    gtk_stack_set_visible_child_name (self->main_stack, "content");
+    break;
+  case VIVARIUM_CLIENT_CONNECTING:
+    show_status (self, "network-idle-symbolic", _("Connecting to Vivarium"),
+                 _("Starting the Vivarium service…"), TRUE, FALSE);
+    break;
+  case VIVARIUM_CLIENT_RESTARTING:
+    show_status (self, "view-refresh-symbolic", _("Reconnecting"),
+                 _("The Vivarium service went away; starting it again…"), TRUE, FALSE);
+    break;
+  case VIVARIUM_CLIENT_NOT_INSTALLED:
+    show_status (self, "dialog-warning-symbolic", _("Vivarium Is Not Installed"),
+                 _("The system bus knows no Vivarium service. Install vivariumd (see the README), then try again."),
+                 FALSE, TRUE);
+    break;
+  case VIVARIUM_CLIENT_NOT_RUNNING:
+    why = g_strdup_printf (_("The Vivarium service could not be started: %s\nSee “journalctl -u vivariumd”."),
+                           vivarium_client_get_state_reason (client));
+    show_status (self, "dialog-error-symbolic", _("Vivarium Is Not Running"), why, FALSE, TRUE);
+    break;
+  case VIVARIUM_CLIENT_NO_BUS:
+    why = g_strdup_printf (_("There is no system bus: %s"), vivarium_client_get_state_reason (client));
+    show_status (self, "dialog-error-symbolic", _("No System Bus"), why, FALSE, TRUE);
+    break;
+  default:
+    g_assert_not_reached ();
+  }
+}
+
+static void
+update_lock_bar (VivariumWindow *self)
+{
+  gboolean allowed = g_permission_get_allowed (self->permission);
+  gboolean can_acquire = g_permission_get_can_acquire (self->permission);
+
+  gtk_revealer_set_reveal_child (self->lock_revealer, !allowed);
+  gtk_widget_set_visible (GTK_WIDGET (self->unlock_button), can_acquire);
+  gtk_label_set_text (self->lock_label,
+                      can_acquire ? _("Some actions are locked: stopping sessions and changing images need an administrator.")
+                                  : _("You may look, but not stop sessions or change images: the system’s policy does not allow it."));
+}
+
+static void
+permission_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VivariumWindow) self = user_data;
+  g_autoptr(GError) error = NULL;
+  GPermission *permission = polkit_permission_new_finish (res, &error);
+
+  if (permission == NULL) {
+    /* Without polkit the daemon refuses admin calls itself; say so. */
+    if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+      g_autofree char *text = NULL;
+
+      g_dbus_error_strip_remote_error (error);
+      text = g_strdup_printf (_("Administrator actions cannot be checked: %s"), error->message);
+      gtk_label_set_text (self->lock_label, text);
+      gtk_widget_set_visible (GTK_WIDGET (self->unlock_button), FALSE);
+      gtk_revealer_set_reveal_child (self->lock_revealer, TRUE);
+    }
+    return;
+  }
+  self->permission = permission;
+  g_signal_connect_object (permission, "notify", G_CALLBACK (update_lock_bar), self, G_CONNECT_SWAPPED);
+  update_lock_bar (self);
+  vivarium_sessions_page_set_permission (self->sessions_page, permission);
+  vivarium_images_page_set_permission (self->images_page, permission);
+  vivarium_selftest_page_set_permission (self->selftest_page, permission);
+}
+
+static void
+acquire_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VivariumWindow) self = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!g_permission_acquire_finish (G_PERMISSION (source), res, &error))
+    vivarium_toast_error (GTK_WIDGET (self), _("Could not unlock"), error);
+}
+
+static void
+unlock_clicked_cb (VivariumWindow *self)
+{
+  if (self->permission != NULL)
+    g_permission_acquire_async (self->permission, self->cancellable, acquire_cb, g_object_ref (self));
+}
+
+static void
+retry_clicked_cb (VivariumWindow *self)
+{
+  vivarium_client_retry (self->client);
+}
+
+static void
+vivarium_window_dispose (GObject *object)
+{
+  VivariumWindow *self = VIVARIUM_WINDOW (object);
+
+  g_cancellable_cancel (self->cancellable);
+  g_clear_object (&self->cancellable);
+  if (self->client != NULL)
+    g_signal_handlers_disconnect_by_data (self->client, self);
+  g_clear_object (&self->client);
+  g_clear_object (&self->permission);
+  gtk_widget_dispose_template (GTK_WIDGET (self), VIVARIUM_TYPE_WINDOW);
+  G_OBJECT_CLASS (vivarium_window_parent_class)->dispose (object);
+}
+
+static void
+vivarium_window_class_init (VivariumWindowClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+
+  object_class->dispose = vivarium_window_dispose;
+
+  g_type_ensure (VIVARIUM_TYPE_SESSIONS_PAGE);
+  g_type_ensure (VIVARIUM_TYPE_IMAGES_PAGE);
+  g_type_ensure (VIVARIUM_TYPE_SELFTEST_PAGE);
+
+  gtk_widget_class_set_template_from_resource (widget_class, "/org/vivarium/Vivarium/vivarium-window.ui");
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, toast_overlay);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, lock_revealer);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, lock_label);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, unlock_button);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, main_stack);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, switcher_title);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, status_page);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, status_spinner);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, retry_button);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, sessions_page);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, images_page);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, selftest_page);
+  gtk_widget_class_bind_template_callback (widget_class, unlock_clicked_cb);
+  gtk_widget_class_bind_template_callback (widget_class, retry_clicked_cb);
+}
+
+static void
+vivarium_window_init (VivariumWindow *self)
+{
+  gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_name_mnemonic_buttons (GTK_WIDGET (self->status_page));
+  vivarium_name_mnemonic_buttons (GTK_WIDGET (self->lock_revealer));
+
+  self->cancellable = g_cancellable_new ();
+  self->client = vivarium_client_new ();
+  g_signal_connect (self->client, "state-changed", G_CALLBACK (client_state_changed_cb), self);
+  vivarium_sessions_page_set_client (self->sessions_page, self->client);
+  vivarium_images_page_set_client (self->images_page, self->client);
+  vivarium_selftest_page_set_client (self->selftest_page, self->client);
+  client_state_changed_cb (self->client, self);
+  vivarium_client_start (self->client);
+  polkit_permission_new (ADMIN_ACTION, NULL, self->cancellable, permission_ready_cb, g_object_ref (self));
+}
+
+VivariumWindow *
+vivarium_window_new (AdwApplication *app)
+{
+  return g_object_new (VIVARIUM_TYPE_WINDOW, "application", app, NULL);
+}

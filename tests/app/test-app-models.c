@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The app's models against a scripted peer on a private bus (GTestDBus):
+ * the peer owns org.vivarium.Vivarium1 and exports the generated skeletons
+ * with data recorded from a real daemon, then adds, changes and removes
+ * objects the way vivariumd does. Every wait is a bounded loop on a
+ * condition, never a timer. */
+#include "config.h"
+
+#include <gio/gio.h>
+
+#include "vivarium-client.h"
+#include "vivarium-dbus-generated.h"
+#include "vivarium-proxy-list.h"
+#include "vivarium-selftest-result.h"
+
+#define MAX_ITERATIONS 100000
+
+typedef struct {
+  GTestDBus           *bus;
+  GDBusConnection     *peer;
+  GDBusConnection     *client;
+  VivariumDBusManager *manager_skel;
+  GHashTable          *sessions;  /* path → VivariumDBusSession skeleton */
+  GHashTable          *images;    /* path → VivariumDBusImage skeleton */
+  guint                owner_id;
+  guint                changes;   /* items-changed seen */
+  guint                last_pos, last_removed, last_added;
+} Fixture;
+
+/* Recorded from `vivariumctl status` / busctl introspection of a real
+ * session of `tiny` (ids shortened). */
+static const struct {
+  const char *id, *state, *image, *digest;
+  guint32 uid;
+} recorded_sessions[] = {
+  { "b3c1", "running", "tiny", "sha256:5b1d0f9f6c4c1e8c8a0a1e1c3b2f6a1d9e0c4b7a2f3e5d6c7b8a9f0e1d2c3b4a", 2147000001 },
+  { "a9f2", "running", "tiny", "sha256:5b1d0f9f6c4c1e8c8a0a1e1c3b2f6a1d9e0c4b7a2f3e5d6c7b8a9f0e1d2c3b4a", 2147000000 },
+};
+
+static void
+spin_until (gboolean (*done) (Fixture *), Fixture *f)
+{
+  for (guint i = 0; i < MAX_ITERATIONS && !done (f); i++)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_true (done (f));
+}
+
+static char *
+session_path (const char *id)
+{
+  g_autofree char *escaped = g_dbus_escape_object_path (id);
+
+  return g_strconcat ("/org/vivarium/Vivarium1/sessions/", escaped, NULL);
+}
+
+static void
+peer_add_session (Fixture *f, const char *id, const char *state, const char *image, const char *digest, guint32 uid)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = session_path (id);
+  VivariumDBusSession *skel = vivarium_dbus_session_skeleton_new ();
+
+  vivarium_dbus_session_set_id (skel, id);
+  vivarium_dbus_session_set_state (skel, state);
+  vivarium_dbus_session_set_image (skel, image);
+  vivarium_dbus_session_set_image_digest (skel, digest);
+  vivarium_dbus_session_set_uid (skel, uid);
+  vivarium_dbus_session_set_accelerator (skel, "tcg");
+  g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (skel), f->peer, path, &error));
+  g_assert_no_error (error);
+  g_hash_table_insert (f->sessions, g_steal_pointer (&path), skel);
+}
+
+static void
+peer_remove_session (Fixture *f, const char *id)
+{
+  g_autofree char *path = session_path (id);
+  VivariumDBusSession *skel = g_hash_table_lookup (f->sessions, path);
+
+  g_assert_nonnull (skel);
+  g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (skel));
+  g_hash_table_remove (f->sessions, path);
+}
+
+static gboolean
+handle_list_sessions (VivariumDBusManager *skel, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  Fixture *f = user_data;
+  g_autofree const char **paths = (const char **) g_hash_table_get_keys_as_array (f->sessions, NULL);
+
+  vivarium_dbus_manager_complete_list_sessions (skel, invocation, paths);
+  return TRUE;
+}
+
+static gboolean
+handle_list_images (VivariumDBusManager *skel, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  Fixture *f = user_data;
+  g_autofree const char **paths = (const char **) g_hash_table_get_keys_as_array (f->images, NULL);
+
+  vivarium_dbus_manager_complete_list_images (skel, invocation, paths);
+  return TRUE;
+}
+
+static void
+name_acquired_cb (GDBusConnection *connection, const char *name, gpointer user_data)
+{
+  *(gboolean *) user_data = TRUE;
+}
+
+static gboolean owned;
+
+static gboolean
+is_owned (Fixture *f)
+{
+  return owned;
+}
+
+static void
+fixture_set_up (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  const char *address;
+  guint owner_id;
+
+  f->bus = g_test_dbus_new (G_TEST_DBUS_NONE);
+  g_test_dbus_up (f->bus);
+  address = g_test_dbus_get_bus_address (f->bus);
+  f->peer = g_dbus_connection_new_for_address_sync (address, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+                                                    G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL, &error);
+  g_assert_no_error (error);
+  f->client = g_dbus_connection_new_for_address_sync (address, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+                                                      G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION, NULL, NULL, &error);
+  g_assert_no_error (error);
+  f->sessions = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  f->images = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  f->manager_skel = vivarium_dbus_manager_skeleton_new ();
+  g_signal_connect (f->manager_skel, "handle-list-sessions", G_CALLBACK (handle_list_sessions), f);
+  g_signal_connect (f->manager_skel, "handle-list-images", G_CALLBACK (handle_list_images), f);
+  g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (f->manager_skel), f->peer,
+                                                   VIVARIUM_MANAGER_PATH, &error));
+  for (gsize i = 0; i < G_N_ELEMENTS (recorded_sessions); i++)
+    peer_add_session (f, recorded_sessions[i].id, recorded_sessions[i].state, recorded_sessions[i].image,
+                      recorded_sessions[i].digest, recorded_sessions[i].uid);
+  owned = FALSE;
+  owner_id = g_bus_own_name_on_connection (f->peer, VIVARIUM_BUS_NAME, G_BUS_NAME_OWNER_FLAGS_NONE,
+                                           name_acquired_cb, NULL, &owned, NULL);
+  spin_until (is_owned, f);
+  f->owner_id = owner_id;
+}
+
+static void
+fixture_tear_down (Fixture *f, gconstpointer data)
+{
+  g_bus_unown_name (f->owner_id);
+  g_hash_table_unref (f->sessions);
+  g_hash_table_unref (f->images);
+  g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (f->manager_skel));
+  g_object_unref (f->manager_skel);
+  g_dbus_connection_close_sync (f->client, NULL, NULL);
+  g_dbus_connection_close_sync (f->peer, NULL, NULL);
+  g_object_unref (f->client);
+  g_object_unref (f->peer);
+  g_test_dbus_down (f->bus);
+  g_object_unref (f->bus);
+}
+
+static void
+items_changed_cb (GListModel *model, guint pos, guint removed, guint added, gpointer user_data)
+{
+  Fixture *f = user_data;
+
+  f->changes++;
+  f->last_pos = pos;
+  f->last_removed = removed;
+  f->last_added = added;
+}
+
+static void
+manager_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+
+  *(VivariumDBusManager **) user_data = vivarium_dbus_manager_proxy_new_finish (res, &error);
+  g_assert_no_error (error);
+}
+
+static VivariumDBusManager *pending_manager;
+
+static gboolean
+manager_ready (Fixture *f)
+{
+  return pending_manager != NULL;
+}
+
+/* Async: the peer answers GetAll from this same main loop. */
+static VivariumDBusManager *
+client_manager (Fixture *f)
+{
+  pending_manager = NULL;
+  vivarium_dbus_manager_proxy_new (f->client, G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START, VIVARIUM_BUS_NAME,
+                                   VIVARIUM_MANAGER_PATH, NULL, manager_ready_cb, &pending_manager);
+  spin_until (manager_ready, f);
+  return g_steal_pointer (&pending_manager);
+}
+
+static VivariumProxyList *current;
+static guint wanted;
+
+static gboolean
+has_wanted (Fixture *f)
+{
+  return vivarium_proxy_list_is_loaded (current) && g_list_model_get_n_items (G_LIST_MODEL (current)) == wanted;
+}
+
+static void
+wait_for_items (Fixture *f, VivariumProxyList *list, guint n)
+{
+  current = list;
+  wanted = n;
+  spin_until (has_wanted, f);
+}
+
+static const char *
+session_id_at (VivariumProxyList *list, guint pos)
+{
+  g_autoptr(VivariumDBusSession) session = g_list_model_get_item (G_LIST_MODEL (list), pos);
+  static char buf[64];
+
+  g_strlcpy (buf, vivarium_dbus_session_get_id (session), sizeof buf);
+  return buf;
+}
+
+/* ListSessions fills the model, sorted by object path, with each proxy's
+ * properties as recorded. */
+static void
+test_sessions_initial (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumDBusManager) manager = client_manager (f);
+  g_autoptr(VivariumProxyList) list = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_SESSIONS);
+  g_autoptr(VivariumDBusSession) first = NULL;
+
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (list)), ==, 0);
+  wait_for_items (f, list, 2);
+  g_assert_true (g_list_model_get_item_type (G_LIST_MODEL (list)) == VIVARIUM_DBUS_TYPE_SESSION_PROXY);
+  g_assert_cmpstr (session_id_at (list, 0), ==, "a9f2");
+  g_assert_cmpstr (session_id_at (list, 1), ==, "b3c1");
+  first = g_list_model_get_item (G_LIST_MODEL (list), 0);
+  g_assert_cmpstr (vivarium_dbus_session_get_state (first), ==, "running");
+  g_assert_cmpuint (vivarium_dbus_session_get_uid (first), ==, 2147000000);
+  g_assert_null (g_list_model_get_item (G_LIST_MODEL (list), 2));
+  g_assert_no_error (vivarium_proxy_list_get_error (list));
+}
+
+static gboolean
+state_is_paused (Fixture *f)
+{
+  g_autoptr(VivariumDBusSession) s = g_list_model_get_item (G_LIST_MODEL (current), 0);
+
+  return s != NULL && g_strcmp0 (vivarium_dbus_session_get_state (s), "paused") == 0 && f->changes > 0;
+}
+
+/* SessionAdded, PropertiesChanged and SessionRemoved, as the daemon sends
+ * them: one row inserted in order, one row changed in place, one removed. */
+static void
+test_sessions_signals (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumDBusManager) manager = client_manager (f);
+  g_autoptr(VivariumProxyList) list = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_SESSIONS);
+  g_autofree char *added = session_path ("a0");
+  g_autofree char *removed = session_path ("b3c1");
+  g_autofree char *first = session_path ("a0");
+  VivariumDBusSession *skel;
+
+  wait_for_items (f, list, 2);
+  g_signal_connect (list, "items-changed", G_CALLBACK (items_changed_cb), f);
+
+  peer_add_session (f, "a0", "starting", "tiny", "", 2147000002);
+  vivarium_dbus_manager_emit_session_added (f->manager_skel, added);
+  wait_for_items (f, list, 3);
+  g_assert_cmpstr (session_id_at (list, 0), ==, "a0");
+  g_assert_cmpuint (f->last_pos, ==, 0);
+  g_assert_cmpuint (f->last_added, ==, 1);
+  g_assert_cmpuint (f->last_removed, ==, 0);
+
+  /* A second announcement of a known object changes nothing. */
+  f->changes = 0;
+  vivarium_dbus_manager_emit_session_added (f->manager_skel, added);
+
+  skel = g_hash_table_lookup (f->sessions, first);
+  vivarium_dbus_session_set_state (skel, "paused");
+  vivarium_dbus_session_set_state_reason (skel, "the disk ran out of space (No space left on device)");
+  current = list;
+  spin_until (state_is_paused, f);
+  g_assert_cmpuint (f->last_pos, ==, 0);
+  g_assert_cmpuint (f->last_removed, ==, 1);
+  g_assert_cmpuint (f->last_added, ==, 1);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (list)), ==, 3);
+
+  peer_remove_session (f, "b3c1");
+  vivarium_dbus_manager_emit_session_removed (f->manager_skel, removed);
+  wait_for_items (f, list, 2);
+  g_assert_cmpstr (session_id_at (list, 0), ==, "a0");
+  g_assert_cmpstr (session_id_at (list, 1), ==, "a9f2");
+  g_assert_null (vivarium_proxy_list_lookup (list, removed));
+  g_assert_nonnull (vivarium_proxy_list_lookup (list, added));
+}
+
+static gboolean
+is_loaded (Fixture *f)
+{
+  return vivarium_proxy_list_is_loaded (current);
+}
+
+/* A session removed before the model could read it never shows up. */
+static void
+test_sessions_removed_while_fetching (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumDBusManager) manager = client_manager (f);
+  g_autoptr(VivariumProxyList) list = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_SESSIONS);
+  g_autofree char *path = session_path ("c7");
+  g_autofree char *marker = session_path ("d8");
+
+  wait_for_items (f, list, 2);
+  peer_add_session (f, "c7", "starting", "tiny", "", 2147000003);
+  vivarium_dbus_manager_emit_session_added (f->manager_skel, path);
+  vivarium_dbus_manager_emit_session_removed (f->manager_skel, path);
+  peer_remove_session (f, "c7");
+  /* Signals arrive in order: once d8 is in, c7's pair was handled. */
+  peer_add_session (f, "d8", "running", "tiny", "", 2147000004);
+  vivarium_dbus_manager_emit_session_added (f->manager_skel, marker);
+  wait_for_items (f, list, 3);
+  g_assert_null (vivarium_proxy_list_lookup (list, path));
+  g_assert_nonnull (vivarium_proxy_list_lookup (list, marker));
+}
+
+/* A refused ListSessions (the daemon's NotAuthorized) leaves an empty,
+ * loaded model that says why. */
+static gboolean
+handle_list_refused (VivariumDBusManager *skel, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  g_dbus_method_invocation_return_dbus_error (invocation, "org.vivarium.Vivarium1.Error.NotAuthorized",
+                                              "org.vivarium.vivarium1.read-status is not allowed");
+  return TRUE;
+}
+
+static void
+test_sessions_refused (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumDBusManager) manager = client_manager (f);
+  g_autoptr(VivariumProxyList) list = NULL;
+  g_autofree char *remote = NULL;
+
+  g_signal_handlers_disconnect_by_func (f->manager_skel, handle_list_sessions, f);
+  g_signal_connect (f->manager_skel, "handle-list-sessions", G_CALLBACK (handle_list_refused), f);
+  list = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_SESSIONS);
+  current = list;
+  spin_until (is_loaded, f);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (list)), ==, 0);
+  g_assert_nonnull (vivarium_proxy_list_get_error (list));
+  remote = g_dbus_error_get_remote_error (vivarium_proxy_list_get_error (list));
+  g_assert_cmpstr (remote, ==, "org.vivarium.Vivarium1.Error.NotAuthorized");
+}
+
+/* Images: the same model, with ImageAdded/ImageRemoved. */
+static void
+test_images (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumDBusManager) manager = client_manager (f);
+  g_autoptr(VivariumProxyList) list = NULL;
+  g_autoptr(VivariumDBusImage) item = NULL;
+  const char *path = "/org/vivarium/Vivarium1/images/tiny";
+  VivariumDBusImage *skel = vivarium_dbus_image_skeleton_new ();
+
+  vivarium_dbus_image_set_name (skel, "tiny");
+  vivarium_dbus_image_set_frozen (skel, TRUE);
+  vivarium_dbus_image_set_size (skel, 41943040);
+  vivarium_dbus_image_set_recipe (skel, "tiny");
+  g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (skel), f->peer, path, &error));
+  g_hash_table_insert (f->images, g_strdup (path), skel);
+
+  list = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_IMAGES);
+  wait_for_items (f, list, 1);
+  item = g_list_model_get_item (G_LIST_MODEL (list), 0);
+  g_assert_true (VIVARIUM_DBUS_IS_IMAGE_PROXY (item));
+  g_assert_true (vivarium_dbus_image_get_frozen (item));
+  g_assert_cmpuint (vivarium_dbus_image_get_size (item), ==, 41943040);
+
+  /* A session signal is not an image signal. */
+  vivarium_dbus_manager_emit_session_removed (f->manager_skel, path);
+  g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (skel));
+  vivarium_dbus_manager_emit_image_removed (f->manager_skel, path);
+  wait_for_items (f, list, 0);
+}
+
+/* The error sentences the toasts show: ours first, then the daemon's. */
+static void
+test_describe_error (void)
+{
+  g_autoptr(GError) refused = g_dbus_error_new_for_dbus_error ("org.vivarium.Vivarium1.Error.NotAuthorized",
+                                                               "polkit refused org.vivarium.vivarium1.session-stop");
+  g_autoptr(GError) other = g_dbus_error_new_for_dbus_error ("org.example.Weird", "something odd");
+  g_autoptr(GError) local = g_error_new_literal (G_IO_ERROR, G_IO_ERROR_FAILED, "plain");
+  g_autofree char *a = vivarium_client_describe_error (refused);
+  g_autofree char *b = vivarium_client_describe_error (other);
+  g_autofree char *c = vivarium_client_describe_error (local);
+
+  g_assert_cmpstr (a, ==, "You are not allowed to do this. polkit refused org.vivarium.vivarium1.session-stop");
+  g_assert_cmpstr (b, ==, "something odd");
+  g_assert_cmpstr (c, ==, "plain");
+}
+
+/* A result as the daemon writes it (trimmed to two probes × two configurations). */
+static const char recorded_result[] =
+  "{\"schema\":\"https://vivarium.org/schemas/selftest-result-1.json\",\"verdict\":\"fail\","
+  "\"started-at\":\"2026-11-30T10:00:00Z\",\"finished-at\":\"2026-11-30T10:01:10Z\",\"image\":\"tiny\","
+  "\"image-digest\":null,\"configurations\":[\"both\",\"layer1-only\"],\"host-checks\":[],"
+  "\"probes\":["
+  "{\"probe\":\"private-10\",\"configuration\":\"both\",\"transport\":\"tcp\",\"address\":\"10.255.255.254\","
+  "\"expected\":\"blocked\",\"observed\":\"blocked\",\"outcome\":\"pass\",\"pass\":true,\"evidence\":{\"canary-seen\":0}},"
+  "{\"probe\":\"private-10\",\"configuration\":\"layer1-only\",\"transport\":\"tcp\",\"address\":\"10.255.255.254\","
+  "\"expected\":\"blocked\",\"observed\":\"reached\",\"outcome\":\"fail\",\"pass\":false,\"evidence\":{\"canary-seen\":1}},"
+  "{\"probe\":\"positive-control\",\"configuration\":\"both\",\"transport\":\"udp\",\"address\":\"198.51.100.1\","
+  "\"expected\":\"reached\",\"observed\":\"blocked\",\"outcome\":\"inconclusive\",\"pass\":false,\"evidence\":{}},"
+  "{\"probe\":\"odd\",\"configuration\":\"neither\",\"transport\":7}"
+  "]}";
+
+static void
+test_selftest_result (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumSelftestResult) r = vivarium_selftest_result_parse (recorded_result, &error);
+  const VivariumSelftestCell *cell;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (vivarium_selftest_result_verdict (r), ==, "fail");
+  g_assert_cmpstr (vivarium_selftest_result_finished (r), ==, "2026-11-30T10:01:10Z");
+  /* The configurations listed, then one only a probe names. */
+  g_assert_cmpuint (vivarium_selftest_result_n_columns (r), ==, 3);
+  g_assert_cmpstr (vivarium_selftest_result_column (r, 0), ==, "both");
+  g_assert_cmpstr (vivarium_selftest_result_column (r, 2), ==, "neither");
+  g_assert_cmpuint (vivarium_selftest_result_n_rows (r), ==, 3);
+  g_assert_cmpstr (vivarium_selftest_result_row (r, 0), ==, "private-10 (tcp)");
+  g_assert_cmpstr (vivarium_selftest_result_row (r, 2), ==, "odd ()");
+  cell = vivarium_selftest_result_cell (r, 0, 1);
+  g_assert_nonnull (cell);
+  g_assert_cmpstr (cell->outcome, ==, "fail");
+  g_assert_nonnull (strstr (cell->evidence, "\"canary-seen\" : 1"));
+  g_assert_null (vivarium_selftest_result_cell (r, 1, 1));
+  g_assert_cmpuint (vivarium_selftest_result_count (r, "pass"), ==, 1);
+  g_assert_cmpuint (vivarium_selftest_result_count (r, "fail"), ==, 1);
+  g_assert_cmpuint (vivarium_selftest_result_count (r, "inconclusive"), ==, 1);
+}
+
+static void
+test_selftest_result_bad (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumSelftestResult) array = vivarium_selftest_result_parse ("[1,2]", &error);
+  g_autoptr(VivariumSelftestResult) empty = NULL;
+
+  g_assert_null (array);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_clear_error (&error);
+  g_assert_null (vivarium_selftest_result_parse ("{not json", &error));
+  g_assert_nonnull (error);
+  g_clear_error (&error);
+  empty = vivarium_selftest_result_parse ("{\"probes\":{}}", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (vivarium_selftest_result_verdict (empty), ==, "");
+  g_assert_cmpuint (vivarium_selftest_result_n_rows (empty), ==, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add ("/app/sessions/initial", Fixture, NULL, fixture_set_up, test_sessions_initial, fixture_tear_down);
+  g_test_add ("/app/sessions/signals", Fixture, NULL, fixture_set_up, test_sessions_signals, fixture_tear_down);
+  g_test_add ("/app/sessions/removed-while-fetching", Fixture, NULL, fixture_set_up,
+              test_sessions_removed_while_fetching, fixture_tear_down);
+  g_test_add ("/app/sessions/refused", Fixture, NULL, fixture_set_up, test_sessions_refused, fixture_tear_down);
+  g_test_add ("/app/images", Fixture, NULL, fixture_set_up, test_images, fixture_tear_down);
+  g_test_add_func ("/app/describe-error", test_describe_error);
+  g_test_add_func ("/app/selftest-result", test_selftest_result);
+  g_test_add_func ("/app/selftest-result/bad", test_selftest_result_bad);
+  return g_test_run ();
+}
