@@ -45,7 +45,6 @@ vd_image_finalize (GObject *object)
 {
   VdImage *self = VD_IMAGE (object);
 
-  vd_image_unexport (self);
   g_clear_object (&self->skeleton);
   g_clear_pointer (&self->manifest, json_object_unref);
   g_ptr_array_unref (self->users);
@@ -208,25 +207,6 @@ vd_image_load (const gchar *dir, GError **error)
   meta = read_json_object (metadata, NULL);
   update_skeleton (self, info, meta != NULL ? meta : self->manifest);
   return g_steal_pointer (&self);
-}
-
-gboolean
-vd_image_export (VdImage *self, GDBusConnection *connection, GError **error)
-{
-  if (!g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (self->skeleton), connection,
-                                         self->object_path, error)) {
-    vivarium_error_convert (error);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-void
-vd_image_unexport (VdImage *self)
-{
-  if (self->skeleton != NULL &&
-      g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->skeleton)) != NULL)
-    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
 }
 
 GDBusInterfaceSkeleton *vd_image_get_skeleton (VdImage *self) { return G_DBUS_INTERFACE_SKELETON (self->skeleton); }

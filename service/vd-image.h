@@ -11,10 +11,6 @@ G_DECLARE_FINAL_TYPE (VdImage, vd_image, VD, IMAGE, GObject)
 
 VdImage     *vd_image_load              (const gchar   *dir,
                                          GError       **error);
-gboolean     vd_image_export            (VdImage          *self,
-                                         GDBusConnection  *connection,
-                                         GError          **error);
-void         vd_image_unexport          (VdImage *self);
 GDBusInterfaceSkeleton *vd_image_get_skeleton (VdImage *self);
 const gchar *vd_image_get_name          (VdImage *self);
 const gchar *vd_image_get_dir           (VdImage *self);

@@ -57,8 +57,6 @@ vd_job_finalize (GObject *object)
 
   flush_log (self);
   g_clear_handle_id (&self->log_flush_id, g_source_remove);
-  if (g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->skeleton)) != NULL)
-    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
   g_clear_object (&self->skeleton);
   g_clear_object (&self->cancellable);
   g_string_free (self->log, TRUE);

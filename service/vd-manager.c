@@ -285,7 +285,10 @@ project_added_cb (VdProjectStore *store, const gchar *path, gpointer user_data)
 static void
 project_removed_cb (VdProjectStore *store, const gchar *path, gpointer user_data)
 {
-  vivarium_dbus_manager_emit_project_removed (VD_MANAGER (user_data)->skeleton, path);
+  VdManager *self = VD_MANAGER (user_data);
+
+  vd_exported_remove (self->exported, path);
+  vivarium_dbus_manager_emit_project_removed (self->skeleton, path);
 }
 
 static gboolean
@@ -404,7 +407,6 @@ handle_image_delete (VivariumDBusImage *iface, GDBusMethodInvocation *invocation
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   vivarium_dbus_image_complete_delete (iface, invocation);
-  vd_image_unexport (image);
   vd_exported_remove (self->exported, path);
   g_hash_table_remove (self->images, vd_image_get_name (image));
   vivarium_dbus_manager_emit_image_removed (self->skeleton, path);
@@ -1271,7 +1273,6 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-list-projects", G_CALLBACK (handle_list_projects), self);
   g_signal_connect (s, "handle-create-project", G_CALLBACK (handle_create_project), self);
   g_signal_connect (self->projects, "project-added", G_CALLBACK (project_added_cb), self);
-  g_signal_connect (self->projects, "project-removed", G_CALLBACK (object_removed_cb), self);
   g_signal_connect (self->projects, "project-removed", G_CALLBACK (project_removed_cb), self);
   g_signal_connect (self->reports, "report-removed", G_CALLBACK (object_removed_cb), self);
   g_signal_connect (self->runner, "task-removed", G_CALLBACK (object_removed_cb), self);

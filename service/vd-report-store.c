@@ -41,8 +41,6 @@ static guint signals[N_SIGNALS];
 static void
 entry_free (Entry *entry)
 {
-  if (g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (entry->skeleton)) != NULL)
-    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (entry->skeleton));
   g_signal_handlers_disconnect_matched (entry->skeleton, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, entry);
   g_object_unref (entry->skeleton);
   g_free (entry->id);

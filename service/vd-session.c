@@ -78,8 +78,6 @@ vd_session_finalize (GObject *object)
 {
   VdSession *self = VD_SESSION (object);
 
-  if (g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->skeleton)) != NULL)
-    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
   g_clear_object (&self->skeleton);
   g_clear_object (&self->qmp);
   g_clear_object (&self->agent);

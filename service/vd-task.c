@@ -51,8 +51,6 @@ vd_task_finalize (GObject *object)
   if (self->ask != NULL)
     g_dbus_method_invocation_return_error (g_steal_pointer (&self->ask), VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
                                            "The task was forgotten");
-  if (g_dbus_interface_skeleton_get_connection (G_DBUS_INTERFACE_SKELETON (self->skeleton)) != NULL)
-    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (self->skeleton));
   g_clear_object (&self->skeleton);
   g_free (self->id);
   g_free (self->path);
