@@ -1166,6 +1166,8 @@ sweep_units (VdManager *self, const gchar *pattern)
     g_warning ("sweep: stopping leftover unit %s", units[i]);
     if (!vd_systemd_stop_unit_sync (self->systemd, units[i], 30000, &stop_error))
       g_warning ("sweep: cannot stop %s: %s", units[i], stop_error->message);
+    /* A worker unit that failed stays loaded until reset (vd-worker.c). */
+    vd_systemd_reset_failed_unit (self->systemd, units[i]);
   }
 }
 

@@ -1013,6 +1013,7 @@ exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   out_size = g_bytes_get_size (result->out);
   err_size = g_bytes_get_size (result->err);
+  vd_command_log_set_stderr_head (call->self->log, call->entry, result->err);
   call_finished (call, result->exit_status, out_size, err_size);
   vivarium_dbus_session_complete_exec (call->self->skeleton, call->invocation, result->exit_status,
                                        g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_bytes_get_data (result->out, NULL), out_size, 1),

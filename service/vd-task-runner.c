@@ -67,6 +67,15 @@ typedef struct {
   GStrv               tools;
   gchar              *base_commit;
   gint64              started_at;
+  /* Monotonic times each phase ended (0: not reached), for the timings. */
+  gint64              mono_submitted;
+  gint64              mono_session_up;
+  gint64              mono_worker_end;
+  gint64              mono_committed;
+  gint64              mono_verified;
+  gboolean            has_dataset;
+  guint64             dataset_used;
+  guint64             dataset_quota;
   guint               inhibit;
   VdSession          *session;
   gchar              *session_id;
@@ -373,6 +382,28 @@ file_kind_of (VdChangeKind kind)
   }
 }
 
+/* A phase that never began or never ended took no time. */
+static gint64
+phase (gint64 from, gint64 to)
+{
+  return from > 0 && to >= from ? to - from : 0;
+}
+
+static void
+publish_timings (Run *run, gint64 report_done)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{st}"));
+  g_variant_builder_add (&b, "{st}", "work-session-start", (guint64) phase (run->mono_submitted, run->mono_session_up));
+  g_variant_builder_add (&b, "{st}", "worker", (guint64) phase (run->mono_session_up, run->mono_worker_end));
+  g_variant_builder_add (&b, "{st}", "commit", (guint64) phase (run->mono_worker_end, run->mono_committed));
+  g_variant_builder_add (&b, "{st}", "verification", (guint64) phase (run->mono_committed, run->mono_verified));
+  g_variant_builder_add (&b, "{st}", "report", (guint64) phase (run->mono_verified, report_done));
+  g_variant_builder_add (&b, "{st}", "total", (guint64) phase (run->mono_submitted, report_done));
+  vd_task_set_timings (run->task, g_variant_builder_end (&b));
+}
+
 static VivariumReport *
 assemble_report (Run *run)
 {
@@ -396,8 +427,10 @@ assemble_report (Run *run)
   }
   for (guint i = 0; run->changes != NULL && i < run->changes->len; i++) {
     VdChange *c = g_ptr_array_index (run->changes, i);
-    if (c->status == VD_CHANGE_SKIPPED)
+    if (c->status == VD_CHANGE_SKIPPED) {
+      vivarium_report_add_not_committed (r, c->path, vd_change_kind_to_string (c->kind), c->reason);
       continue;
+    }
     gboolean text = c->kind == VD_CHANGE_KIND_FILE && !c->binary;
     vivarium_report_add_file (r, c->path, file_change_of (c->status), file_kind_of (c->kind),
                               text ? (gint64) c->lines_added : -1, text ? (gint64) c->lines_removed : -1);
@@ -406,6 +439,12 @@ assemble_report (Run *run)
   vivarium_report_set_verification (r, run->verify_command, run->verify_whose, run->verify_exit, run->verdict,
                                     run->verify_session_id);
   vivarium_report_set_guard_drops (r, run->drop_packets, run->drop_bytes);
+  if (run->has_dataset)
+    vivarium_report_set_dataset (r, run->dataset_used, run->dataset_quota);
+  vivarium_report_set_timings (r, phase (run->mono_submitted, run->mono_session_up),
+                               phase (run->mono_session_up, run->mono_worker_end),
+                               phase (run->mono_worker_end, run->mono_committed),
+                               phase (run->mono_committed, run->mono_verified));
   if (run->summary != NULL)
     vivarium_report_set_summary (r, run->summary, -1);
   return r;
@@ -454,6 +493,9 @@ end_run (Run *run)
   const gchar *path;
 
   vd_task_set_step (run->task, "report");
+  run->mono_verified = g_get_monotonic_time ();
+  if (run->mono_committed == 0)
+    run->mono_committed = run->mono_verified;
   report = assemble_report (run);
   path = vd_report_store_add (self->reports, report, &error);
   if (path == NULL) {
@@ -463,6 +505,7 @@ end_run (Run *run)
     run->end_outcome = VIVARIUM_OUTCOME_FAILED;
   }
   vd_task_set_report (run->task, path);
+  publish_timings (run, g_get_monotonic_time ());
   if (project != NULL && !vd_project_set_last_task (project, id, &last_error))
     g_warning ("task %s: cannot record the last task: %s", id, last_error->message);
   vd_project_store_release (self->projects, run->project);
@@ -578,12 +621,25 @@ committed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   Run *run = user_data;
   g_autoptr(GError) error = NULL;
 
+  run->mono_committed = g_get_monotonic_time ();
   if (!vd_project_commit_finish (VD_PROJECT (source), res, &run->commit_id, &run->changes, &error)) {
     g_free (run->end_reason);
     run->end_reason = g_strdup_printf ("the daemon could not commit the work: %s", error->message);
     run->end_outcome = VIVARIUM_OUTCOME_FAILED;
   }
   start_verification (run);
+}
+
+/* After the work session, before the commit: how full the worker left it. */
+static void
+measure_dataset (Run *run, VdProject *project)
+{
+  g_autoptr(GError) error = NULL;
+
+  run->dataset_quota = vd_project_get_quota (project);
+  run->has_dataset = vd_project_get_used_bytes (project, &run->dataset_used, &error);
+  if (!run->has_dataset)
+    g_warning ("task %s: cannot measure the dataset: %s", vd_task_get_id (run->task), error->message);
 }
 
 static void
@@ -600,6 +656,7 @@ commit_work (Run *run)
   /* The tree is root's again before the daemon reads it. */
   if (!vd_project_revoke (project, &error))
     g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
+  measure_dataset (run, project);
   message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
                              vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
   vd_project_commit_async (project, message, NULL, committed_cb, run);
@@ -647,6 +704,7 @@ wind_down (Run *run, VivariumOutcome outcome, const gchar *reason)
   if (run->winding_down)
     return;
   run->winding_down = TRUE;
+  run->mono_worker_end = g_get_monotonic_time ();
   run->end_outcome = outcome;
   run->end_reason = g_strdup (reason);
   if (run->timeout_id != 0)
@@ -698,9 +756,14 @@ static void
 worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
 {
   Run *run = user_data;
+  const gchar *failure = vd_worker_get_failure (worker);
 
   g_signal_handlers_disconnect_by_data (worker, run);
-  wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
+  /* Without Finish, only a clean exit is DONE; the rest says what went wrong. */
+  if (failure != NULL)
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, failure);
+  else
+    wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
 }
 
 static gboolean
@@ -784,6 +847,8 @@ work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   gboolean started = vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error);
 
   run->session_starting = FALSE;
+  if (started && run->mono_session_up == 0)
+    run->mono_session_up = g_get_monotonic_time ();
   if (run->winding_down) {
     stop_work (run);
     return;
@@ -859,6 +924,7 @@ vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *i
   run->project = g_strdup (project_name);
   run->instructions = g_strdup (instructions);
   run->started_at = g_get_real_time ();
+  run->mono_submitted = g_get_monotonic_time ();
   if (!check_instructions (instructions, error) || !parse_options (self, run, options, error) ||
       (project = vd_project_store_lookup (self->projects, project_name, error)) == NULL ||
       !vd_project_store_acquire (self->projects, project_name, holder, error)) {

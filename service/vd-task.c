@@ -256,6 +256,7 @@ vd_task_new (const gchar *id, const gchar *project, const gchar *image, const gc
   vivarium_dbus_task_set_report (s, "/");
   vivarium_dbus_task_set_submitted_at (s, (guint64) g_get_real_time ());
   vivarium_dbus_task_set_finished_at (s, 0);
+  vivarium_dbus_task_set_timings (s, g_variant_new_array (G_VARIANT_TYPE ("{st}"), NULL, 0));
   g_signal_connect (s, "handle-wait", G_CALLBACK (handle_wait), self);
   g_signal_connect (s, "handle-ask", G_CALLBACK (handle_ask), self);
   g_signal_connect (s, "handle-answer", G_CALLBACK (handle_answer), self);
@@ -310,6 +311,12 @@ void
 vd_task_set_session (VdTask *self, const gchar *session_path)
 {
   vivarium_dbus_task_set_session (self->skeleton, session_path != NULL ? session_path : "/");
+}
+
+void
+vd_task_set_timings (VdTask *self, GVariant *timings)
+{
+  vivarium_dbus_task_set_timings (self->skeleton, timings);
 }
 
 void

@@ -41,6 +41,9 @@ void             vd_task_set_step        (VdTask      *self,
                                           const gchar *step);
 void             vd_task_set_session     (VdTask      *self,
                                           const gchar *session_path);
+/* @timings: a{st}, floating or not (the Timings property). */
+void             vd_task_set_timings     (VdTask      *self,
+                                          GVariant    *timings);
 /* While the task runs: IN_PROGRESS or NEEDS_INPUT (Ask does that). */
 void             vd_task_set_report      (VdTask      *self,
                                           const gchar *report_path);

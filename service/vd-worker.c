@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <glib/gstdio.h>
 
 #include "vivarium-error.h"
@@ -22,6 +23,8 @@ struct _VdWorker {
   guint32    uid;
   gboolean   started;
   gboolean   exited;
+  gboolean   stopping;
+  gchar     *failure;   /* why the unit failed, in words; NULL if it did not */
 };
 
 G_DEFINE_TYPE (VdWorker, vd_worker, G_TYPE_OBJECT)
@@ -38,6 +41,7 @@ vd_worker_finalize (GObject *object)
   g_free (self->task_id);
   g_free (self->unit);
   g_free (self->dir);
+  g_free (self->failure);
   G_OBJECT_CLASS (vd_worker_parent_class)->finalize (object);
 }
 
@@ -130,7 +134,9 @@ unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_pa
   g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
   g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
   g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (bind_to, -1));
-  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  /* A failed unit stays loaded until the daemon has read why (ExecMain*,
+   * Result) and reset it: a collected unit could no longer say. */
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive"));
   g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
   g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", program, argv));
   g_variant_builder_add (&b, "(sv)", "Environment", g_variant_new_strv (env, -1));
@@ -153,6 +159,48 @@ unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_pa
   return g_variant_builder_end (&b);
 }
 
+/* systemd's own exit statuses for a unit it could not set up (EXIT_CHDIR
+ * and up, systemd.exec(5) "Process Exit Codes"); 203 is EXIT_EXEC. */
+#define SYSTEMD_EXIT_FIRST 200
+#define SYSTEMD_EXIT_LAST  243
+#define SYSTEMD_EXIT_EXEC  203
+
+static gchar *
+describe_exit (gint code, gint status, const gchar *result)
+{
+  if (code == CLD_EXITED && status == SYSTEMD_EXIT_EXEC)
+    return g_strdup ("the worker program could not be executed (systemd exit status 203/EXEC: "
+                     "it is not a program, or a script without a valid #! line)");
+  if (code == CLD_EXITED && status >= SYSTEMD_EXIT_FIRST && status <= SYSTEMD_EXIT_LAST)
+    return g_strdup_printf ("systemd could not set up the worker's unit (exit status %d, "
+                            "see systemd.exec(5))", status);
+  if (code == CLD_EXITED)
+    return g_strdup_printf ("the worker exited with status %d without calling Finish", status);
+  if (code == CLD_KILLED || code == CLD_DUMPED)
+    return g_strdup_printf ("the worker was killed by signal %d (%s) without calling Finish", status,
+                            g_strsignal (status));
+  return g_strdup_printf ("the worker's unit failed (systemd's result: %s)", result);
+}
+
+/* The unit is still loaded (CollectMode=inactive): ask systemd how it ended. */
+static gchar *
+describe_failure (VdWorker *self, const GError *job_error)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GVariant) props = vd_systemd_get_unit_properties (self->systemd, self->unit,
+                                                              "org.freedesktop.systemd1.Service", &error);
+  const gchar *result = "unknown";
+  gint32 code = 0, status = 0;
+
+  if (props == NULL)
+    return g_strdup_printf ("the worker's unit did not start: %s", job_error->message);
+  g_variant_lookup (props, "Result", "&s", &result);
+  if (!g_variant_lookup (props, "ExecMainCode", "i", &code) ||
+      !g_variant_lookup (props, "ExecMainStatus", "i", &status) || code == 0)
+    return g_strdup_printf ("the worker's unit did not start (systemd's result: %s)", result);
+  return describe_exit (code, status, result);
+}
+
 static void
 unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -160,10 +208,22 @@ unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
   gboolean ok = vd_systemd_start_transient_finish (VD_SYSTEMD (source), res, &error);
 
-  if (!ok)
+  if (!ok && !self->stopping) {
+    self->failure = describe_failure (self, error);
+    vd_log_task (G_LOG_LEVEL_INFO, self->task_id, "worker of task %s failed: %s", self->task_id, self->failure);
+  } else if (!ok) {
     vd_log_task (G_LOG_LEVEL_INFO, self->task_id, "worker of task %s ended: %s", self->task_id, error->message);
+  }
+  if (!ok && !self->stopping)
+    vd_systemd_reset_failed_unit (self->systemd, self->unit);
   self->exited = TRUE;
   g_signal_emit (self, signals[SIGNAL_EXITED], 0, ok);
+}
+
+const gchar *
+vd_worker_get_failure (VdWorker *self)
+{
+  return self->failure;
 }
 
 gboolean
@@ -178,11 +238,23 @@ vd_worker_start (VdWorker *self, GBytes *script, const gchar *instructions, cons
   return TRUE;
 }
 
+/* Stopped or not, a unit that ended failed is reset, so nothing is left. */
+static void
+stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdWorker) self = user_data;
+
+  vd_systemd_stop_unit_finish (VD_SYSTEMD (source), res, NULL);
+  vd_systemd_reset_failed_unit (self->systemd, self->unit);
+}
+
 void
 vd_worker_stop (VdWorker *self)
 {
-  if (self->started && !self->exited)
-    vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, NULL, NULL);
+  if (!self->started || self->exited)
+    return;
+  self->stopping = TRUE;
+  vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, stopped_cb, g_object_ref (self));
 }
 
 void
