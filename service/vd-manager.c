@@ -775,43 +775,64 @@ project_hold_free (gpointer data, GClosure *closure)
   g_free (hold);
 }
 
+/* The tree goes back to root in a thread (a long walk for a big tree), and
+ * only then is the project free for the next holder. */
+typedef struct {
+  VdManager *manager;
+  gchar     *project;
+} GiveBack;
+
+static void
+given_back_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GiveBack *gb = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error))
+    g_warning ("project %s: cannot take the tree back: %s", gb->project, error->message);
+  if (gb->manager->projects != NULL)
+    vd_project_store_release (gb->manager->projects, gb->project);
+  g_object_unref (gb->manager);
+  g_free (gb->project);
+  g_free (gb);
+}
+
+static void
+give_back_project (VdManager *self, const gchar *name)
+{
+  VdProject *project = self->projects != NULL ? vd_project_store_lookup (self->projects, name, NULL) : NULL;
+  GiveBack *gb;
+
+  if (project == NULL) {
+    if (self->projects != NULL)
+      vd_project_store_release (self->projects, name);
+    return;
+  }
+  gb = g_new0 (GiveBack, 1);
+  gb->manager = g_object_ref (self);
+  gb->project = g_strdup (name);
+  vd_project_revoke_async (project, given_back_cb, gb);
+}
+
 static void
 session_ended_release_cb (VdSession *session, gpointer user_data)
 {
   ProjectHold *hold = user_data;
-  VdProject *project;
-  g_autoptr(GError) error = NULL;
 
-  if (hold->manager->projects == NULL)
-    return;
-  project = vd_project_store_lookup (hold->manager->projects, hold->project, NULL);
-  if (project != NULL && !vd_project_revoke (project, &error))
-    g_warning ("project %s: cannot take the tree back from session %s: %s", hold->project,
-               vd_session_get_id (session), error->message);
-  vd_project_store_release (hold->manager->projects, hold->project);
+  if (hold->manager->projects != NULL)
+    give_back_project (hold->manager, hold->project);
   g_signal_handlers_disconnect_by_data (session, hold);
 }
 
-/* Takes the project for @session (Busy when someone holds it), gives its
- * tree to the session's uid, and gives both back when the session ends. */
-static gboolean
-hold_project (VdManager *self, VdSession *session, const gchar *name, const gchar *holder, GError **error)
+/* Once the tree is the session's uid's: gives both back when it ends. */
+static void
+hold_project (VdManager *self, VdSession *session, const gchar *name)
 {
-  VdProject *project = vd_project_store_lookup (self->projects, name, error);
-  ProjectHold *hold;
+  ProjectHold *hold = g_new0 (ProjectHold, 1);
 
-  if (project == NULL || !vd_project_store_acquire (self->projects, name, holder, error))
-    return FALSE;
-  if (!vd_project_grant (project, vd_session_get_uid (session), error)) {
-    vd_project_revoke (project, NULL);
-    vd_project_store_release (self->projects, name);
-    return FALSE;
-  }
-  hold = g_new0 (ProjectHold, 1);
   hold->manager = self;
   hold->project = g_strdup (name);
   g_signal_connect_data (session, "ended", G_CALLBACK (session_ended_release_cb), hold, project_hold_free, 0);
-  return TRUE;
 }
 
 typedef struct {
@@ -833,6 +854,51 @@ session_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   vivarium_dbus_manager_complete_start_session (self->skeleton, invocation, vd_session_get_object_path (session));
+}
+
+/* The project is held for @session: its tree becomes the session's uid's
+ * (in a thread), then the session starts and StartSession returns. */
+typedef struct {
+  VdManager             *manager;
+  GDBusMethodInvocation *invocation;
+  VdSession             *session;
+  gchar                 *project;
+} GrantData;
+
+static void
+session_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GrantData *g = user_data;
+  GError *error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
+    vd_session_stop_async (g->session, NULL, NULL);
+    give_back_project (g->manager, g->project);
+    g_dbus_method_invocation_take_error (g->invocation, error);
+  } else {
+    StartData *data = g_new0 (StartData, 1);
+    hold_project (g->manager, g->session, g->project);
+    data->manager = g->manager;
+    data->invocation = g_object_ref (g->invocation);
+    vd_session_start_async (g->session, NULL, session_started_cb, data);
+  }
+  g_object_unref (g->invocation);
+  g_object_unref (g->session);
+  g_free (g->project);
+  g_free (g);
+}
+
+static void
+grant_project (VdManager *self, GDBusMethodInvocation *invocation, VdSession *session, const gchar *name)
+{
+  GrantData *g = g_new0 (GrantData, 1);
+
+  g->manager = self;
+  g->invocation = g_object_ref (invocation);
+  g->session = g_object_ref (session);
+  g->project = g_strdup (name);
+  vd_project_grant_async (vd_project_store_lookup (self->projects, name, NULL), vd_session_get_uid (session),
+                          session_granted_cb, g);
 }
 
 static gboolean
@@ -867,9 +933,12 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
                                     &error);
   if (session != NULL && project_dir != NULL) {
     g_autofree gchar *holder = g_strdup_printf ("session %s", vd_session_get_id (session));
-    if (!hold_project (self, session, project, holder, &error)) {
+    if (!vd_project_store_acquire (self->projects, project, holder, &error)) {
       vd_session_stop_async (session, NULL, NULL);
       g_clear_object (&session);
+    } else {
+      grant_project (self, invocation, session, project);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
     }
   }
   if (session == NULL) {

@@ -525,16 +525,28 @@ end_run (Run *run)
 /* --- the end: verification in a fresh session ---------------------------------- */
 
 static void
+verify_revoked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error))
+    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
+  end_run (run);
+}
+
+static void
 verify_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   Run *run = user_data;
   VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
-  g_autoptr(GError) error = NULL;
 
   vd_session_stop_finish (VD_SESSION (source), res, NULL);
-  if (project != NULL && !vd_project_revoke (project, &error))
-    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
-  end_run (run);
+  if (project == NULL) {
+    end_run (run);
+    return;
+  }
+  vd_project_revoke_async (project, verify_revoked_cb, run);
 }
 
 static void
@@ -579,6 +591,24 @@ verify_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static void
+verify_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
+    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    vd_session_stop_async (run->verify_session, NULL, NULL);
+    g_clear_object (&run->verify_session);
+    vd_project_revoke_async (VD_PROJECT (source), verify_revoked_cb, run);
+    return;
+  }
+  run->verify_session_id = g_strdup (vd_session_get_id (run->verify_session));
+  vd_session_start_async (run->verify_session, NULL, verify_started_cb, run);
+}
+
+static void
 start_verification (Run *run)
 {
   VdTaskRunner *self = run->runner;
@@ -600,17 +630,13 @@ start_verification (Run *run)
   opts.timeout_sec = VD_TASK_VERIFY_TIMEOUT + 300;
   run->verify_session = vd_session_pool_create (self->pool, run->image, &opts, 0, run->project,
                                                 vd_project_get_work_path (project), &error);
-  if (run->verify_session != NULL && !vd_project_grant (project, vd_session_get_uid (run->verify_session), &error))
-    g_clear_object (&run->verify_session);
   if (run->verify_session == NULL) {
     g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
     run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
-    vd_project_revoke (project, NULL);
     end_run (run);
     return;
   }
-  run->verify_session_id = g_strdup (vd_session_get_id (run->verify_session));
-  vd_session_start_async (run->verify_session, NULL, verify_started_cb, run);
+  vd_project_grant_async (project, vd_session_get_uid (run->verify_session), verify_granted_cb, run);
 }
 
 /* --- the end: commit -------------------------------------------------------------- */
@@ -643,23 +669,32 @@ measure_dataset (Run *run, VdProject *project)
 }
 
 static void
+revoked_for_commit_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  VdProject *project = VD_PROJECT (source);
+  g_autofree gchar *message = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (project, res, &error))
+    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
+  measure_dataset (run, project);
+  message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
+                             vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
+  vd_project_commit_async (project, message, NULL, committed_cb, run);
+}
+
+static void
 commit_work (Run *run)
 {
   VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
-  g_autofree gchar *message = NULL;
-  g_autoptr(GError) error = NULL;
 
   if (project == NULL) {
     start_verification (run);
     return;
   }
   /* The tree is root's again before the daemon reads it. */
-  if (!vd_project_revoke (project, &error))
-    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
-  measure_dataset (run, project);
-  message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
-                             vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
-  vd_project_commit_async (project, message, NULL, committed_cb, run);
+  vd_project_revoke_async (project, revoked_for_commit_cb, run);
 }
 
 static void
@@ -861,6 +896,34 @@ work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   start_worker (run);
 }
 
+static void
+work_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
+    g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
+    /* Never started: nothing of it to stop but its files; the commit
+     * path gives the tree back to root. */
+    vd_session_stop_async (run->session, NULL, NULL);
+    g_clear_object (&run->session);
+    run->session_starting = FALSE;
+    if (run->winding_down)
+      stop_work (run);
+    else
+      wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  if (run->winding_down) {
+    run->session_starting = FALSE;
+    stop_work (run);
+    return;
+  }
+  vd_task_set_session (run->task, vd_session_get_object_path (run->session));
+  vd_session_start_async (run->session, NULL, work_started_cb, run);
+}
+
 static gboolean
 start_work_session (Run *run, VdProject *project, GError **error)
 {
@@ -872,15 +935,9 @@ start_work_session (Run *run, VdProject *project, GError **error)
     return FALSE;
   run->session_id = g_strdup (vd_session_get_id (run->session));
   run->session_uid = vd_session_get_uid (run->session);
-  if (!vd_project_grant (project, run->session_uid, error)) {
-    vd_project_revoke (project, NULL);
-    vd_session_stop_async (run->session, NULL, NULL);
-    g_clear_object (&run->session);
-    return FALSE;
-  }
-  vd_task_set_session (run->task, vd_session_get_object_path (run->session));
+  /* From here the start is under way: a Cancel waits for its end. */
   run->session_starting = TRUE;
-  vd_session_start_async (run->session, NULL, work_started_cb, run);
+  vd_project_grant_async (project, run->session_uid, work_granted_cb, run);
   return TRUE;
 }
 
