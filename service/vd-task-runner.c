@@ -231,6 +231,41 @@ write_record (VdTaskRunner *self, Run *run, GError **error)
   return vd_fs_write_durably (path, text, 0600, error);
 }
 
+/* --- records of finished tasks: ListTasks across restarts ----------------- */
+
+static gchar *
+done_path (VdTaskRunner *self, const gchar *id)
+{
+  g_autofree gchar *name = g_strconcat (id, ".json", NULL);
+
+  return vd_config_build_state_path (self->config, "tasks", "done", name, NULL);
+}
+
+static void
+write_done_record (VdTaskRunner *self, VdTask *task)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", "done", NULL);
+  g_autofree gchar *path = done_path (self, vd_task_get_id (task));
+  g_autoptr(JsonNode) root = vd_task_to_record (task);
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autofree gchar *text = NULL;
+  g_autoptr(GError) error = NULL;
+
+  json_generator_set_root (gen, root);
+  text = json_generator_to_data (gen, NULL);
+  if (!vd_fs_mkdir (dir, 0700, 0, 0, &error) || !vd_fs_write_durably (path, text, 0600, &error))
+    g_warning ("task %s: its record will not survive a restart: %s", vd_task_get_id (task), error->message);
+}
+
+static void
+remove_done_record (VdTaskRunner *self, const gchar *id)
+{
+  g_autofree gchar *path = done_path (self, id);
+
+  if (g_unlink (path) != 0 && errno != ENOENT)
+    g_warning ("cannot remove the task record %s: %s", path, g_strerror (errno));
+}
+
 static void
 remove_record (VdTaskRunner *self, const gchar *id)
 {
@@ -475,6 +510,7 @@ prune_tasks (VdTaskRunner *self)
     g_autofree gchar *object_path = g_strdup (vd_task_get_object_path (oldest));
 
     g_ptr_array_remove_index_fast (finished, at);
+    remove_done_record (self, vd_task_get_id (oldest));
     g_hash_table_remove (self->tasks, vd_task_get_id (oldest));
     g_signal_emit (self, signals[SIGNAL_TASK_REMOVED], 0, object_path);
   }
@@ -518,6 +554,7 @@ end_run (Run *run)
   vd_log_task (G_LOG_LEVEL_INFO, id, "task %s ended: %s%s%s", id, vivarium_outcome_to_string (run->end_outcome),
                run->end_reason != NULL ? ", " : "", run->end_reason != NULL ? run->end_reason : "");
   vd_task_finish (run->task, run->end_outcome, run->end_reason);
+  write_done_record (self, run->task);
   g_hash_table_remove (self->runs, id);
   prune_tasks (self);
 }
@@ -1045,6 +1082,7 @@ recover_one (VdTaskRunner *self, const gchar *id, JsonObject *o)
   g_autoptr(GError) error = NULL;
   const gchar *project = json_object_get_string_member_with_default (o, "project", "");
   VdProject *p = vd_project_store_lookup (self->projects, project, NULL);
+  const gchar *report_path;
 
   vivarium_report_set_id (r, id);
   vivarium_report_set_task_id (r, id);
@@ -1057,13 +1095,58 @@ recover_one (VdTaskRunner *self, const gchar *id, JsonObject *o)
   vivarium_report_set_daemon_version (r, PACKAGE_VERSION);
   vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_FAILED, "the daemon stopped while it ran");
   vivarium_report_set_verification (r, NULL, VIVARIUM_VERIFY_WHOSE_NONE, -1, VIVARIUM_VERDICT_NEVER_RUN, NULL);
-  if (vd_report_store_add (self->reports, r, &error) == NULL)
+  report_path = vd_report_store_add (self->reports, r, &error);
+  if (report_path == NULL)
     g_warning ("task %s: no report of the interrupted task: %s", id, error->message);
+  {
+    /* Listed again, FAILED, like any finished task. */
+    g_autoptr(VdTask) t = vd_task_new (id, project, json_object_get_string_member_with_default (o, "image", ""),
+                                       json_object_get_string_member_with_default (o, "worker", "script"));
+    vd_task_set_report (t, report_path);
+    vd_task_finish (t, VIVARIUM_OUTCOME_FAILED, "the daemon stopped while it ran");
+    write_done_record (self, t);
+  }
   if (p != NULL && !vd_project_set_last_task (p, id, NULL))
     g_warning ("task %s: cannot record the last task", id);
   if (p != NULL)
     vd_project_store_refresh (self->projects, project);
   vd_log_task (G_LOG_LEVEL_WARNING, id, "task %s was interrupted by the daemon's end: reported FAILED", id);
+}
+
+static void
+load_one_done (VdTaskRunner *self, const gchar *dir, const gchar *name)
+{
+  g_autofree gchar *id = g_strndup (name, strlen (name) - strlen (".json"));
+  g_autofree gchar *path = g_build_filename (dir, name, NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdTask) task = NULL;
+  GStatBuf st;
+
+  /* A record is small; a big one is not ours. */
+  if (g_stat (path, &st) != 0 || st.st_size > 64 * 1024 || !vivarium_name_validate ("task", id, &error) ||
+      g_hash_table_contains (self->tasks, id) || !json_parser_load_from_file (parser, path, &error) ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)) ||
+      (task = vd_task_new_from_record (id, json_node_get_object (json_parser_get_root (parser)), &error)) == NULL ||
+      !self->export_func (vd_task_get_skeleton (task), vd_task_get_object_path (task), self->export_data, &error)) {
+    g_warning ("task record %s left out: %s", path, error != NULL ? error->message : "too large, or a duplicate");
+    return;
+  }
+  g_hash_table_insert (self->tasks, g_strdup (id), g_steal_pointer (&task));
+}
+
+/* The finished tasks of earlier runs, back on the bus. */
+static void
+load_done (VdTaskRunner *self)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", "done", NULL);
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    if (names[i][0] != '.' && g_str_has_suffix (names[i], ".json"))
+      load_one_done (self, dir, names[i]);
+  }
+  prune_tasks (self);
 }
 
 void
@@ -1088,6 +1171,7 @@ vd_task_runner_recover (VdTaskRunner *self)
       recover_one (self, id, json_node_get_object (json_parser_get_root (parser)));
     remove_record (self, id);
   }
+  load_done (self);
 }
 
 void
