@@ -340,7 +340,7 @@ AllowUsers $guser
 EOF
   /usr/sbin/sshd -D -f "$sshd_dir/config" -E "$sshd_dir/log" &
   sshd_pid=$!
-  retry_until 40 0.25 sh -c "exec 3<>/dev/tcp/127.0.0.1/2222" 2>/dev/null
+  retry_until 40 0.25 bash -c "exec 3<>/dev/tcp/127.0.0.1/2222" 2>/dev/null
 }
 stop_sshd () { [ -n "$sshd_pid" ] && kill "$sshd_pid" 2>/dev/null && wait "$sshd_pid" 2>/dev/null; sshd_pid=; }
 at_exit stop_sshd
