@@ -123,11 +123,9 @@ def finish_error(summary, verify=''):
     except GLib.Error as e:
         return Gio.DBusError.get_remote_error(e) or e.message
 PYEOF
-pyworker () {  # NAME BODY: a Python worker script
-  { printf '#!/usr/bin/python3\nimport sys\nsys.path.insert(0, %s)\nfrom wlib import *\n' "'$tmpd'"; printf '%s\n' "$2"; } \
-    > "$tmpd/$1.py"
+pyworker () {  # NAME BODY: a Python worker script, its helpers inline (its /var/tmp is private)
+  { printf '#!/usr/bin/python3\n'; cat "$tmpd/wlib.py"; printf '%s\n' "$2"; } > "$tmpd/$1.py"
 }
-chmod 0644 "$tmpd/wlib.py"
 
 build_out=$(ctl image build "$IMAGE" "$IMAGE" 2>&1)
 assert_eq "0" "$?" "build the tiny image" "$build_out"
