@@ -347,8 +347,9 @@ url="ssh://$guser@127.0.0.1:2222$sshd_dir/repo.git"
 assert_success "SetRemote to the sshd" -- call "$(project_path tamper)" Project.SetRemote "$url"
 out=$(call "$(project_path tamper)" Project.Publish 2>&1)
 assert_eq "0" "$?" "Publish over ssh with the deploy key" "$out $(tail -5 "$sshd_dir/log")"
-assert_eq "$(git_of tamper rev-parse HEAD)" "$(git --git-dir="$sshd_dir/repo.git" rev-parse HEAD 2>&1)" \
-  "the same commit is on the ssh remote"
+branch=$(git_of tamper symbolic-ref HEAD)
+assert_eq "$(git_of tamper rev-parse HEAD)" "$(git --git-dir="$sshd_dir/repo.git" rev-parse "$branch" 2>&1)" \
+  "the same commit is on the ssh remote, on the project's branch"
 # Another project's key is not on the remote.
 assert_success "SetRemote of another project" -- call "$(project_path other)" Project.SetRemote "$url"
 refs_before=$(git --git-dir="$sshd_dir/repo.git" for-each-ref)
