@@ -58,8 +58,8 @@ printf 'task submit → DONE (wall, client side): %.2f s\n' "$task"
 col () { awk -v c="$1" '{ print $c }' "$work/phases" | median; }
 printf '  work session start (submit → guest agent ready): %.2f s\n' "$(col 1)"
 printf '  worker (ready → Finish):                          %.2f s\n' "$(col 2)"
-printf '  commit (work session stop, chown, libgit2):       %.2f s\n' "$(col 3)"
+printf '  commit (work session stop, chown, libgit2):       %.3f s\n' "$(col 3)"
 printf '  verification session (start, re-run, stop):       %.2f s\n' "$(col 4)"
-printf '  report (assemble, sign, store):                   %.2f s\n' "$(col 5)"
+printf '  report (assemble, sign, store):                   %.3f s\n' "$(col 5)"
 printf '  whole, daemon-measured:                           %.2f s\n' "$(col 6)"
 echo "$task $cold" | awk '{ printf "ratio, whole task / two cold starts: %.2f\n", $1 / (2 * $2) }'
