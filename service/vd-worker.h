@@ -33,6 +33,11 @@ VdWorker    *vd_worker_new        (VdSystemd   *systemd,
                                    guint32      uid);
 const gchar *vd_worker_get_unit   (VdWorker *self);
 guint32      vd_worker_get_uid    (VdWorker *self);
+/* Before start: run @program (vivarium-agent) instead of a script, with
+ * VIVARIUM_MODEL_SOCKET=@model_socket, after vivarium-gateway.service. */
+void         vd_worker_set_agent  (VdWorker    *self,
+                                   const gchar *program,
+                                   const gchar *model_socket);
 /* Writes the files and starts the unit; "exited" follows when it ends. */
 gboolean     vd_worker_start      (VdWorker    *self,
                                    GBytes      *script,
