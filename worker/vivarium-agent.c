@@ -517,8 +517,9 @@ handle_tool_calls (Agent *a, JsonArray *calls)
   }
 }
 
-/* What the model said goes back as it said it, minus what we refused:
- * arguments over the cap are not stored twice. */
+/* What the model said goes back as it said it, except arguments over the
+ * cap: those are replaced (the call keeps its id, so its error result
+ * still answers it) rather than sent back to the model every turn. */
 static void
 keep_assistant (Agent *a, JsonObject *message)
 {
@@ -532,10 +533,12 @@ keep_assistant (Agent *a, JsonObject *message)
     JsonArray *arr = json_node_get_array (calls);
     JsonArray *kept = json_array_new ();
     for (guint i = 0; i < json_array_get_length (arr); i++) {
-      JsonNode *c = json_array_get_element (arr, i);
+      JsonNode *c = json_node_copy (json_array_get_element (arr, i));
       g_autofree gchar *text = node_to_string (c);
-      if (strlen (text) <= a->limits.max_tool_call_bytes)
-        json_array_add_element (kept, json_node_copy (c));
+      JsonNode *fn = JSON_NODE_HOLDS_OBJECT (c) ? json_object_get_member (json_node_get_object (c), "function") : NULL;
+      if (strlen (text) > a->limits.max_tool_call_bytes && fn != NULL && JSON_NODE_HOLDS_OBJECT (fn))
+        json_object_set_string_member (json_node_get_object (fn), "arguments", "{\"refused\": \"too large\"}");
+      json_array_add_element (kept, c);
     }
     json_object_set_array_member (m, "tool_calls", kept);
   }
