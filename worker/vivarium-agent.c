@@ -525,7 +525,7 @@ keep_assistant (Agent *a, JsonObject *message)
 {
   JsonObject *m = json_object_new ();
   JsonNode *calls = json_object_get_member (message, "tool_calls");
-  const gchar *content = json_object_get_string_member_with_default (message, "content", NULL);
+  const gchar *content = arg_string (message, "content");
 
   json_object_set_string_member (m, "role", "assistant");
   json_object_set_string_member (m, "content", content != NULL ? content : "");
@@ -558,7 +558,7 @@ one_turn (Agent *a, guint turn)
     fail_agent (a, why);
     return;
   }
-  content = json_object_get_string_member_with_default (message, "content", NULL);
+  content = arg_string (message, "content");
   if (content != NULL && content[0] != '\0')
     record (a, "model", content);
   keep_assistant (a, message);

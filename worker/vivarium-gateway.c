@@ -364,6 +364,23 @@ serve (TaskGate *gate, VivariumHttpMessage *req)
   return forward ("POST", "/chat/completions", body);
 }
 
+/* The worker's words never reach the journal: only names we know. */
+static const gchar *
+shown_method (VivariumHttpMessage *req)
+{
+  if (req != NULL && (g_str_equal (req->method, "GET") || g_str_equal (req->method, "POST")))
+    return req->method;
+  return "(other method)";
+}
+
+static const gchar *
+shown_path (VivariumHttpMessage *req)
+{
+  if (req != NULL && (g_str_equal (req->path, "/v1/chat/completions") || g_str_equal (req->path, "/v1/models")))
+    return req->path;
+  return "(other path)";
+}
+
 static gboolean
 handle_connection (GThreadedSocketService *service, GSocketConnection *conn, GObject *source, gpointer user_data)
 {
@@ -374,6 +391,9 @@ handle_connection (GThreadedSocketService *service, GSocketConnection *conn, GOb
   Answer answer;
   gsize in_size = 0;
 
+  /* A worker that opens a connection and says nothing holds one of its own
+   * task's threads, for a while only. */
+  g_socket_set_timeout (g_socket_connection_get_socket (conn), 120);
   req = vivarium_http_read (g_io_stream_get_input_stream (G_IO_STREAM (conn)), TRUE, config.max_request, &error);
   if (req == NULL)
     answer = refuse (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE) ? 413 : 400,
@@ -391,7 +411,7 @@ handle_connection (GThreadedSocketService *service, GSocketConnection *conn, GOb
   g_mutex_unlock (&gate->lock);
   /* Sizes, status, latency: never what was said. */
   g_message ("task %s: %s %s, %zu bytes in, status %u, %zu bytes out, %" G_GINT64_FORMAT " ms", gate->id,
-             req != NULL ? req->method : "-", req != NULL && strlen (req->path) < 64 ? req->path : "-", in_size,
+             shown_method (req), shown_path (req), in_size,
              answer.status, g_bytes_get_size (answer.body), (g_get_monotonic_time () - start) / 1000);
   if (!vivarium_http_write_response (g_io_stream_get_output_stream (G_IO_STREAM (conn)), answer.status,
                                      "application/json", answer.body, &error))
