@@ -156,5 +156,7 @@ vivarium_agent_guest_text (const guint8 *data, gsize len, gsize cap, gboolean *t
   gsize n = MIN (len, cap);
 
   *truncated = len > cap;
+  if (data == NULL || n == 0)
+    return g_strdup ("");
   return g_utf8_make_valid ((const gchar *) data, (gssize) n);
 }

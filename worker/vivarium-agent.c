@@ -281,7 +281,7 @@ run_exec (Agent *a, const gchar *const *argv, const gchar *const *env, const gch
   gboolean out_cut, err_cut;
 
   r = call_task (a, a->session, IFACE ".Session", "Exec",
-                 g_variant_new ("(^as^assu)", argv, env, cwd, timeout), "(i@ay@aybb)",
+                 g_variant_new ("(^as^assu)", argv, env, cwd, timeout), "(iayaybb)",
                  (gint) MIN ((guint64) timeout * 1000 + 30000, G_MAXINT), &error);
   if (r == NULL)
     return g_strdup_printf ("error: the command did not run: %s", error->message);
@@ -342,7 +342,7 @@ tool_read_file (Agent *a, JsonObject *args)
 
   if (path == NULL)
     return g_strdup ("error: read_file needs path");
-  r = call_task (a, a->session, IFACE ".Session", "ReadFile", g_variant_new ("(s)", path), "(@ay)", 120000, &error);
+  r = call_task (a, a->session, IFACE ".Session", "ReadFile", g_variant_new ("(s)", path), "(ay)", 120000, &error);
   if (r == NULL)
     return g_strdup_printf ("error: %s", error->message);
   g_variant_get (r, "(@ay)", &data);
@@ -380,7 +380,7 @@ static gchar *
 tool_screenshot (Agent *a, JsonObject *args)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GVariant) r = call_task (a, a->session, IFACE ".Session", "Screenshot", NULL, "(@ay)", 60000, &error);
+  g_autoptr(GVariant) r = call_task (a, a->session, IFACE ".Session", "Screenshot", NULL, "(ay)", 60000, &error);
   g_autoptr(GVariant) png = NULL;
 
   if (r == NULL)
@@ -520,6 +520,26 @@ handle_tool_calls (Agent *a, JsonArray *calls)
 /* What the model said goes back as it said it, except arguments over the
  * cap: those are replaced (the call keeps its id, so its error result
  * still answers it) rather than sent back to the model every turn. */
+/* A new object: JSON nodes share their objects, and the call itself is
+ * still to be answered from the original. */
+static JsonObject *
+refused_call (JsonObject *call)
+{
+  JsonObject *copy = json_object_new ();
+  JsonObject *fn = json_object_new ();
+  JsonNode *orig_fn = json_object_get_member (call, "function");
+  const gchar *id = arg_string (call, "id");
+  const gchar *name = orig_fn != NULL && JSON_NODE_HOLDS_OBJECT (orig_fn)
+                      ? arg_string (json_node_get_object (orig_fn), "name") : NULL;
+
+  json_object_set_string_member (copy, "id", id != NULL && strlen (id) <= 256 ? id : "");
+  json_object_set_string_member (copy, "type", "function");
+  json_object_set_string_member (fn, "name", name != NULL && strlen (name) <= 64 ? name : "");
+  json_object_set_string_member (fn, "arguments", "{\"refused\": \"too large\"}");
+  json_object_set_object_member (copy, "function", fn);
+  return copy;
+}
+
 static void
 keep_assistant (Agent *a, JsonObject *message)
 {
@@ -533,12 +553,12 @@ keep_assistant (Agent *a, JsonObject *message)
     JsonArray *arr = json_node_get_array (calls);
     JsonArray *kept = json_array_new ();
     for (guint i = 0; i < json_array_get_length (arr); i++) {
-      JsonNode *c = json_node_copy (json_array_get_element (arr, i));
+      JsonNode *c = json_array_get_element (arr, i);
       g_autofree gchar *text = node_to_string (c);
-      JsonNode *fn = JSON_NODE_HOLDS_OBJECT (c) ? json_object_get_member (json_node_get_object (c), "function") : NULL;
-      if (strlen (text) > a->limits.max_tool_call_bytes && fn != NULL && JSON_NODE_HOLDS_OBJECT (fn))
-        json_object_set_string_member (json_node_get_object (fn), "arguments", "{\"refused\": \"too large\"}");
-      json_array_add_element (kept, c);
+      if (strlen (text) > a->limits.max_tool_call_bytes && JSON_NODE_HOLDS_OBJECT (c))
+        json_array_add_object_element (kept, refused_call (json_node_get_object (c)));
+      else
+        json_array_add_element (kept, json_node_copy (c));
     }
     json_object_set_array_member (m, "tool_calls", kept);
   }
