@@ -102,8 +102,12 @@ try:
     s.connect(sock)
 except OSError as e:
     print('connect: %s' % e.strerror); sys.exit(0)
-b = body.encode()
-s.sendall(('%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n' % (method, path, len(b))).encode() + b)
+# "@big:N": N bytes, made here (an argument that large would pass the exec limit)
+b = b'x' * int(body[5:]) if body.startswith('@big:') else body.encode()
+try:
+    s.sendall(('%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n' % (method, path, len(b))).encode() + b)
+except OSError:
+    pass  # refused before the body was read: the answer is still there
 print(s.recv(100).decode().split('\r\n')[0].split(' ')[1])
 PYEOF
 }
@@ -139,8 +143,14 @@ cat > /etc/vivarium/conf.d/50-agent-test.conf <<EOF
 Endpoint=http://127.0.0.1:$port/v1
 Model=$MODEL
 KeyFile=/etc/vivarium/agent-test.key
+MaxRequestsPerTask=30
+MaxRequestBytes=1048576
 EOF
 at_exit rm -f /etc/vivarium/conf.d/50-agent-test.conf
+# The administrator's copy of agent.conf replaces the shipped one.
+install -d -m 0755 /etc/vivarium/agent
+printf '[Agent]\nMaxTurns=25\n' > /etc/vivarium/agent/agent.conf
+at_exit rm -rf /etc/vivarium/agent
 systemctl stop vivariumd.service vivarium-gateway.service 2>/dev/null
 
 out=$(call "$OBJ" Manager.CreateProject demo "uint64 $((64 * MIB))" "{}" 2>&1)
@@ -232,15 +242,39 @@ assert_contains "$(grep -c '"authorization": true' "$tmpd/requests")" "1" "the g
 dpid=$(systemctl show -P MainPID vivariumd.service)
 t3=$(submit_agent hostile)
 assert_eq "FAILED" "$(wait_outcome "$t3" 900)" "a hostile model's task ends FAILED"
-assert_contains "$(prop "$t3" Task Reason)" "40 turns" "with the reason: its turns ran out"
+assert_contains "$(prop "$t3" Task Reason)" "25 turns" "with the reason: its turns ran out (MaxTurns from /etc)"
 transcript "$t3" > "$tmpd/t3"
 assert_contains "$(cat "$tmpd/t3")" "there is no tool format_disk" "the unknown tool got an error result"
 assert_contains "$(cat "$tmpd/t3")" "not a JSON object" "the malformed JSON got an error result"
 assert_contains "$(cat "$tmpd/t3")" "are 10485" "the 10 MiB argument got an error result"
-assert_eq "40" "$(grep -c '"conversation": "hostile"' "$tmpd/requests")" "the agent stopped after 40 of 10 000 turns"
+assert_eq "25" "$(grep -c '"conversation": "hostile"' "$tmpd/requests")" "the agent stopped after 25 of 10 000 turns"
 t4=$(submit_agent errors)
 assert_eq "FAILED" "$(wait_outcome "$t4" 600)" "a model that only errs ends FAILED"
 assert_contains "$(prop "$t4" Task Reason)" "in a row failed" "with the reason"
+
+# The gateway's per-task cap: the worker's uid spends it while the task waits
+# for an answer, then the agent's next request is refused and the task ends.
+t5=$(submit_agent flood)
+assert_eq "NEEDS_INPUT" "$(wait_outcome "$t5" 300)" "the flood task asks"
+id5=${t5##*/}
+wuid5=$(systemctl show -P User "vivarium-worker-$id5.service")
+sock5=/run/vivarium/tasks/$id5/model.sock
+statuses=""
+for _ in $(seq 30); do statuses+=" $(gw_request "$wuid5" "$sock5" GET /v1/models)"; done
+assert_contains "$statuses" "429" "the gateway refuses a task's requests past MaxRequestsPerTask" "$statuses"
+assert_eq "413" "$(gw_request "$wuid5" "$sock5" POST /v1/chat/completions @big:2000000)" \
+  "a request over MaxRequestBytes is refused"
+assert_success "answer the flood task" -- call "$t5" Task.Answer yes
+assert_eq "FAILED" "$(wait_outcome "$t5" 300)" "its agent's next request is refused: FAILED"
+assert_contains "$(prop "$t5" Task Reason)" "429" "with the gateway's refusal as the reason"
+
+# The gateway refuses to run unless its unit allows exactly the endpoint's address.
+sed -i "s|^Endpoint=.*|Endpoint=http://127.0.0.2:$port/v1|" /etc/vivarium/conf.d/50-agent-test.conf
+systemctl restart vivarium-gateway.service 2>/dev/null
+assert_ne "active" "$(systemctl is-active vivarium-gateway.service)" "an endpoint its unit does not allow: the gateway stops"
+assert_contains "$(journalctl -u vivarium-gateway.service -o cat --no-pager | tail -n 5)" \
+  "must allow exactly the endpoint's address" "and says why"
+
 assert_eq "$dpid" "$(systemctl show -P MainPID vivariumd.service)" "the daemon is unharmed (same process)"
 assert_contains "$(call "$OBJ" Manager.ListTasks)" "$t4" "and answers"
 assert_eq "0" "$(grep -c . "$tmpd/failures")" "every request the model server got was the one it expected" \
