@@ -148,6 +148,7 @@ test_http (void)
   g_autoptr(VivariumHttpMessage) chunked = NULL;
   g_autoptr(VivariumHttpMessage) resp = NULL;
   g_autofree gchar *huge_head = NULL;
+  g_autofree gchar *hs = NULL;
   g_autoptr(VivariumHttpMessage) huge = NULL;
 
   g_assert_no_error (error);
@@ -172,7 +173,8 @@ test_http (void)
   g_assert_cmpuint (resp->status, ==, 200);
   g_assert_cmpuint (g_bytes_get_size (resp->body), ==, 5);
 
-  huge_head = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", g_strnfill (20000, 'h'));
+  hs = g_strnfill (20000, 'h');
+  huge_head = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", hs);
   huge = read_text (huge_head, TRUE, 10, &error);
   g_assert_null (huge);
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE);
