@@ -235,7 +235,7 @@ get_json "$(prop "$t2" Task Report)" "$tmpd/r2.json"
 assert_eq "pass" "$(report_field "$tmpd/r2.json" "r['verification']['verdict']")" "its verification passed"
 assert_not_contains "$(transcript "$t2")" "$KEY" "the key is not in the transcript"
 assert_eq "" "$(ls -A "/run/vivarium/tasks/" 2>&1)" "the task's socket directory is gone"
-assert_contains "$(grep -c '"authorization": true' "$tmpd/requests")" "1" "the gateway added the key upstream"
+assert_ne "0" "$(grep -c '"authorization": true' "$tmpd/requests")" "the gateway added the key upstream (each POST is checked by the server)"
 
 # --- hostile models -------------------------------------------------------------------------
 
