@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <glib/gstdio.h>
 
 #include "vd-fs.h"
@@ -41,22 +42,20 @@ vd_gateway_task_open (const gchar *runtime_dir, const gchar *task_id, guint32 ui
   return g_build_filename (final, VD_GATEWAY_SOCKET_NAME, NULL);
 }
 
-gchar *
-vd_gateway_task_read_usage (const gchar *runtime_dir, const gchar *task_id)
+gboolean
+vd_gateway_task_read_usage (const gchar *runtime_dir, const gchar *task_id, guint64 usage[4])
 {
   g_autofree gchar *dir = task_dir (runtime_dir, "", task_id);
   g_autofree gchar *path = g_build_filename (dir, "usage", NULL);
   g_autoptr(GKeyFile) kf = g_key_file_new ();
+  const gchar *keys[] = { "Requests", "Refused", "PromptTokens", "CompletionTokens" };
 
+  memset (usage, 0, 4 * sizeof (guint64));
   if (!g_key_file_load_from_file (kf, path, G_KEY_FILE_NONE, NULL))
-    return NULL;
-  return g_strdup_printf ("The gateway forwarded %" G_GUINT64_FORMAT " model requests (%" G_GUINT64_FORMAT
-                          " refused); the model reported %" G_GUINT64_FORMAT " prompt and %" G_GUINT64_FORMAT
-                          " completion tokens.",
-                          g_key_file_get_uint64 (kf, "Usage", "Requests", NULL),
-                          g_key_file_get_uint64 (kf, "Usage", "Refused", NULL),
-                          g_key_file_get_uint64 (kf, "Usage", "PromptTokens", NULL),
-                          g_key_file_get_uint64 (kf, "Usage", "CompletionTokens", NULL));
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    usage[i] = g_key_file_get_uint64 (kf, "Usage", keys[i], NULL);
+  return TRUE;
 }
 
 void

@@ -21,10 +21,11 @@ gchar    *vd_gateway_task_open       (const gchar *runtime_dir,
                                       const gchar *task_id,
                                       guint32      uid,
                                       GError     **error);
-/* "N model requests, P prompt and C completion tokens" from the gateway's
- * counters, or NULL when it wrote none. */
-gchar    *vd_gateway_task_read_usage (const gchar *runtime_dir,
-                                      const gchar *task_id);
+/* The gateway's counters: requests, refused, prompt and completion tokens
+ * (VIVARIUM_REPORT_MODEL_* order); FALSE when it wrote none. */
+gboolean  vd_gateway_task_read_usage (const gchar *runtime_dir,
+                                      const gchar *task_id,
+                                      guint64      usage[4]);
 void      vd_gateway_task_close      (const gchar *runtime_dir,
                                       const gchar *task_id);
 

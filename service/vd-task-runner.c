@@ -448,6 +448,28 @@ prune_tasks (VdTaskRunner *self)
   }
 }
 
+/* The gateway's counts go into the report (and the transcript); its
+ * socket directory goes. */
+static void
+add_model_usage (Run *run, VivariumReport *report)
+{
+  const gchar *runtime = vd_config_get_runtime_dir (run->runner->config);
+  const gchar *id = vd_task_get_id (run->task);
+  guint64 u[4];
+
+  if (vd_gateway_task_read_usage (runtime, id, u)) {
+    g_autofree gchar *note = g_strdup_printf ("The gateway forwarded %" G_GUINT64_FORMAT " model requests (%"
+                                              G_GUINT64_FORMAT " refused); the model reported %" G_GUINT64_FORMAT
+                                              " prompt and %" G_GUINT64_FORMAT " completion tokens.",
+                                              u[0], u[1], u[2], u[3]);
+    vd_transcript_add (run->transcript, "note", note);
+    vivarium_report_set_model_usage (report, u[0], u[1], u[2], u[3]);
+  } else {
+    vivarium_report_set_model_usage (report, 0, 0, 0, 0);
+  }
+  vd_gateway_task_close (runtime, id);
+}
+
 /* Everything the task held goes back, whatever happened before. */
 static void
 end_run (Run *run)
@@ -461,13 +483,9 @@ end_run (Run *run)
   const gchar *path;
 
   vd_task_set_step (run->task, "report");
-  if (run->agent) {
-    g_autofree gchar *usage = vd_gateway_task_read_usage (vd_config_get_runtime_dir (self->config), id);
-    if (usage != NULL)
-      vd_transcript_add (run->transcript, "note", usage);
-    vd_gateway_task_close (vd_config_get_runtime_dir (self->config), id);
-  }
   report = assemble_report (run);
+  if (run->agent)
+    add_model_usage (run, report);
   path = vd_report_store_add (self->reports, report, &error);
   if (path == NULL) {
     g_warning ("task %s: no report: %s", id, error->message);

@@ -187,6 +187,9 @@ assert_contains "$(cat "$tmpd/t1")" "not found" "and the failing run's guest out
 assert_contains "$(cat "$tmpd/t1")" "A typo: ech" "and the model's turns"
 assert_contains "$(cat "$tmpd/t1")" "The gateway forwarded 5 model requests" "and the gateway's count"
 assert_not_contains "$(call "$r1" Report.GetJson)" "A typo: ech" "the report (the caller's result) holds no transcript"
+assert_eq "5 0 500 50" "$(report_field "$tmpd/r1.json" "' '.join(str(r['model'][k]) for k in ('requests', 'refused', 'prompt-tokens', 'completion-tokens'))")" \
+  "the report counts the model requests and the tokens the server reported"
+assert_contains "$(call "$r1" Report.GetText)" "5 requests through the gateway" "and its text says so"
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.GetTranscript
 assert_dbus_error "$ERR.NotAuthorized" -- user_call "$t1" Task.Record note hi
 assert_contains "$(vivariumctl --no-interaction task transcript "${t1##*/}" 2>&1)" "tool-call" \

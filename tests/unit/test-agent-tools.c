@@ -9,7 +9,9 @@
 #include "vivarium-agent-tools.h"
 #include "vivarium-dbus-generated.h"
 #include "vivarium-http.h"
+#include "vivarium-report.h"
 #include "vd-transcript.h"
+#include "vivarium-error.h"
 
 static JsonNode *
 parse (const gchar *text)
@@ -241,6 +243,68 @@ test_transcript_total (void)
   g_assert_cmpuint (g_variant_n_children (v), <, 200);
 }
 
+static void
+fill_report (VivariumReport *r, const gchar *id)
+{
+  vivarium_report_set_id (r, id);
+  vivarium_report_set_task_id (r, id);
+  vivarium_report_set_session_id (r, "s-0001");
+  vivarium_report_set_image (r, "tiny", "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  vivarium_report_set_project (r, "demo");
+  vivarium_report_set_times (r, 1700000000000000, 1700000090000000);
+  vivarium_report_set_host (r, "h");
+  vivarium_report_set_daemon_version (r, "0.1.0");
+  vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_DONE, NULL);
+  vivarium_report_set_verification (r, NULL, VIVARIUM_VERIFY_WHOSE_NONE, -1, VIVARIUM_VERDICT_NEVER_RUN, NULL);
+}
+
+static void
+test_report_model (void)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autoptr(VivariumReport) plain = vivarium_report_new ();
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(JsonNode) plain_node = NULL;
+  g_autoptr(VivariumReport) back = NULL;
+  g_autoptr(GError) error = NULL;
+  guint64 u[VIVARIUM_REPORT_MODEL_N];
+  JsonObject *model;
+
+  fill_report (r, "a1");
+  vivarium_report_set_model_usage (r, 5, 1, 500, 50);
+  node = vivarium_report_to_json (r);
+  back = vivarium_report_from_json (node, &error);
+  g_assert_no_error (error);
+  g_assert_true (vivarium_report_get_model_usage (back, u));
+  g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_REQUESTS], ==, 5);
+  g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_REFUSED], ==, 1);
+  g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_PROMPT_TOKENS], ==, 500);
+  g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS], ==, 50);
+
+  /* A script task's report is as before: no "model". */
+  fill_report (plain, "a2");
+  plain_node = vivarium_report_to_json (plain);
+  g_assert_false (json_object_has_member (json_node_get_object (plain_node), "model"));
+  g_clear_object (&back);
+  back = vivarium_report_from_json (plain_node, &error);
+  g_assert_no_error (error);
+  g_assert_false (vivarium_report_get_model_usage (back, u));
+
+  /* Its members are checked like every other object's. */
+  model = json_object_get_object_member (json_node_get_object (node), "model");
+  json_object_set_int_member (model, "extra", 1);
+  g_clear_object (&back);
+  back = vivarium_report_from_json (node, &error);
+  g_assert_null (back);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  json_object_remove_member (model, "extra");
+  json_object_set_int_member (model, "requests", -1);
+  back = vivarium_report_from_json (node, &error);
+  g_assert_null (back);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -255,5 +319,6 @@ main (int argc, char **argv)
   g_test_add_func ("/agent/http", test_http);
   g_test_add_func ("/agent/transcript/caps", test_transcript_caps);
   g_test_add_func ("/agent/transcript/total", test_transcript_total);
+  g_test_add_func ("/agent/report-model", test_report_model);
   return g_test_run ();
 }
