@@ -23,6 +23,7 @@ vivarium_agent_limits_defaults (VivariumAgentLimits *limits)
   limits->max_errors = 5;
   limits->max_repeats = 3;
   limits->exec_timeout_max = 900;
+  limits->takes_images = FALSE;
 }
 
 static gboolean
@@ -67,6 +68,14 @@ vivarium_agent_limits_load (VivariumAgentLimits *limits, GKeyFile *kf, GError **
       !load_uint (kf, "MaxRepeats", 1, 100, &limits->max_repeats, error) ||
       !load_uint (kf, "ExecTimeoutMaxSec", 1, 86400, &limits->exec_timeout_max, error))
     return FALSE;
+  if (g_key_file_has_key (kf, "Agent", "TakesImages", NULL)) {
+    g_autoptr(GError) local = NULL;
+    limits->takes_images = g_key_file_get_boolean (kf, "Agent", "TakesImages", &local);
+    if (local != NULL) {
+      g_set_error (error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE, "[Agent] TakesImages must be true or false");
+      return FALSE;
+    }
+  }
   limits->max_tool_call_bytes = (gsize) call_kib * 1024;
   limits->guest_output_max = (gsize) output_kib * 1024;
   return TRUE;

@@ -17,6 +17,7 @@ typedef struct {
   guint   max_errors;         /* error tool results in a row before giving up */
   guint   max_repeats;        /* the same call in a row before it is refused */
   guint   exec_timeout_max;
+  gboolean takes_images;      /* screenshots go to the model as images */
 } VivariumAgentLimits;
 
 void      vivarium_agent_limits_defaults (VivariumAgentLimits *limits);

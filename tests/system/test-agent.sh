@@ -149,7 +149,7 @@ EOF
 at_exit rm -f /etc/vivarium/conf.d/50-agent-test.conf
 # The administrator's copy of agent.conf replaces the shipped one.
 install -d -m 0755 /etc/vivarium/agent
-printf '[Agent]\nMaxTurns=25\n' > /etc/vivarium/agent/agent.conf
+printf '[Agent]\nMaxTurns=25\nTakesImages=true\n' > /etc/vivarium/agent/agent.conf
 at_exit rm -rf /etc/vivarium/agent
 systemctl stop vivariumd.service vivarium-gateway.service 2>/dev/null
 
@@ -236,6 +236,7 @@ assert_success "answer the question" -- call "$t2" Task.Answer bonjour
 assert_eq "DONE" "$(wait_outcome "$t2" 600)" "the answered task ends DONE"
 get_json "$(prop "$t2" Task Report)" "$tmpd/r2.json"
 assert_eq "pass" "$(report_field "$tmpd/r2.json" "r['verification']['verdict']")" "its verification passed"
+assert_contains "$(transcript "$t2")" "screenshot taken" "the screenshot went to the model as an image (checked by the server) and is in the transcript"
 assert_not_contains "$(transcript "$t2")" "$KEY" "the key is not in the transcript"
 assert_eq "" "$(ls -A "/run/vivarium/tasks/" 2>&1)" "the task's socket directory is gone"
 assert_ne "0" "$(grep -c '"authorization": true' "$tmpd/requests")" "the gateway added the key upstream (each POST is checked by the server)"

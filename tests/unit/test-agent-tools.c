@@ -109,11 +109,13 @@ test_limits (void)
   g_autoptr(GError) error = NULL;
 
   vivarium_agent_limits_defaults (&l);
-  g_assert_true (g_key_file_load_from_data (kf, "[Agent]\nMaxTurns=7\nMaxToolCallKiB=2\nTemperature=0.5\n", -1, 0, NULL));
+  g_assert_true (g_key_file_load_from_data (kf, "[Agent]\nMaxTurns=7\nMaxToolCallKiB=2\nTemperature=0.5\nTakesImages=true\n",
+                                            -1, 0, NULL));
   g_assert_true (vivarium_agent_limits_load (&l, kf, NULL));
   g_assert_cmpuint (l.max_turns, ==, 7);
   g_assert_cmpuint (l.max_tool_call_bytes, ==, 2048);
   g_assert_cmpfloat (l.temperature, ==, 0.5);
+  g_assert_true (l.takes_images);
   g_assert_true (g_key_file_load_from_data (bad, "[Agent]\nMaxTurns=100000\n", -1, 0, NULL));
   g_assert_false (vivarium_agent_limits_load (&l, bad, &error));
   g_assert_nonnull (strstr (error->message, "MaxTurns"));
