@@ -46,6 +46,7 @@ typedef struct {
   guint32         uid;
   GSocketService *service;
   GMutex          lock;
+  guint64         attempts;   /* every request the worker made: what the cap counts */
   guint64         requests, refused, prompt_tokens, completion_tokens;
 } TaskGate;
 
@@ -272,14 +273,15 @@ count_usage (TaskGate *gate, GBytes *body)
 /* --- one request ------------------------------------------------------------------- */
 
 typedef struct {
-  guint   status;
-  GBytes *body;
+  guint    status;
+  GBytes  *body;
+  gboolean forwarded;   /* the endpoint answered (any status); else the gateway refused */
 } Answer;
 
 static Answer
 refuse (guint status, const gchar *why)
 {
-  return (Answer) { status, vivarium_http_error_body (why) };
+  return (Answer) { status, vivarium_http_error_body (why), FALSE };
 }
 
 /* The body the model gets: the worker's, with the model forced. */
@@ -337,7 +339,7 @@ forward (const gchar *method, const gchar *suffix, GBytes *body)
   if (reply == NULL)
     return refuse (502, g_error_matches (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE)
                         ? "the model's response is larger than the gateway's cap" : "the model's response is unreadable");
-  return (Answer) { reply->status, g_bytes_ref (reply->body) };
+  return (Answer) { reply->status, g_bytes_ref (reply->body), TRUE };
 }
 
 static Answer
@@ -348,7 +350,7 @@ serve (TaskGate *gate, VivariumHttpMessage *req)
   guint64 n;
 
   g_mutex_lock (&gate->lock);
-  n = ++gate->requests;
+  n = ++gate->attempts;
   g_mutex_unlock (&gate->lock);
   if (n > config.max_requests)
     return refuse (429, "this task used up its model requests");
@@ -405,7 +407,9 @@ handle_connection (GThreadedSocketService *service, GSocketConnection *conn, GOb
   g_mutex_lock (&gate->lock);
   if (answer.status == 200 && req != NULL && g_str_equal (req->path, "/v1/chat/completions"))
     count_usage (gate, answer.body);
-  if (answer.status != 200)
+  if (answer.forwarded)
+    gate->requests++;
+  else
     gate->refused++;
   write_usage (gate);
   g_mutex_unlock (&gate->lock);
