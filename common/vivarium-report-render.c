@@ -28,6 +28,7 @@ static const gchar *const text_keys[] = {
   "Verification",
   "Verification session",
   "Guard",
+  "Model",
   "Commands",
   "Command",
   "Commands omitted",

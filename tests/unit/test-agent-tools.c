@@ -283,6 +283,11 @@ test_report_model (void)
   g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_PROMPT_TOKENS], ==, 500);
   g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS], ==, 50);
 
+  {
+    g_autofree gchar *text = vivarium_report_render_text (back, NULL);
+    g_assert_nonnull (strstr (text, "\nModel: 5 requests through the gateway (1 refused); 500 prompt and 50 completion"));
+  }
+
   /* A script task's report is as before: no "model". */
   fill_report (plain, "a2");
   plain_node = vivarium_report_to_json (plain);
