@@ -44,6 +44,7 @@ gboolean vctl_cmd_task_show       (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_task_answer     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_cancel     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_report     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_transcript (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
 /* A task's script worker: they find their task and session in the
  * environment and never call the Manager. */

@@ -81,6 +81,8 @@ static const VctlCommand commands[] = {
     vctl_cmd_task_cancel, EXIT_HELP },
   { "task", "report", "ID [--json]", N_("Print a task's signed report (--json: the signed file)"),
     vctl_cmd_task_report, EXIT_HELP },
+  { "task", "transcript", "ID", N_("Print an agent task's transcript: model turns, tool calls and results"),
+    vctl_cmd_task_transcript, EXIT_HELP },
   { "worker", "exec", "[--timeout S] [--cwd DIR] [--] ARGV…",
     N_("Worker: run a command in the task's guest; exit with its status"), vctl_cmd_worker_exec,
     N_("For a task's script worker: acts on the session in $VIVARIUM_SESSION (or the task's, "

@@ -28,6 +28,7 @@ static const gchar *const text_keys[] = {
   "Verification",
   "Verification session",
   "Guard",
+  "Model",
   "Commands",
   "Command",
   "Commands omitted",
@@ -269,6 +270,15 @@ render_verification (GString *out, VivariumReport *self)
                  " bytes dropped", vivarium_report_get_guard_dropped_packets (self),
                  vivarium_report_get_guard_dropped_bytes (self));
   render_timings (out, self);
+  {
+    guint64 m[VIVARIUM_REPORT_MODEL_N];
+    if (vivarium_report_get_model_usage (self, m))
+      trusted_linef (out, "Model", "%" G_GUINT64_FORMAT " requests through the gateway (%" G_GUINT64_FORMAT
+                     " refused); %" G_GUINT64_FORMAT " prompt and %" G_GUINT64_FORMAT
+                     " completion tokens as the model server reported", m[VIVARIUM_REPORT_MODEL_REQUESTS],
+                     m[VIVARIUM_REPORT_MODEL_REFUSED], m[VIVARIUM_REPORT_MODEL_PROMPT_TOKENS],
+                     m[VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS]);
+  }
 }
 
 static void

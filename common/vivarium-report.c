@@ -36,6 +36,8 @@ struct _VivariumReport {
   gchar           *verify_session_id;
   guint64          guard_packets;
   guint64          guard_bytes;
+  gboolean         has_model;       /* an agent task: the gateway's counts */
+  guint64          model_usage[VIVARIUM_REPORT_MODEL_N];
   gchar           *summary;
   gboolean         summary_truncated;
   guint64          summary_size;
@@ -534,6 +536,27 @@ vivarium_report_set_guard_drops (VivariumReport *self, guint64 packets, guint64 
 }
 
 void
+vivarium_report_set_model_usage (VivariumReport *self, guint64 requests, guint64 refused, guint64 prompt_tokens,
+                                 guint64 completion_tokens)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  self->has_model = TRUE;
+  self->model_usage[VIVARIUM_REPORT_MODEL_REQUESTS] = clamp_u64 (requests);
+  self->model_usage[VIVARIUM_REPORT_MODEL_REFUSED] = clamp_u64 (refused);
+  self->model_usage[VIVARIUM_REPORT_MODEL_PROMPT_TOKENS] = clamp_u64 (prompt_tokens);
+  self->model_usage[VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS] = clamp_u64 (completion_tokens);
+}
+
+gboolean
+vivarium_report_get_model_usage (VivariumReport *self, guint64 out[VIVARIUM_REPORT_MODEL_N])
+{
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), FALSE);
+  for (guint i = 0; i < VIVARIUM_REPORT_MODEL_N; i++)
+    out[i] = self->model_usage[i];
+  return self->has_model;
+}
+
+void
 vivarium_report_set_summary (VivariumReport *self, const gchar *text, gssize len)
 {
   g_return_if_fail (VIVARIUM_IS_REPORT (self));
@@ -751,6 +774,21 @@ add_checks_json (JsonBuilder *b, VivariumReport *self)
   json_builder_end_object (b);
 }
 
+/* Only an agent task's report has it: every other report is unchanged. */
+static const gchar *const model_members[] = { "requests", "refused", "prompt-tokens", "completion-tokens", NULL };
+
+static void
+add_model_json (JsonBuilder *b, VivariumReport *self)
+{
+  if (!self->has_model)
+    return;
+  json_builder_set_member_name (b, "model");
+  json_builder_begin_object (b);
+  for (guint i = 0; i < VIVARIUM_REPORT_MODEL_N; i++)
+    add_int (b, model_members[i], (gint64) self->model_usage[i]);
+  json_builder_end_object (b);
+}
+
 static void
 add_claims_json (JsonBuilder *b, VivariumReport *self)
 {
@@ -774,6 +812,7 @@ vivarium_report_to_json (VivariumReport *self)
   add_identity_json (b, self);
   add_work_json (b, self);
   add_checks_json (b, self);
+  add_model_json (b, self);
   add_claims_json (b, self);
   json_builder_end_object (b);
   return json_builder_get_root (b);
@@ -1256,10 +1295,40 @@ read_claims (JsonObject *obj, VivariumReport *self, GError **error)
   return TRUE;
 }
 
+/* The optional "model" object: read it, then check the rest without it. */
+static gboolean
+read_model (JsonObject *obj, VivariumReport *self, JsonObject **rest, GError **error)
+{
+  JsonObject *m = NULL;
+
+  *rest = json_object_ref (obj);
+  if (!json_object_has_member (obj, "model"))
+    return TRUE;
+  if (!get_object (obj, "", "model", model_members, &m, error))
+    return FALSE;
+  for (guint i = 0; i < VIVARIUM_REPORT_MODEL_N; i++) {
+    gint64 v = 0;
+    if (!get_int (m, "model", model_members[i], 0, G_MAXINT64, &v, error))
+      return FALSE;
+    self->model_usage[i] = (guint64) v;
+  }
+  self->has_model = TRUE;
+  json_object_unref (*rest);
+  *rest = json_object_new ();
+  {
+    g_autoptr(GList) names = json_object_get_members (obj);
+    for (GList *l = names; l != NULL; l = l->next)
+      if (!g_str_equal (l->data, "model"))
+        json_object_set_member (*rest, l->data, json_node_copy (json_object_get_member (obj, l->data)));
+  }
+  return TRUE;
+}
+
 VivariumReport *
 vivarium_report_from_json (JsonNode *node, GError **error)
 {
   g_autoptr(VivariumReport) self = vivarium_report_new ();
+  g_autoptr(JsonObject) rest = NULL;
   JsonObject *obj;
 
   if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node)) {
@@ -1267,7 +1336,9 @@ vivarium_report_from_json (JsonNode *node, GError **error)
                          "A report must be a JSON object");
     return NULL;
   }
-  obj = json_node_get_object (node);
+  if (!read_model (json_node_get_object (node), self, &rest, error))
+    return NULL;
+  obj = rest;
   if (!check_members (obj, "", report_members, error) ||
       !read_identity (obj, self, error) ||
       !read_work (obj, self, error) ||

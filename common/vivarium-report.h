@@ -184,6 +184,24 @@ void         vivarium_report_set_verification      (VivariumReport      *self,
 void         vivarium_report_set_guard_drops       (VivariumReport *self,
                                                     guint64         packets,
                                                     guint64         bytes);
+/* An agent task: what vivarium-gateway counted (requests, refused) and
+ * the tokens the model server reported (its statement). Reports of other
+ * tasks have no "model" member. */
+enum {
+  VIVARIUM_REPORT_MODEL_REQUESTS,
+  VIVARIUM_REPORT_MODEL_REFUSED,
+  VIVARIUM_REPORT_MODEL_PROMPT_TOKENS,
+  VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS,
+  VIVARIUM_REPORT_MODEL_N
+};
+void         vivarium_report_set_model_usage       (VivariumReport *self,
+                                                    guint64         requests,
+                                                    guint64         refused,
+                                                    guint64         prompt_tokens,
+                                                    guint64         completion_tokens);
+/* FALSE (and zeros) when the report has none. */
+gboolean     vivarium_report_get_model_usage       (VivariumReport *self,
+                                                    guint64         out[VIVARIUM_REPORT_MODEL_N]);
 
 /* --- untrusted: the worker's words ----------------------------------- */
 /* Any bytes (@len -1: NUL-terminated): invalid UTF-8 and NULs become U+FFFD,

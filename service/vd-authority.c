@@ -63,6 +63,9 @@ static const VdActionRow action_map[] = {
    * polkit; task-work allows nobody. */
   M ("Task",    "Ask",             VD_AUTHORITY_WORKER_ONLY),
   M ("Task",    "Finish",          VD_AUTHORITY_WORKER_ONLY),
+  M ("Task",    "Record",          VD_AUTHORITY_WORKER_ONLY),
+  /* The agent's transcript holds guest output, like the command log. */
+  M ("Task",    "GetTranscript",   A ("read-reports")),
   R ("Report",  A ("read-reports")),
   M ("Report",  "GetJson",         A ("read-reports")),
   M ("Report",  "GetText",         A ("read-reports")),

@@ -12,8 +12,10 @@
 #include "vivarium-names.h"
 #include "vivarium-report.h"
 #include "vd-fs.h"
+#include "vd-gateway-client.h"
 #include "vd-log.h"
 #include "vd-task-runner.h"
+#include "vd-transcript.h"
 #include "vd-worker.h"
 
 #define I(x) VIVARIUM_DBUS_IFACE_PREFIX "." x
@@ -81,6 +83,8 @@ typedef struct {
   gchar              *session_id;
   guint32             session_uid;
   VdWorker           *worker;
+  gboolean            agent;          /* worker "agent": vivarium-agent */
+  VdTranscript       *transcript;
   gint                slot;
   guint               timeout_id;
   gboolean            winding_down;
@@ -122,6 +126,7 @@ run_free (Run *run)
   g_clear_object (&run->session);
   g_free (run->session_id);
   g_clear_object (&run->worker);
+  g_clear_object (&run->transcript);
   g_free (run->end_reason);
   g_free (run->summary);
   g_free (run->worker_verify);
@@ -384,11 +389,13 @@ parse_options (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
       return FALSE;
   }
   if (g_str_equal (worker, "agent")) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_SUPPORTED, "The agent worker is not available yet");
-    return FALSE;
+    run->agent = TRUE;
+    if (run->script != NULL)
+      return opt_fail (error, "script", "is for a script worker; an agent worker runs vivarium-agent");
+    return TRUE;
   }
   if (!g_str_equal (worker, "script"))
-    return opt_fail (error, "worker", "must be “script”");
+    return opt_fail (error, "worker", "must be “script” or “agent”");
   if (run->script == NULL)
     return opt_fail (error, "script", "is required for a script worker");
   return TRUE;
@@ -516,6 +523,28 @@ prune_tasks (VdTaskRunner *self)
   }
 }
 
+/* The gateway's counts go into the report (and the transcript); its
+ * socket directory goes. */
+static void
+add_model_usage (Run *run, VivariumReport *report)
+{
+  const gchar *runtime = vd_config_get_runtime_dir (run->runner->config);
+  const gchar *id = vd_task_get_id (run->task);
+  guint64 u[4];
+
+  if (vd_gateway_task_read_usage (runtime, id, u)) {
+    g_autofree gchar *note = g_strdup_printf ("The gateway forwarded %" G_GUINT64_FORMAT " model requests (%"
+                                              G_GUINT64_FORMAT " refused); the model reported %" G_GUINT64_FORMAT
+                                              " prompt and %" G_GUINT64_FORMAT " completion tokens.",
+                                              u[0], u[1], u[2], u[3]);
+    vd_transcript_add (run->transcript, "note", note);
+    vivarium_report_set_model_usage (report, u[0], u[1], u[2], u[3]);
+  } else {
+    vivarium_report_set_model_usage (report, 0, 0, 0, 0);
+  }
+  vd_gateway_task_close (runtime, id);
+}
+
 /* Everything the task held goes back, whatever happened before. */
 static void
 end_run (Run *run)
@@ -533,6 +562,8 @@ end_run (Run *run)
   if (run->mono_committed == 0)
     run->mono_committed = run->mono_verified;
   report = assemble_report (run);
+  if (run->agent)
+    add_model_usage (run, report);
   path = vd_report_store_add (self->reports, report, &error);
   if (path == NULL) {
     g_warning ("task %s: no report: %s", id, error->message);
@@ -783,6 +814,7 @@ wind_down (Run *run, VivariumOutcome outcome, const gchar *reason)
     g_source_remove (run->timeout_id);
   run->timeout_id = 0;
   vd_task_close_worker (run->task);
+  vd_transcript_close (run->transcript);
   vd_task_set_step (run->task, "commit");
   if (run->worker != NULL) {
     vd_worker_grants_remove (run->runner->grants, vd_worker_get_uid (run->worker));
@@ -831,11 +863,22 @@ worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
   const gchar *failure = vd_worker_get_failure (worker);
 
   g_signal_handlers_disconnect_by_data (worker, run);
-  /* Without Finish, only a clean exit is DONE; the rest says what went wrong. */
-  if (failure != NULL)
+  /* Without Finish, only a clean exit of a script is DONE; the rest says
+   * what went wrong. An agent ends by Task.Finish; an agent that exits
+   * without it gave up (its reason, its own words, is the transcript's last
+   * "failed" entry). */
+  if (failure != NULL) {
     wind_down (run, VIVARIUM_OUTCOME_FAILED, failure);
-  else
-    wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
+    return;
+  }
+  if (run->agent) {
+    g_autofree gchar *why = vd_transcript_dup_failure (run->transcript);
+    g_autofree gchar *reason = g_strdup_printf ("the agent stopped without finishing: %s",
+                                                why != NULL ? why : "it exited without saying why");
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
 }
 
 static gboolean
@@ -882,6 +925,22 @@ grant_worker (Run *run, guint32 uid)
       vd_worker_grants_allow (grants, uid, tool_calls[i].interface_name, tool_calls[i].method, path);
   }
   vd_worker_grants_allow (grants, uid, I ("Task"), "Finish", vd_task_get_object_path (run->task));
+  if (run->agent)
+    vd_worker_grants_allow (grants, uid, I ("Task"), "Record", vd_task_get_object_path (run->task));
+}
+
+static gboolean
+open_model_socket (Run *run, guint32 uid, GError **error)
+{
+  VdConfig *config = run->runner->config;
+  g_autofree gchar *program = g_build_filename (vd_config_get_libexec_dir (config), "vivarium-agent", NULL);
+  g_autofree gchar *socket = vd_gateway_task_open (vd_config_get_runtime_dir (config), vd_task_get_id (run->task),
+                                                   uid, error);
+
+  if (socket == NULL)
+    return FALSE;
+  vd_worker_set_agent (run->worker, program, socket);
+  return TRUE;
 }
 
 static void
@@ -898,6 +957,11 @@ start_worker (Run *run)
   }
   uid = VIVARIUM_WORKER_UID_BASE + (guint32) run->slot;
   run->worker = vd_worker_new (self->systemd, vd_config_get_runtime_dir (self->config), vd_task_get_id (run->task), uid);
+  if (run->agent && !open_model_socket (run, uid, &error)) {
+    g_autofree gchar *reason = g_strdup_printf ("the agent's model socket could not be made: %s", error->message);
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
   grant_worker (run, uid);
   g_signal_connect (run->worker, "exited", G_CALLBACK (worker_exited_cb), run);
   if (!vd_worker_start (run->worker, run->script, run->instructions, vd_task_get_object_path (run->task),
@@ -1026,7 +1090,8 @@ vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *i
     return NULL;
   }
   run->base_commit = vd_project_get_head (project, NULL);
-  run->task = vd_task_new (id, project_name, vd_image_get_name (image), "script");
+  run->task = vd_task_new (id, project_name, vd_image_get_name (image), run->agent ? "agent" : "script");
+  run->transcript = vd_transcript_new (vd_task_get_skeleton (run->task));
   if (!self->export_func (vd_task_get_skeleton (run->task), vd_task_get_object_path (run->task), self->export_data,
                           error) ||
       !write_record (self, run, error)) {

@@ -25,6 +25,8 @@ struct _VdWorker {
   gboolean   exited;
   gboolean   stopping;
   gchar     *failure;   /* why the unit failed, in words; NULL if it did not */
+  gchar     *agent_program;   /* an agent worker runs this, not a script */
+  gchar     *model_socket;    /* and reaches its model through this */
 };
 
 G_DEFINE_TYPE (VdWorker, vd_worker, G_TYPE_OBJECT)
@@ -42,6 +44,8 @@ vd_worker_finalize (GObject *object)
   g_free (self->unit);
   g_free (self->dir);
   g_free (self->failure);
+  g_free (self->agent_program);
+  g_free (self->model_socket);
   G_OBJECT_CLASS (vd_worker_parent_class)->finalize (object);
 }
 
@@ -95,6 +99,15 @@ write_file (const gchar *path, const gchar *data, gsize len, guint mode, GError 
   return TRUE;
 }
 
+void
+vd_worker_set_agent (VdWorker *self, const gchar *program, const gchar *model_socket)
+{
+  g_free (self->agent_program);
+  g_free (self->model_socket);
+  self->agent_program = g_strdup (program);
+  self->model_socket = g_strdup (model_socket);
+}
+
 static gboolean
 write_files (VdWorker *self, GBytes *script, const gchar *instructions, GError **error)
 {
@@ -107,6 +120,8 @@ write_files (VdWorker *self, GBytes *script, const gchar *instructions, GError *
    * worker's uid, which may read and run it and nothing more. */
   if (g_mkdir_with_parents (self->dir, 0755) != 0 || g_chmod (parent, 0755) != 0 || g_chmod (self->dir, 0755) != 0)
     return vd_fs_set_error_errno (error, errno, "Cannot create %s", self->dir);
+  if (self->agent_program != NULL)
+    return write_file (text, instructions, strlen (instructions), 0644, error);
   return write_file (program, g_bytes_get_data (script, NULL), g_bytes_get_size (script), 0755, error) &&
          write_file (text, instructions, strlen (instructions), 0644, error);
 }
@@ -116,14 +131,18 @@ unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_pa
 {
   g_autofree gchar *description = g_strdup_printf ("Vivarium worker of task %s", self->task_id);
   g_autofree gchar *user = g_strdup_printf ("%u", self->uid);
-  g_autofree gchar *program = g_build_filename (self->dir, "worker", NULL);
+  g_autofree gchar *program = self->agent_program != NULL ? g_strdup (self->agent_program)
+                                                          : g_build_filename (self->dir, "worker", NULL);
+  g_autofree gchar *env_model = g_strconcat ("VIVARIUM_MODEL_SOCKET=", self->model_socket, NULL);
   g_autofree gchar *env_task = g_strconcat ("VIVARIUM_TASK=", task_path, NULL);
   g_autofree gchar *env_session = g_strconcat ("VIVARIUM_SESSION=", session_path, NULL);
   g_autofree gchar *env_instructions = g_strconcat ("VIVARIUM_INSTRUCTIONS_FILE=", self->dir, "/instructions", NULL);
   const gchar *env[] = { env_task, env_session, env_instructions, "HOME=/", "LANG=C.UTF-8",
-                         "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+                         "PATH=/usr/local/bin:/usr/bin:/bin",
+                         self->model_socket != NULL ? env_model : NULL, NULL };
   const gchar *argv[] = { program, NULL };
   const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+  const gchar *gateway[] = { VIVARIUM_DAEMON_UNIT, "vivarium-gateway.service", NULL };
   GVariantBuilder b;
 
   g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
@@ -133,7 +152,11 @@ unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_pa
   g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 (G_MAXUINT64));
   g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
   g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
-  g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (bind_to, -1));
+  /* An agent's one path to its model: the gateway is up before it starts.
+   * The unix socket needs no network; PrivateNetwork= stays. */
+  if (self->agent_program != NULL)
+    g_variant_builder_add (&b, "(sv)", "Wants", g_variant_new_strv (gateway + 1, -1));
+  g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (self->agent_program != NULL ? gateway : bind_to, -1));
   /* A failed unit stays loaded until the daemon has read why (ExecMain*,
    * Result) and reset it: a collected unit could no longer say. */
   g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive"));

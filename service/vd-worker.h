@@ -39,6 +39,11 @@ guint32      vd_worker_get_uid    (VdWorker *self);
 /* Why the unit failed on its own (could not start, could not execute the
  * program, exited non-zero, killed), or NULL. Valid once "exited" came. */
 const gchar *vd_worker_get_failure (VdWorker *self);
+/* Before start: run @program (vivarium-agent) instead of a script, with
+ * VIVARIUM_MODEL_SOCKET=@model_socket, after vivarium-gateway.service. */
+void         vd_worker_set_agent  (VdWorker    *self,
+                                   const gchar *program,
+                                   const gchar *model_socket);
 /* Writes the files and starts the unit; "exited" follows when it ends. */
 gboolean     vd_worker_start      (VdWorker    *self,
                                    GBytes      *script,
