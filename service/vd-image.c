@@ -19,8 +19,13 @@
 #include "vd-image.h"
 #include "vd-log.h"
 
-/* The files a guest boots from; the digest covers exactly these. */
-static const gchar *boot_files[] = { "cmdline", "disk.qcow2", "initrd.img", "vmlinuz", NULL };
+/* The files a guest boots from; the digest covers exactly these, in name
+ * order. The boot snapshot (boot.json: what it was saved with; boot.qcow2:
+ * the disk as the saved guest left it, over disk.qcow2; boot.state: the
+ * saved machine) is there when Freeze took one. */
+static const gchar *boot_files[] = { "boot.json", "boot.qcow2", "boot.state", "cmdline", "disk.qcow2",
+                                     "initrd.img", "vmlinuz", NULL };
+static const gchar *snapshot_files[] = { "boot.json", "boot.qcow2", "boot.state", NULL };
 
 #define MANIFEST      "manifest.json"
 #define METADATA      "image.json"
@@ -35,7 +40,9 @@ struct _VdImage {
   JsonObject         *manifest;   /* NULL until frozen */
   VivariumDBusImage  *skeleton;
   GPtrArray          *users;      /* session object paths */
-  gboolean            freezing;   /* a freeze thread owns the files */
+  gboolean            freezing;   /* a freeze (or its boot snapshot) owns the files */
+  gboolean            snapshotting; /* the boot snapshot is being taken */
+  JsonObject         *snapshot;   /* boot.json of a frozen image, or NULL */
 };
 
 G_DEFINE_TYPE (VdImage, vd_image, G_TYPE_OBJECT)
@@ -47,6 +54,7 @@ vd_image_finalize (GObject *object)
 
   g_clear_object (&self->skeleton);
   g_clear_pointer (&self->manifest, json_object_unref);
+  g_clear_pointer (&self->snapshot, json_object_unref);
   g_ptr_array_unref (self->users);
   g_free (self->name);
   g_free (self->dir);
@@ -88,6 +96,34 @@ read_json_object (const gchar *path, GError **error)
 
 static gchar   *json_text      (JsonObject *object);
 static gboolean recover_freeze (const gchar *dir, const gchar *name, GError **error);
+static gboolean remove_node    (const gchar *path, GError **error);
+
+/* An unfrozen image has no boot snapshot: files left by a freeze that
+ * never committed (a failure, a crash) go, so that a freeze is all or
+ * nothing for them too. */
+static gboolean
+remove_snapshot_files (const gchar *dir, GError **error)
+{
+  for (guint i = 0; snapshot_files[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (dir, snapshot_files[i], NULL);
+    g_autofree gchar *tmp = g_strconcat (path, ".tmp", NULL);
+
+    if (!remove_node (path, error) || !remove_node (tmp, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static void
+load_snapshot (VdImage *self)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, "boot.json", NULL);
+  g_autofree gchar *state = g_build_filename (self->dir, "boot.state", NULL);
+
+  g_clear_pointer (&self->snapshot, json_object_unref);
+  if (g_file_test (path, G_FILE_TEST_EXISTS) && g_file_test (state, G_FILE_TEST_EXISTS))
+    self->snapshot = read_json_object (path, NULL);
+}
 
 /* Atomic: a crash leaves the old file or the new one, never half of one. */
 static gboolean
@@ -200,6 +236,9 @@ vd_image_load (const gchar *dir, GError **error)
     self->manifest = read_json_object (manifest, error);
     if (self->manifest == NULL)
       return NULL;
+    load_snapshot (self);
+  } else if (!remove_snapshot_files (dir, error)) {
+    return NULL;
   }
   info = vd_image_query_disk (disk, error);
   if (info == NULL)
@@ -227,6 +266,48 @@ vd_image_get_file (VdImage *self, const gchar *name)
 {
   g_autofree gchar *path = g_build_filename (self->dir, name, NULL);
   return g_file_test (path, G_FILE_TEST_EXISTS) ? g_steal_pointer (&path) : NULL;
+}
+
+/* What the boot snapshot was saved with (memory-mib, cpus, device-set,
+ * accelerator, ...), or NULL when the image has none. Covered by the
+ * digest: a session start verifies it with the rest. */
+JsonObject *
+vd_image_get_boot_snapshot (VdImage *self)
+{
+  return self->snapshot;
+}
+
+/* Freeze's first half: the files are the snapshot's until the freeze
+ * commits or vd_image_snapshot_abort() removes what it left. */
+gboolean
+vd_image_snapshot_begin (VdImage *self, GError **error)
+{
+  if (self->manifest != NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The image “%s” is already frozen", self->name);
+    return FALSE;
+  }
+  if (self->freezing) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "The image “%s” is being frozen already", self->name);
+    return FALSE;
+  }
+  if (!remove_snapshot_files (self->dir, error))
+    return FALSE;
+  self->freezing = TRUE;
+  self->snapshotting = TRUE;
+  return TRUE;
+}
+
+void
+vd_image_snapshot_abort (VdImage *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!self->snapshotting)
+    return;
+  self->snapshotting = FALSE;
+  self->freezing = FALSE;
+  if (!remove_snapshot_files (self->dir, &error))
+    vd_log_image (G_LOG_LEVEL_WARNING, self->name, "image %s: %s", self->name, error->message);
 }
 
 gchar *
@@ -746,8 +827,11 @@ vd_image_freeze_async (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, g
                              "The image “%s” is already frozen", self->name);
     return;
   }
-  /* Two freezes at once would each undo the other's work. */
-  if (self->freezing) {
+  /* Two freezes at once would each undo the other's work. The one that
+   * took the boot snapshot goes on to seal it. */
+  if (self->snapshotting) {
+    self->snapshotting = FALSE;
+  } else if (self->freezing) {
     g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
                              "The image “%s” is being frozen already", self->name);
     return;
@@ -766,9 +850,14 @@ vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
   if (g_task_get_source_tag (G_TASK (res)) == vd_image_freeze_async)
     self->freezing = FALSE;
   manifest = g_task_propagate_pointer (G_TASK (res), error);
-  if (manifest == NULL)
+  if (manifest == NULL) {
+    g_autoptr(GError) local_error = NULL;
+    if (self->manifest == NULL && !self->freezing && !remove_snapshot_files (self->dir, &local_error))
+      vd_log_image (G_LOG_LEVEL_WARNING, self->name, "image %s: %s", self->name, local_error->message);
     return FALSE;
+  }
   self->manifest = manifest;
+  load_snapshot (self);
   update_skeleton (self, NULL, manifest);
   vd_log_image (G_LOG_LEVEL_INFO, self->name, "froze image %s: %s", self->name,
                 json_object_get_string_member (manifest, "digest"));

@@ -362,12 +362,42 @@ freeze_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_dbus_method_invocation_return_value (invocation, NULL);
 }
 
+static void
+boot_snapshot_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  VdImage *image = g_object_get_data (G_OBJECT (invocation), "vd-image");
+  GError *error = NULL;
+
+  if (!vd_session_pool_take_boot_snapshot_finish (VD_SESSION_POOL (source), res, &error)) {
+    vd_image_snapshot_abort (image);
+    g_prefix_error (&error, "Cannot freeze the image “%s”: the boot snapshot failed (nothing was changed; "
+                    "BootSnapshots=false in the configuration freezes without one): ", vd_image_get_name (image));
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  vd_image_freeze_async (image, NULL, freeze_done_cb, g_steal_pointer (&invocation));
+}
+
+/* With boot snapshots on, the image boots once before it is sealed, and
+ * the saved guest is sealed with it (see the XML). */
 static gboolean
 handle_image_freeze (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
 {
-  VdImage *image = image_for_skeleton (VD_MANAGER (user_data), iface);
+  VdManager *self = VD_MANAGER (user_data);
+  VdImage *image = image_for_skeleton (self, iface);
+  GError *error = NULL;
 
-  vd_image_freeze_async (image, NULL, freeze_done_cb, g_object_ref (invocation));
+  if (!vd_config_get_boot_snapshots (self->config) || vd_image_is_frozen (image)) {
+    vd_image_freeze_async (image, NULL, freeze_done_cb, g_object_ref (invocation));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (!vd_image_snapshot_begin (image, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  g_object_set_data_full (G_OBJECT (invocation), "vd-image", g_object_ref (image), g_object_unref);
+  vd_session_pool_take_boot_snapshot_async (self->pool, image, NULL, boot_snapshot_done_cb, g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 

@@ -23,6 +23,7 @@
 #include "vd-qemu-command.h"
 #include "vd-qmp-client.h"
 #include "vd-session.h"
+#include "vd-session-snapshot.h"
 
 #define QMP_TIMEOUT_MS        10000
 #define SOCKET_WAIT_MS        15000
@@ -54,6 +55,10 @@ struct _VdSession {
   gchar                *overlay;
   gchar                *project_dir;
   gchar                *resolv_conf;   /* the DNS relay's, or NULL */
+  gchar                *share_dir;     /* the empty share a snapshot's device set needs, or NULL */
+  gchar                *vmgenid;       /* this guest's generation id */
+  gboolean              restored;      /* started from the image's boot snapshot */
+  gboolean              kvm;
   guint32               uid;
   VdQmpClient          *qmp;
   VdAgentClient        *agent;
@@ -97,6 +102,8 @@ vd_session_finalize (GObject *object)
   g_free (self->overlay);
   g_free (self->project_dir);
   g_free (self->resolv_conf);
+  g_free (self->share_dir);
+  g_free (self->vmgenid);
   G_OBJECT_CLASS (vd_session_parent_class)->finalize (object);
 }
 
@@ -121,6 +128,7 @@ vd_session_init (VdSession *self)
   self->state = VIVARIUM_SESSION_STATE_STARTING;
   self->reapers = g_cancellable_new ();
   self->timings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->vmgenid = g_uuid_string_random ();
 }
 
 const gchar *vd_session_get_id (VdSession *self) { return self->id; }
@@ -267,6 +275,7 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   vivarium_dbus_session_set_uid (s, uid);
   vivarium_dbus_session_set_unit (s, self->unit);
   vivarium_dbus_session_set_accelerator (s, "");
+  vivarium_dbus_session_set_start_mode (s, "");
   vivarium_dbus_session_set_leftovers (s, none);
   g_signal_connect (s, "handle-exec", G_CALLBACK (handle_exec), self);
   g_signal_connect (s, "handle-read-file", G_CALLBACK (handle_read_file), self);
@@ -372,11 +381,13 @@ qemu_argv (VdSession *self, gboolean kvm)
     .initrd = initrd,
     .cmdline = cmdline,
     .runtime_dir = self->runtime_dir,
-    .project_dir = self->project_dir,
-    .project_readonly = self->options.project_readonly,
+    .project_dir = self->project_dir != NULL ? self->project_dir : self->share_dir,
+    .project_readonly = self->options.project_readonly || self->project_dir == NULL,
     .memory_mib = self->options.memory_mib,
     .cpus = self->options.cpus,
     .kvm = kvm,
+    .vmgenid = self->vmgenid,
+    .incoming = self->restored,
   };
   return vd_qemu_command_build (&cmd);
 }
@@ -611,6 +622,62 @@ start_failed (GTask *task, GError *error)
   teardown_async (self, TRUE, error->message, start_teardown_done_cb, task);
 }
 
+static void agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+
+/* The caller sees the session only now: a restored guest has its own
+ * random pool, clock and machine id by this point. */
+static void
+start_done (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+
+  vivarium_dbus_session_set_start_mode (self->skeleton, self->restored ? "restored" : "cold");
+  set_state (self, VIVARIUM_SESSION_STATE_RUNNING);
+  g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+static void
+reseeded_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_session_snapshot_reseed_finish (res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "reseed");
+  start_done (task);
+}
+
+static void
+wait_agent (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  g_autofree gchar *socket = vd_qemu_command_agent_socket (self->runtime_dir);
+
+  vd_agent_client_wait_ready_async (socket, vd_config_get_agent_timeout_sec (self->config) * 1000,
+                                    g_task_get_cancellable (task), agent_ready_cb, task);
+}
+
+static void
+restored_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_session_snapshot_restore_finish (res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "restore");
+  step_begin (self);
+  wait_agent (task);
+}
+
 static void
 agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -624,9 +691,13 @@ agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   step_end (self, "agent-ready");
-  set_state (self, VIVARIUM_SESSION_STATE_RUNNING);
-  g_task_return_boolean (task, TRUE);
-  g_object_unref (task);
+  if (self->restored) {
+    step_begin (self);
+    vd_session_snapshot_reseed_async (self->agent, self->project_dir != NULL, g_task_get_cancellable (task),
+                                      reseeded_cb, task);
+    return;
+  }
+  start_done (task);
 }
 
 static void
@@ -635,7 +706,6 @@ query_kvm_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
   g_autoptr(JsonNode) reply = NULL;
-  g_autofree gchar *socket = vd_qemu_command_agent_socket (self->runtime_dir);
   GError *error = NULL;
   gboolean kvm = FALSE;
 
@@ -647,8 +717,14 @@ query_kvm_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (JSON_NODE_HOLDS_OBJECT (reply))
     kvm = json_object_get_boolean_member_with_default (json_node_get_object (reply), "enabled", FALSE);
   vivarium_dbus_session_set_accelerator (self->skeleton, kvm ? "kvm" : "tcg");
-  vd_agent_client_wait_ready_async (socket, vd_config_get_agent_timeout_sec (self->config) * 1000,
-                                    g_task_get_cancellable (task), agent_ready_cb, task);
+  if (self->restored) {
+    g_autofree gchar *state = g_build_filename (vd_image_get_dir (self->image), VD_BOOT_SNAPSHOT_STATE, NULL);
+
+    step_begin (self);
+    vd_session_snapshot_restore_async (self->qmp, state, g_task_get_cancellable (task), restored_cb, task);
+    return;
+  }
+  wait_agent (task);
 }
 
 static void try_connect_qmp (GTask *task);
@@ -763,26 +839,46 @@ overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
                                     NULL, g_task_get_cancellable (task), unit_started_cb, task);
 }
 
-static void
-image_verified_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+/* A saved state restores only into the machine it was saved from: same
+ * memory, cpus, devices and accelerator. Anything else boots cold. */
+static gboolean
+snapshot_matches (VdSession *self)
 {
-  GTask *task = G_TASK (user_data);
+  JsonObject *snap = vd_image_get_boot_snapshot (self->image);
+
+  if (snap == NULL || self->options.boot_snapshot)
+    return FALSE;
+  return json_object_get_int_member_with_default (snap, "memory-mib", 0) == self->options.memory_mib &&
+         json_object_get_int_member_with_default (snap, "cpus", 0) == self->options.cpus &&
+         g_strcmp0 (json_object_get_string_member_with_default (snap, "device-set", ""), VD_QEMU_COMMAND_DEVICE_SET) == 0 &&
+         json_object_get_boolean_member_with_default (snap, "kvm", FALSE) == self->kvm;
+}
+
+/* The snapshot's device set has the share device; without a project it
+ * points at an empty read-only directory the guest never mounts. */
+static gboolean
+prepare_share (VdSession *self, GError **error)
+{
+  if (self->project_dir != NULL || (!self->restored && !self->options.boot_snapshot))
+    return TRUE;
+  self->share_dir = g_build_filename (self->state_dir, "share", NULL);
+  return vd_fs_mkdir (self->share_dir, 0555, 0, 0, error);
+}
+
+static void
+create_overlay (GTask *task)
+{
   VdSession *self = g_task_get_source_object (task);
   g_autofree gchar *base = NULL;
   g_autoptr(GSubprocess) proc = NULL;
   GError *error = NULL;
 
-  if (!vd_image_verify_finish (self->image, res, &error)) {
+  self->restored = snapshot_matches (self);
+  if (!prepare_dirs (self, &error) || !prepare_share (self, &error)) {
     start_failed (task, error);
     return;
   }
-  step_end (self, "image-check");
-  step_begin (self);
-  if (!prepare_dirs (self, &error)) {
-    start_failed (task, error);
-    return;
-  }
-  base = g_build_filename (vd_image_get_dir (self->image), "disk.qcow2", NULL);
+  base = g_build_filename (vd_image_get_dir (self->image), self->restored ? VD_BOOT_SNAPSHOT_DISK : "disk.qcow2", NULL);
   /* The overlay names its backing file and format explicitly, so QEMU
    * never probes a format from data the guest could have written. */
   proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE, &error,
@@ -794,6 +890,22 @@ image_verified_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_subprocess_communicate_async (proc, NULL, g_task_get_cancellable (task), overlay_created_cb, task);
 }
 
+static void
+image_verified_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_image_verify_finish (self->image, res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "image-check");
+  step_begin (self);
+  create_overlay (task);
+}
+
 void
 vd_session_start_async (VdSession *self, GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
@@ -801,9 +913,16 @@ vd_session_start_async (VdSession *self, GCancellable *cancellable, GAsyncReadyC
   StartData *data = g_new0 (StartData, 1);
 
   data->kvm = vd_config_use_kvm (self->config);
+  self->kvm = data->kvm;
   g_task_set_task_data (task, data, g_free);
   vd_image_add_user (self->image, self->object_path);
   step_begin (self);
+  /* Freeze's scratch boot runs before there is a digest to check: the
+   * freeze that follows hashes what it booted from. */
+  if (self->options.boot_snapshot) {
+    create_overlay (task);
+    return;
+  }
   vd_image_verify_async (self->image, FALSE, cancellable, image_verified_cb, task);
 }
 
@@ -1278,6 +1397,58 @@ const VdSessionOptions *
 vd_session_get_options (VdSession *self)
 {
   return &self->options;
+}
+
+const gchar *
+vd_session_get_start_mode (VdSession *self)
+{
+  return vivarium_dbus_session_get_start_mode (self->skeleton);
+}
+
+static void
+snapshot_saved_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  GError *error = NULL;
+
+  if (!vd_session_snapshot_save_finish (res, &error)) {
+    g_task_return_error (task, error);
+    return;
+  }
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+vd_session_save_boot_snapshot_async (VdSession *self, const gchar *image_dir, GCancellable *cancellable,
+                                     GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  g_autoptr(JsonObject) info = json_object_new ();
+  GError *error = NULL;
+
+  if (!self->options.boot_snapshot || !check_running (self, &error)) {
+    if (error == NULL)
+      error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The session %s is not a scratch boot", self->id);
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  json_object_set_int_member (info, "schema", 1);
+  json_object_set_int_member (info, "memory-mib", self->options.memory_mib);
+  json_object_set_int_member (info, "cpus", self->options.cpus);
+  json_object_set_string_member (info, "device-set", VD_QEMU_COMMAND_DEVICE_SET);
+  json_object_set_boolean_member (info, "kvm", self->kvm);
+  json_object_set_string_member (info, "accelerator", vivarium_dbus_session_get_accelerator (self->skeleton));
+  json_object_set_string_member (info, "session", self->id);
+  json_object_set_int_member (info, "boot-usec", g_get_real_time () - (gint64) vivarium_dbus_session_get_started_at (self->skeleton));
+  vd_session_snapshot_save_async (self->qmp, self->agent, self->overlay, image_dir, info, cancellable,
+                                  snapshot_saved_cb, task);
+}
+
+gboolean
+vd_session_save_boot_snapshot_finish (VdSession *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
 }
 
 guint32
