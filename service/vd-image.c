@@ -30,6 +30,8 @@ static const gchar *snapshot_files[] = { "boot.json", "boot.qcow2", "boot.state"
 #define MANIFEST      "manifest.json"
 #define METADATA      "image.json"
 #define BUILD_LOG     "build.log"
+#define LINEAGE       "lineage.json"   /* a saved session's origin (SaveAsImage) */
+#define LINEAGE_SHOWN 200              /* commands the Lineage property lists */
 #define HASH_CHUNK    (1024 * 1024)
 
 struct _VdImage {
@@ -114,6 +116,17 @@ remove_snapshot_files (const gchar *dir, GError **error)
   return TRUE;
 }
 
+/* A paused session saved as an image brings its memory as the boot
+ * snapshot from the start: that one is no leftover. */
+static gboolean
+saved_with_memory (const gchar *dir)
+{
+  g_autofree gchar *path = g_build_filename (dir, LINEAGE, NULL);
+  g_autoptr(JsonObject) lineage = g_file_test (path, G_FILE_TEST_EXISTS) ? read_json_object (path, NULL) : NULL;
+
+  return lineage != NULL && json_object_get_boolean_member_with_default (lineage, "memory", FALSE);
+}
+
 static void
 load_snapshot (VdImage *self)
 {
@@ -194,6 +207,65 @@ dir_size (const gchar *dir)
   return total;
 }
 
+/* One escaped line per command: "exit STATUS: ARGV" (or its state). The
+ * argv is the guest's business, so it is escaped and capped here. */
+static gchar *
+command_line (JsonObject *entry)
+{
+  JsonArray *argv = json_object_get_array_member (entry, "argv");
+  g_autoptr(GString) line = g_string_new (NULL);
+  const gchar *state = json_object_get_string_member_with_default (entry, "state", "");
+  g_autofree gchar *capped = NULL;
+
+  if (g_strcmp0 (state, "finished") == 0)
+    g_string_append_printf (line, "exit %" G_GINT64_FORMAT ":", json_object_get_int_member_with_default (entry, "exit-status", -1));
+  else
+    g_string_append_printf (line, "%s:", state);
+  for (guint i = 0; argv != NULL && i < json_array_get_length (argv); i++) {
+    g_autofree gchar *item = g_strescape (json_array_get_string_element (argv, i), NULL);
+    g_string_append_printf (line, " %s", item);
+  }
+  capped = g_utf8_make_valid (line->str, MIN (line->len, 512));
+  return g_steal_pointer (&capped);
+}
+
+static void
+publish_lineage (VdImage *self)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, LINEAGE, NULL);
+  g_autoptr(JsonObject) lineage = g_file_test (path, G_FILE_TEST_EXISTS) ? read_json_object (path, NULL) : NULL;
+  GVariantBuilder b;
+  g_autoptr(GStrvBuilder) lines = g_strv_builder_new ();
+  g_auto(GStrv) shown = NULL;
+  JsonArray *commands;
+  guint n, first;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{sv}"));
+  if (lineage == NULL) {
+    vivarium_dbus_image_set_lineage (self->skeleton, g_variant_builder_end (&b));
+    return;
+  }
+  commands = json_object_get_array_member (lineage, "commands");
+  n = commands != NULL ? json_array_get_length (commands) : 0;
+  first = n > LINEAGE_SHOWN ? n - LINEAGE_SHOWN : 0;
+  for (guint i = first; i < n; i++) {
+    JsonNode *node = json_array_get_element (commands, i);
+    if (JSON_NODE_HOLDS_OBJECT (node)) {
+      g_autofree gchar *line = command_line (json_node_get_object (node));
+      g_strv_builder_add (lines, line);
+    }
+  }
+  shown = g_strv_builder_end (lines);
+  g_variant_builder_add (&b, "{sv}", "parent", g_variant_new_string (json_object_get_string_member_with_default (lineage, "parent", "")));
+  g_variant_builder_add (&b, "{sv}", "parent-digest", g_variant_new_string (json_object_get_string_member_with_default (lineage, "parent-digest", "")));
+  g_variant_builder_add (&b, "{sv}", "session", g_variant_new_string (json_object_get_string_member_with_default (lineage, "session", "")));
+  g_variant_builder_add (&b, "{sv}", "saved-at", g_variant_new_uint64 ((guint64) json_object_get_int_member_with_default (lineage, "saved-at", 0)));
+  g_variant_builder_add (&b, "{sv}", "memory", g_variant_new_boolean (json_object_get_boolean_member_with_default (lineage, "memory", FALSE)));
+  g_variant_builder_add (&b, "{sv}", "commands-total", g_variant_new_uint64 ((guint64) json_object_get_int_member_with_default (lineage, "commands-total", 0)));
+  g_variant_builder_add (&b, "{sv}", "commands", g_variant_new_strv ((const gchar * const *) shown, -1));
+  vivarium_dbus_image_set_lineage (self->skeleton, g_variant_builder_end (&b));
+}
+
 static void
 update_skeleton (VdImage *self, JsonObject *info, JsonObject *meta)
 {
@@ -209,6 +281,7 @@ update_skeleton (VdImage *self, JsonObject *info, JsonObject *meta)
     vivarium_dbus_image_set_format (s, json_object_get_string_member_with_default (info, "format", ""));
     vivarium_dbus_image_set_virtual_size (s, (guint64) json_object_get_int_member_with_default (info, "virtual-size", 0));
   }
+  publish_lineage (self);
   if (meta != NULL) {
     vivarium_dbus_image_set_recipe (s, json_object_get_string_member_with_default (meta, "recipe", ""));
     vivarium_dbus_image_set_created_at (s, (guint64) json_object_get_int_member_with_default (meta, "created-at", 0));
@@ -237,7 +310,7 @@ vd_image_load (const gchar *dir, GError **error)
     if (self->manifest == NULL)
       return NULL;
     load_snapshot (self);
-  } else if (!remove_snapshot_files (dir, error)) {
+  } else if (!saved_with_memory (dir) && !remove_snapshot_files (dir, error)) {
     return NULL;
   }
   info = vd_image_query_disk (disk, error);
@@ -449,7 +522,7 @@ describe_boot_files (const gchar *dir, gboolean with_hash, gchar **digest, GCanc
 
 /* Besides the boot files, these are sealed too: they say where the image
  * came from. */
-static const gchar *sealed_extra[] = { METADATA, BUILD_LOG, NULL };
+static const gchar *sealed_extra[] = { METADATA, BUILD_LOG, LINEAGE, NULL };
 
 static gchar *
 json_text (JsonObject *object)
@@ -625,6 +698,32 @@ hash_build_log (const gchar *dir, GCancellable *c)
   return hash_file (path, c, NULL);
 }
 
+/* A saved session's origin, in the manifest itself: parent, its digest,
+ * the session, and the digest of the full record (lineage.json). */
+static gboolean
+add_lineage (JsonObject *m, const gchar *dir, GCancellable *c, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, LINEAGE, NULL);
+  g_autoptr(JsonObject) lineage = NULL;
+  g_autoptr(JsonObject) summary = json_object_new ();
+  g_autofree gchar *sha = NULL;
+  const gchar *keys[] = { "parent", "parent-digest", "session", NULL };
+
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    return TRUE;
+  lineage = read_json_object (path, error);
+  sha = lineage != NULL ? hash_file (path, c, error) : NULL;
+  if (sha == NULL)
+    return FALSE;
+  for (guint i = 0; keys[i] != NULL; i++)
+    json_object_set_string_member (summary, keys[i], json_object_get_string_member_with_default (lineage, keys[i], ""));
+  json_object_set_boolean_member (summary, "memory", json_object_get_boolean_member_with_default (lineage, "memory", FALSE));
+  json_object_set_int_member (summary, "commands-total", json_object_get_int_member_with_default (lineage, "commands-total", 0));
+  json_object_set_string_member (summary, "sha256", sha);
+  json_object_set_object_member (m, "lineage", g_steal_pointer (&summary));
+  return TRUE;
+}
+
 static JsonObject *
 build_manifest (VdImage *self, JsonObject *info, GCancellable *c, GError **error)
 {
@@ -649,6 +748,8 @@ build_manifest (VdImage *self, JsonObject *info, GCancellable *c, GError **error
   json_object_set_string_member (m, "recipe", meta != NULL ? json_object_get_string_member_with_default (meta, "recipe", "") : "");
   json_object_set_int_member (m, "created-at", meta != NULL ? json_object_get_int_member_with_default (meta, "created-at", 0) : 0);
   json_object_set_string_member (m, "build-log-sha256", log_sha != NULL ? log_sha : "");
+  if (!add_lineage (m, self->dir, c, error))
+    return NULL;
   json_object_set_int_member (m, "frozen-at", g_get_real_time ());
   json_object_set_array_member (m, "files", files);
   return g_steal_pointer (&m);

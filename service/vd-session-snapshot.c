@@ -230,7 +230,8 @@ settle_state (Op *op, GError **error)
   op->fd = -1;
   if (g_rename (tmp, op->state_path) != 0)
     return vd_fs_set_error_errno (error, errno, "Cannot rename %s", tmp);
-  json_object_set_int_member (op->info, "state-size", st.st_size);
+  if (op->info != NULL)
+    json_object_set_int_member (op->info, "state-size", st.st_size);
   return TRUE;
 }
 
@@ -243,7 +244,17 @@ save_finish (GTask *task)
   g_autofree gchar *text = NULL;
   GError *error = NULL;
 
-  if (!settle_state (op, &error) || !move_overlay (op, &error)) {
+  if (!settle_state (op, &error)) {
+    fail (task, error, "Cannot keep the saved guest");
+    return;
+  }
+  /* The memory alone (SaveAsImage of a paused session). */
+  if (op->overlay == NULL) {
+    g_task_return_boolean (task, TRUE);
+    g_object_unref (task);
+    return;
+  }
+  if (!move_overlay (op, &error)) {
     fail (task, error, "Cannot keep the saved guest");
     return;
   }
@@ -355,6 +366,21 @@ gboolean
 vd_session_snapshot_save_finish (GAsyncResult *result, GError **error)
 {
   return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+/* A guest already stopped, its disk copied elsewhere: only its memory. */
+void
+vd_session_snapshot_save_state_async (VdQmpClient *qmp_client, const gchar *state_path, GCancellable *cancellable,
+                                      GAsyncReadyCallback callback, gpointer user_data)
+{
+  Op *op;
+  GTask *task = op_task_new (vd_session_snapshot_save_async, cancellable, callback, user_data, &op);
+  g_autoptr(JsonObject) args = json_object_new ();
+
+  op->qmp = g_object_ref (qmp_client);
+  op->state_path = g_strdup (state_path);
+  json_object_set_int_member (args, "max-bandwidth", SAVE_BANDWIDTH);
+  qmp (task, "migrate-set-parameters", args, bandwidth_cb);
 }
 
 /* --- restore ----------------------------------------------------------- */

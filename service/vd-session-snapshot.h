@@ -31,6 +31,13 @@ void     vd_session_snapshot_save_async      (VdQmpClient        *qmp,
                                               gpointer            user_data);
 gboolean vd_session_snapshot_save_finish     (GAsyncResult  *result,
                                               GError       **error);
+/* Only the memory of a guest (stopped, left stopped) to @state_path;
+ * finish with vd_session_snapshot_save_finish(). */
+void     vd_session_snapshot_save_state_async (VdQmpClient       *qmp,
+                                              const gchar        *state_path,
+                                              GCancellable       *cancellable,
+                                              GAsyncReadyCallback callback,
+                                              gpointer            user_data);
 
 /* Loads @state_path into a QEMU waiting with -incoming defer, and lets the
  * guest run. */

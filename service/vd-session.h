@@ -84,6 +84,20 @@ VdAgentExecResult *vd_session_exec_finish (VdSession     *self,
                                          GAsyncResult  *result,
                                          GError       **error);
 
+/* SaveAsImage's part in the session: writes disk.qcow2 (flattened) into
+ * @dir, and for a paused restored guest without a project also boot.state,
+ * boot.qcow2 (over @final_dir/disk.qcow2) and boot.json. */
+void         vd_session_save_disk_async  (VdSession          *self,
+                                          const gchar        *dir,
+                                          const gchar        *final_dir,
+                                          GCancellable       *cancellable,
+                                          GAsyncReadyCallback callback,
+                                          gpointer            user_data);
+gboolean     vd_session_save_disk_finish (VdSession     *self,
+                                          GAsyncResult  *result,
+                                          gchar        **memory_note,
+                                          GError       **error);
+
 /* signal "ended": the session reached "stopped" or "failed" */
 
 G_END_DECLS
