@@ -6,8 +6,9 @@
 # match start from it ("restored"), others boot ("cold"). Two guests
 # restored from one snapshot are made unique (vmgenid reseed, urandom, boot
 # id, clock); a project is mounted after the restore; a tampered boot.qcow2
-# or boot.state is refused with DigestMismatch; a freeze whose snapshot
-# fails leaves the image exactly as it was.
+# or boot.state is refused with DigestMismatch; Pause, and SaveAsImage with
+# and without the memory, lineage shown; a freeze whose snapshot fails
+# leaves the image exactly as it was.
 #   VIVARIUM_TEST_BTRFS=512M tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-snapshots.sh
 
 # shellcheck disable=SC2317
@@ -57,6 +58,12 @@ stop_all_sessions () {
   done
 }
 at_exit stop_all_sessions
+create_test_user tuser || bail_out "cannot create a test user"
+user_call () {  # PATH METHOD ARGS...: the same, as the unprivileged test user
+  local path=$1 method=$2
+  shift 2
+  run_as_user "$tuser" gdbus call --system --dest "$BUS" --object-path "$path" --method "$IFACE.$method" "$@"
+}
 
 dir=$STATE/images/$IMAGE
 
@@ -193,6 +200,62 @@ out=$(ctl session start "$IMAGE" 2>&1)
 assert_eq "0" "$?" "a session starts again" "$out"
 assert_eq "restored" "$(prop "$(session_path "$out")" Session StartMode)" "restored"
 ctl session stop "$out" >/dev/null 2>&1
+
+# --- 6. Pause, and SaveAsImage with the memory -------------------------------
+
+s=$(ctl session start "$IMAGE")
+sp=$(session_path "$s")
+assert_success "the guest leaves a mark on its disk and in memory" -- \
+  gexec "$s" 'echo saved-disk > /root/saved && echo saved-mem > /dev/shm/saved && sync'
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$sp" Session.Pause
+assert_dbus_error "$ERR.NotAuthorized" -- user_call "$sp" Session.SaveAsImage child
+assert_dbus_error "$ERR.BadState" -- call "$sp" Session.Resume
+assert_success "root pauses it" -- ctl session pause "$s"
+assert_eq "paused" "$(prop "$sp" Session State)" "State is paused"
+assert_eq "paused by Pause()" "$(prop "$sp" Session StateReason)" "and says why"
+assert_dbus_error "$ERR.BadState" -- call "$sp" Session.Exec "['true']" "[]" "''" 10
+assert_dbus_error "$ERR.BadState" -- call "$sp" Session.Pause
+assert_dbus_error "$ERR.InvalidArgument" -- call "$sp" Session.SaveAsImage "../x"
+assert_dbus_error "$ERR.Exists" -- call "$sp" Session.SaveAsImage "$IMAGE"
+out=$(ctl session save-as-image "$s" child 2>&1)
+assert_eq "0" "$?" "save the paused session as the image child" "$out"
+cdir=$STATE/images/child
+assert_eq "true" "$(prop "$(image_path child)" Image Frozen)" "the saved image is frozen"
+assert_success "it verifies" -- ctl image verify child
+assert_success "it carries the paused guest as its boot snapshot" -- test -s "$cdir/boot.state"
+assert_eq "444 0" "$(stat -c '%a %u' "$cdir/lineage.json")" "lineage.json is sealed"
+assert_contains "$(cat "$cdir/manifest.json")" '"parent-digest"' "the manifest records the lineage"
+show=$(ctl image show child)
+assert_contains "$show" "$IMAGE ($(prop "$(image_path $IMAGE)" Image Digest))" "image show names the parent and its digest"
+assert_contains "$show" "$s" "and the session it was saved from"
+assert_contains "$show" "/root/saved" "and the commands run in it"
+assert_contains "$show" "Memory saved:   yes" "and that the memory was saved"
+assert_contains "$(ctl image show "$IMAGE")" "none (built or imported)" "a built image has no lineage"
+assert_success "resume the original session" -- ctl session resume "$s"
+assert_eq "running" "$(prop "$sp" Session State)" "it runs again after the save"
+assert_eq "saved-disk" "$(gexec "$s" 'cat /root/saved')" "and still has its files"
+c=$(ctl session start child)
+assert_eq "0" "$?" "start a session of the saved image"
+assert_eq "restored" "$(prop "$(session_path "$c")" Session StartMode)" "it starts from the saved memory"
+assert_eq "saved-mem" "$(gexec "$c" 'cat /dev/shm/saved')" "the guest's memory (a tmpfs file) came along"
+assert_eq "saved-disk" "$(gexec "$c" 'cat /root/saved')" "and its disk"
+ctl session stop "$c" >/dev/null 2>&1
+ctl session stop "$s" >/dev/null 2>&1
+
+# A running session is saved with its disk only; the freeze of the new image
+# then takes a boot snapshot of its own.
+r=$(ctl session start "$IMAGE")
+gexec "$r" 'echo running-disk > /root/r && sync' >/dev/null
+out=$(ctl session save-as-image "$r" child2 2>&1)
+assert_eq "0" "$?" "save a running session as child2" "$out"
+assert_eq "running" "$(prop "$(session_path "$r")" Session State)" "the running session runs on"
+assert_contains "$(ctl image show child2)" "Memory saved:   no" "without its memory"
+c2=$(ctl session start child2)
+assert_eq "restored" "$(prop "$(session_path "$c2")" Session StartMode)" "child2 has a boot snapshot of its own"
+assert_eq "running-disk" "$(gexec "$c2" 'cat /root/r')" "and the saved disk"
+ctl session stop "$c2" >/dev/null 2>&1
+ctl session stop "$r" >/dev/null 2>&1
+assert_eq "0" "$(ls -A "$STATE/images/.staging" 2>/dev/null | wc -l)" "the saves left nothing in staging"
 
 # --- 6. a freeze whose snapshot fails changes nothing ----------------------
 
