@@ -146,7 +146,11 @@ session_ended_cb (VdSession *session, gpointer user_data)
     vd_idle_uninhibit (self->idle, GPOINTER_TO_UINT (token));
   f->pool = g_object_ref (self);
   f->session = g_object_ref (session);
-  g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, FORGET_AFTER_SEC, forget_session_cb, f, forget_data_free);
+  /* Freeze's scratch boot is the daemon's own business: it leaves the list
+   * as soon as it has ended, so that callers only ever see their sessions
+   * linger. */
+  g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, vd_session_get_options (session)->boot_snapshot ? 0 : FORGET_AFTER_SEC,
+                              forget_session_cb, f, forget_data_free);
 }
 
 static gboolean
