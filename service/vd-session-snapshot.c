@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <string.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 
@@ -39,6 +40,7 @@ typedef struct {
   gint64         deadline;
   gint64         started;
   gboolean       mount_project;
+  gboolean       machine_id;     /* the image has /etc/machine-id to renew */
 } Op;
 
 static void
@@ -340,6 +342,12 @@ unmounted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     fail_literal (task, "The scratch guest could not unmount /project before the save");
     return;
   }
+  /* Whether restored guests have a machine id to renew: asked once here,
+   * so that a restore with nothing to renew and no project runs no
+   * command at all. */
+  json_object_set_boolean_member (op->info, "machine-id",
+                                  g_bytes_get_size (result->out) >= 10 &&
+                                  memcmp (g_bytes_get_data (result->out, NULL), "machine-id", 10) == 0);
   json_object_set_int_member (args, "max-bandwidth", SAVE_BANDWIDTH);
   qmp (task, "migrate-set-parameters", args, bandwidth_cb);
 }
@@ -349,7 +357,8 @@ vd_session_snapshot_save_async (VdQmpClient *qmp_client, VdAgentClient *agent, c
                                 const gchar *image_dir, JsonObject *info, GCancellable *cancellable,
                                 GAsyncReadyCallback callback, gpointer user_data)
 {
-  const gchar *argv[] = { "sh", "-c", "if grep -q ' /project ' /proc/mounts; then umount /project || exit 1; fi; sync", NULL };
+  const gchar *argv[] = { "sh", "-c", "if grep -q ' /project ' /proc/mounts; then umount /project || exit 1; fi; sync; "
+                          "if [ -e /etc/machine-id ]; then echo machine-id; fi", NULL };
   Op *op;
   GTask *task = op_task_new (vd_session_snapshot_save_async, cancellable, callback, user_data, &op);
 
@@ -524,6 +533,11 @@ got_time_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     fail_literal (task, "The restored guest's clock could not be set from the host's");
     return;
   }
+  if (!op->mount_project && !op->machine_id) {
+    g_task_return_boolean (task, TRUE);
+    g_object_unref (task);
+    return;
+  }
   run_reseed_script (task);
 }
 
@@ -546,8 +560,8 @@ set_time_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 void
-vd_session_snapshot_reseed_async (VdAgentClient *agent, gboolean mount_project, GCancellable *cancellable,
-                                  GAsyncReadyCallback callback, gpointer user_data)
+vd_session_snapshot_reseed_async (VdAgentClient *agent, gboolean mount_project, gboolean machine_id,
+                                  GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
   Op *op;
   GTask *task = op_task_new (vd_session_snapshot_reseed_async, cancellable, callback, user_data, &op);
@@ -555,6 +569,7 @@ vd_session_snapshot_reseed_async (VdAgentClient *agent, gboolean mount_project, 
 
   op->agent = g_object_ref (agent);
   op->mount_project = mount_project;
+  op->machine_id = machine_id;
   json_object_set_int_member (args, "time", g_get_real_time () * 1000);
   vd_agent_client_command_async (agent, "guest-set-time", args, AGENT_TIMEOUT_MS, cancellable, set_time_cb, task);
 }

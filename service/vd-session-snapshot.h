@@ -50,10 +50,11 @@ gboolean vd_session_snapshot_restore_finish  (GAsyncResult  *result,
                                               GError       **error);
 
 /* Sets the guest clock from the host (and checks it took), writes a fresh
- * /etc/machine-id where the image has one, and mounts the project share
- * when @mount_project. */
+ * /etc/machine-id when @machine_id (the image has one), and mounts the
+ * project share when @mount_project. */
 void     vd_session_snapshot_reseed_async    (VdAgentClient      *agent,
                                               gboolean            mount_project,
+                                              gboolean            machine_id,
                                               GCancellable       *cancellable,
                                               GAsyncReadyCallback callback,
                                               gpointer            user_data);

@@ -698,8 +698,11 @@ agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   step_end (self, "agent-ready");
   if (self->restored) {
     step_begin (self);
-    vd_session_snapshot_reseed_async (self->agent, self->project_dir != NULL, g_task_get_cancellable (task),
-                                      reseeded_cb, task);
+    /* An older boot.json without the answer: renew, to be sure. */
+    vd_session_snapshot_reseed_async (self->agent, self->project_dir != NULL,
+                                      json_object_get_boolean_member_with_default (vd_image_get_boot_snapshot (self->image),
+                                                                                   "machine-id", TRUE),
+                                      g_task_get_cancellable (task), reseeded_cb, task);
     return;
   }
   start_done (task);
