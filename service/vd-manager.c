@@ -388,9 +388,13 @@ freeze_image_async (VdManager *self, VdImage *image, GAsyncReadyCallback callbac
 {
   GTask *task = g_task_new (image, NULL, callback, user_data);
   g_autofree gchar *state = vd_image_get_file (image, "boot.state");
+  g_autofree gchar *kernel = vd_image_get_file (image, "vmlinuz");
   GError *error = NULL;
 
-  if (!vd_config_get_boot_snapshots (self->config) || vd_image_is_frozen (image) || state != NULL) {
+  /* Only a direct-kernel-boot image (what the builder makes, guest agent
+   * included) is known to reach a guest agent; an imported disk may never
+   * answer, and boots cold. */
+  if (!vd_config_get_boot_snapshots (self->config) || vd_image_is_frozen (image) || state != NULL || kernel == NULL) {
     vd_image_freeze_async (image, NULL, freeze_step_done_cb, task);
     return;
   }

@@ -139,6 +139,24 @@ write_lineage (SaveData *d, const gchar *memory_note, GError **error)
   return vd_fs_write_durably (meta_path, text, 0644, error);
 }
 
+/* The daemon runs with UMask=0077, but the freeze's scratch boot runs QEMU
+ * as a session uid that must read the new image's files: world-readable
+ * like a built image's, until the freeze seals them 0444. The staging
+ * directory's parent is root's alone (0700), so nobody else gets there. */
+static gboolean
+open_up_files (const gchar *dir, GError **error)
+{
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (dir, names[i], NULL);
+
+    if (g_chmod (path, 0644) != 0)
+      return vd_fs_set_error_errno (error, errno, "Cannot make %s readable", path);
+  }
+  return TRUE;
+}
+
 static void
 disk_saved_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -157,7 +175,7 @@ disk_saved_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_autofree gchar *line = g_strdup_printf ("The memory was not saved: %s", memory_note);
     vd_job_append_log (d->job, line);
   }
-  if (!write_lineage (d, memory_note, &error)) {
+  if (!write_lineage (d, memory_note, &error) || !open_up_files (d->staging, &error)) {
     save_fail (task, error);
     return;
   }
