@@ -26,7 +26,7 @@ readonly MIB=$((1024 * 1024))
 
 [ "$(id -u)" = 0 ] || bail_out "must run as root"
 [ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl qemu-img chattr lsattr dd od; do
+for tool in vivariumctl gdbus busctl qemu-img chattr lsattr dd od jq; do
   command -v "$tool" >/dev/null || bail_out "$tool is not installed"
 done
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
@@ -145,6 +145,15 @@ assert_eq "" "$(gexec "$b" 'cat /root/mark 2>/dev/null')" "and the other restore
 assert_contains "$(gexec "$a" 'ip -4 addr show eth0')" "10.0.2.15" "the restored guest keeps its network address"
 assert_success "stop a" -- ctl session stop "$a"
 assert_success "stop b" -- ctl session stop "$b"
+
+# --- 2b. the isolation self-test runs in restored guests, and passes -------
+
+st=$(vivariumctl guard selftest --json 2>/dev/null)
+assert_eq "0" "$?" "the self-test passes with restored guests"
+assert_eq "restored restored restored" "$(printf '%s' "$st" | jq -r '[.phases[] | ."start-mode"] | join(" ")')" \
+  "each configuration's guest was restored (the guard holds per QEMU process)"
+assert_eq "0" "$(printf '%s' "$st" | jq '[.probes[] | select(.pass != true)] | length')" "no probe failed"
+assert_contains "$(printf '%s' "$st" | jq -r '.probes[0]."start-mode"')" "restored" "each matrix row says so"
 
 # --- 3. options that do not match boot cold --------------------------------
 
