@@ -45,6 +45,8 @@ static const VdActionRow action_map[] = {
   M ("Session", "Screenshot",      A ("session-exec")),
   M ("Session", "GetCommandLog",   A ("read-reports")),
   M ("Session", "Resume",          A ("session-exec")),  /* drives the machine on; runs nothing new */
+  M ("Session", "Pause",           A ("session-exec")),  /* holds the machine still; runs nothing new */
+  M ("Session", "SaveAsImage",     A ("session-save")),
   M ("Session", "Stop",            A ("session-stop")),
   /* A command log entry: whoever may not read the log may not hear it. */
   S ("Session", "CommandFinished", A ("read-reports")),

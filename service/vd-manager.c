@@ -32,6 +32,7 @@
 #include "vd-selftest.h"
 #include "vd-session.h"
 #include "vd-session-pool.h"
+#include "vd-session-save.h"
 #include "vd-systemd.h"
 #include "vd-task-runner.h"
 #include "vd-worker-grants.h"
@@ -349,13 +350,75 @@ image_for_skeleton (VdManager *self, VivariumDBusImage *iface)
 }
 
 static void
+freeze_step_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  GError *error = NULL;
+
+  if (!vd_image_freeze_finish (VD_IMAGE (source), res, &error))
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+static void
+boot_snapshot_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdImage *image = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_session_pool_take_boot_snapshot_finish (VD_SESSION_POOL (source), res, &error)) {
+    vd_image_snapshot_abort (image);
+    g_prefix_error (&error, "Cannot freeze the image “%s”: the boot snapshot failed (nothing was changed; "
+                    "BootSnapshots=false in the configuration freezes without one): ", vd_image_get_name (image));
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  vd_image_freeze_async (image, NULL, freeze_step_done_cb, task);
+}
+
+/* With boot snapshots on, the image boots once before it is sealed, and
+ * the saved guest is sealed with it (see the XML); an image that already
+ * carries one (a paused session saved with its memory) is sealed as it is. */
+static void
+freeze_image_async (VdManager *self, VdImage *image, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (image, NULL, callback, user_data);
+  g_autofree gchar *state = vd_image_get_file (image, "boot.state");
+  g_autofree gchar *kernel = vd_image_get_file (image, "vmlinuz");
+  GError *error = NULL;
+
+  /* Only a direct-kernel-boot image (what the builder makes, guest agent
+   * included) is known to reach a guest agent; an imported disk may never
+   * answer, and boots cold. */
+  if (!vd_config_get_boot_snapshots (self->config) || vd_image_is_frozen (image) || state != NULL || kernel == NULL) {
+    vd_image_freeze_async (image, NULL, freeze_step_done_cb, task);
+    return;
+  }
+  if (!vd_image_snapshot_begin (image, &error)) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  vd_session_pool_take_boot_snapshot_async (self->pool, image, NULL, boot_snapshot_done_cb, task);
+}
+
+static gboolean
+freeze_image_finish (GAsyncResult *res, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (res), error);
+}
+
+static void
 freeze_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GDBusMethodInvocation) invocation = user_data;
-  VdImage *image = VD_IMAGE (source);
   GError *error = NULL;
 
-  if (!vd_image_freeze_finish (image, res, &error)) {
+  if (!freeze_image_finish (res, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
@@ -365,9 +428,9 @@ freeze_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static gboolean
 handle_image_freeze (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
 {
-  VdImage *image = image_for_skeleton (VD_MANAGER (user_data), iface);
+  VdManager *self = VD_MANAGER (user_data);
 
-  vd_image_freeze_async (image, NULL, freeze_done_cb, g_object_ref (invocation));
+  freeze_image_async (self, image_for_skeleton (self, iface), freeze_done_cb, g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -952,10 +1015,124 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* --- Session.SaveAsImage ---------------------------------------------- */
+
+typedef struct {
+  VdManager *manager;
+  VdJob     *job;
+  gchar     *name;
+} SaveJob;
+
+static void
+save_job_free (SaveJob *d)
+{
+  g_hash_table_remove (d->manager->pending, d->name);
+  g_clear_object (&d->job);
+  g_free (d->name);
+  g_free (d);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (SaveJob, save_job_free)
+
+/* A saved image that could not be frozen goes again: SaveAsImage makes a
+ * frozen image or none. */
+static void
+drop_image (VdManager *self, VdImage *image)
+{
+  g_autofree gchar *path = g_strdup (vd_image_get_object_path (image));
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_image_delete (image, &error))
+    g_warning ("cannot remove the unfrozen saved image %s: %s", vd_image_get_name (image), error->message);
+  vd_exported_remove (self->exported, path);
+  g_hash_table_remove (self->images, vd_image_get_name (image));
+  vivarium_dbus_manager_emit_image_removed (self->skeleton, path);
+}
+
+static void
+saved_image_frozen_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(SaveJob) d = user_data;
+  VdImage *image = VD_IMAGE (source);
+  g_autoptr(GError) error = NULL;
+
+  if (!freeze_image_finish (res, &error)) {
+    vd_job_fail (d->job, error);
+    drop_image (d->manager, image);
+    return;
+  }
+  vd_log_image (G_LOG_LEVEL_INFO, d->name, "saved a session as the image %s", d->name);
+  vd_job_succeed (d->job, vd_image_get_object_path (image));
+}
+
+static void
+session_saved_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(SaveJob) d = user_data;
+  VdManager *self = d->manager;
+  g_autofree gchar *dir = NULL;
+  g_autoptr(VdImage) image = NULL;
+  g_autoptr(GError) error = NULL;
+
+  dir = vd_session_save_as_image_finish (res, &error);
+  if (dir != NULL)
+    image = vd_image_load (dir, &error);
+  if (image == NULL || !add_image (self, image, TRUE, &error)) {
+    if (dir != NULL && image == NULL)
+      vd_fs_rm_rf (dir, NULL);
+    vd_job_fail (d->job, error);
+    return;
+  }
+  vd_job_progress (d->job, 80, "Freezing the new image");
+  freeze_image_async (self, image, saved_image_frozen_cb, g_steal_pointer (&d));
+}
+
+static gboolean
+handle_session_save_as_image (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar *name,
+                              gpointer user_data)
+{
+  VdSession *session = VD_SESSION (user_data);
+  VdManager *self = g_object_get_data (G_OBJECT (session), "vd-manager");
+  g_autoptr(VdJob) job = NULL;
+  SaveJob *d;
+  GError *error = NULL;
+  VivariumSessionState state = vd_session_get_session_state (session);
+
+  if (!check_new_image_name (self, name, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (state != VIVARIUM_SESSION_STATE_RUNNING && state != VIVARIUM_SESSION_STATE_PAUSED) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                                           "The session %s is %s, not running or paused",
+                                           vd_session_get_id (session), vd_session_get_state (session));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  job = new_job (self, "save-session", FALSE, &error);
+  if (job == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  d = g_new0 (SaveJob, 1);
+  d->manager = self;
+  d->job = g_object_ref (job);
+  d->name = g_strdup (name);
+  g_hash_table_add (self->pending, g_strdup (name));
+  vd_log_session (G_LOG_LEVEL_INFO, vd_session_get_id (session), "saving session %s as the image %s (job %s)",
+                  vd_session_get_id (session), name, vd_job_get_id (job));
+  vd_session_save_as_image_async (session, self->config, job, name, session_saved_cb, d);
+  vivarium_dbus_session_complete_save_as_image (iface, invocation, vd_job_get_object_path (job));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 static void
 session_added_cb (VdSessionPool *pool, VdSession *session, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
+
+  g_object_set_data (G_OBJECT (session), "vd-manager", self);
+  g_signal_connect_object (vd_session_get_skeleton (session), "handle-save-as-image",
+                           G_CALLBACK (handle_session_save_as_image), session, 0);
 
   vivarium_dbus_manager_emit_session_added (self->skeleton, vd_session_get_object_path (session));
 }
