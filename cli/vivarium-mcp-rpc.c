@@ -47,7 +47,7 @@ take_line (VmcpLineReader *self, gsize end, gsize skip, gchar **line, gsize *len
 {
   gsize n = end;
 
-  if (self->discarding) {
+  if (self->discarding || end > self->line_max) {
     self->discarding = FALSE;
     g_byte_array_remove_range (self->buf, 0, end + skip);
     return VMCP_LINE_TOO_LONG;
