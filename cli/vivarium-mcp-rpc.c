@@ -88,7 +88,7 @@ vmcp_line_reader_next (VmcpLineReader *self, gchar **line, gsize *len, GError **
   *line = NULL;
   *len = 0;
   for (;;) {
-    const guint8 *nl = memchr (self->buf->data, '\n', self->buf->len);
+    const guint8 *nl = self->buf->len > 0 ? memchr (self->buf->data, '\n', self->buf->len) : NULL;
 
     if (nl != NULL)
       return take_line (self, (gsize) (nl - self->buf->data), 1, line, len);
