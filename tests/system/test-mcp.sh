@@ -105,65 +105,31 @@ plan () {  # [ARGS_JSON] CALLS_JSON
 }
 
 # --- the scripted model server, and the daemon pointed at it -----------------
-# Written before the daemon's first start: it reads its configuration then.
+# The agent's own scripted model server (tests/agent/, from the agent worker's
+# branch) with this test's conversation: write hello.txt, then finish. The
+# configuration is written before the daemon's first start: it reads it then.
+model_server=$VIVARIUM_TEST_SOURCE_DIR/tests/agent/scripted-model.py
 mkdir -p /etc/vivarium/conf.d
 cat > /etc/vivarium/conf.d/60-test-mcp.conf <<EOF
 [Agent]
 Endpoint=http://127.0.0.1:$MODEL_PORT/v1
-Model=scripted
+Model=vivarium-test-model
 EOF
 at_exit rm -f /etc/vivarium/conf.d/60-test-mcp.conf
-cat > "$tmpd/model.py" <<'PYEOF'
-# A chat-completions server replaying a written conversation: write a file,
-# then finish. Each request it receives is recorded for the test to check.
-import json, sys, http.server
-port, log = int(sys.argv[1]), sys.argv[2]
-turns = [
-    {"name": "write_file", "arguments": {"path": "/project/hello.txt", "content": "hello\n"}},
-    {"name": "finish", "arguments": {"summary": "I wrote hello.txt and checked it.",
-                                     "verify_command": "grep -qx hello hello.txt"}},
-]
-class H(http.server.BaseHTTPRequestHandler):
-    n = 0
-    def log_message(self, *a): pass
-    def do_GET(self):
-        self.reply({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        with open(log, "a") as f:
-            f.write(json.dumps({"path": self.path, "body": body}) + "\n")
-        i = H.n
-        H.n += 1
-        if i < len(turns):
-            t = turns[i]
-            msg = {"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call{i}", "type": "function",
-                "function": {"name": t["name"], "arguments": json.dumps(t["arguments"])}}]}
-            reason = "tool_calls"
-        else:
-            msg, reason = {"role": "assistant", "content": "Done."}, "stop"
-        self.reply({"id": f"r{i}", "object": "chat.completion", "model": "scripted",
-                    "choices": [{"index": 0, "message": msg, "finish_reason": reason}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-    def reply(self, obj):
-        data = json.dumps(obj).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-PYEOF
-"$PY" "$tmpd/model.py" "$MODEL_PORT" "$tmpd/model-requests.jsonl" &
-model_pid=$!
-at_exit kill "$model_pid"
-retry_until 50 0.1 "$PY" -c "import socket; socket.create_connection(('127.0.0.1', $MODEL_PORT), 1)" ||
-  bail_out "the scripted model server did not start"
+systemctl stop vivariumd.service vivarium-gateway.service 2>/dev/null
+: > "$tmpd/model-failures"
+if [ -f "$model_server" ]; then
+  "$PY" "$model_server" --port "$MODEL_PORT" --conversations "$VIVARIUM_TEST_SOURCE_DIR/tests/mcp/conversations.json" \
+    --failures "$tmpd/model-failures" --log "$tmpd/model-requests" > "$tmpd/model.out" 2>&1 &
+  model_pid=$!
+  at_exit kill "$model_pid"
+  retry_until 50 0.1 grep -q ready "$tmpd/model.out" || bail_out "the scripted model server did not start: $(cat "$tmpd/model.out")"
+fi
 
 # --- an image and a project ----------------------------------------------------
 
-build_out=$(vivariumctl --no-interaction image build "$IMAGE" "$IMAGE" 2>&1)
-[ $? = 0 ] || bail_out "cannot build the tiny image: $build_out"
+build_out=$(vivariumctl --no-interaction image build "$IMAGE" "$IMAGE" 2>&1) ||
+  bail_out "cannot build the tiny image: $build_out"
 vivariumctl --no-interaction image freeze "$IMAGE" >/dev/null 2>&1 || bail_out "cannot freeze the tiny image"
 call "$OBJ" Manager.CreateProject demo "uint64 $((64 * MIB))" "{}" >/dev/null 2>&1 || bail_out "cannot create a project"
 digest=$(prop "$OBJ/images/$IMAGE" Image Digest)
@@ -309,18 +275,31 @@ assert_eq "3" "$(call "$OBJ" Manager.ListTasks | grep -o "$OBJ/tasks/" | wc -l |
 
 # --- vm_task: the agent worker against the scripted model server -------------
 
+assert_success "the agent's scripted model server is there (tests/agent/scripted-model.py)" -- test -f "$model_server"
 mcp task root "$(plan "[{\"tool\": \"vm_task\", \"arguments\": {\"project\": \"demo\", \"image\": \"$IMAGE\",
-                         \"instructions\": \"Write hello.txt containing hello.\", \"verify\": \"grep -qx hello hello.txt\",
-                         \"wait_seconds\": 600}, \"timeout_ms\": 900000}]")"
+                         \"instructions\": \"Write hello.txt containing hello. [conversation: mcp-hello]\",
+                         \"verify\": \"grep -qx hello hello.txt\", \"wait_seconds\": 600}, \"timeout_ms\": 900000}]")"
 assert_eq "false DONE" "$(q task "str(c(0).get('isError')).lower() + ' ' + str(s(0).get('outcome', s(0).get('error')))")" \
   "vm_task (agent worker, scripted model) → DONE"
 assert_eq "$IMAGE $digest $fingerprint true" \
   "$(q task "' '.join(str(ident(0).get(k)).lower() if k == 'signature_verified' else str(ident(0).get(k)) for k in ['image', 'image_digest', 'signed_by', 'signature_verified'])")" \
   "vm_task's identity: image, digest, the daemon's key, signature checked"
-assert_ne "None" "$(q task "str(ident(0).get('task')) if ident(0).get('session') else 'None'")" "and the task and session ids"
-assert_eq "pass" "$(q task "(s(0).get('report') or {}).get('verification', {}).get('verdict')")" "the fresh re-run passed"
-assert_eq '["hello.txt"]' "$(q task "[f['path'] for f in (s(0).get('report') or {}).get('files', [])]")" "the agent's file is committed"
-assert_eq "2" "$(wc -l < "$tmpd/model-requests.jsonl" 2>/dev/null || echo 0)" "the model server answered the two turns"
+tid=$(q task "str(ident(0).get('task'))")
+assert_eq "agent" "$(prop "$OBJ/tasks/$tid" Task Worker 2>&1)" "vm_task ran the agent worker"
+assert_ne "None" "$(q task "str(ident(0).get('session'))")" "the identity names the work session"
+assert_eq "pass caller" "$(q task "(s(0).get('report') or {}).get('verification', {}).get('verdict', '') + ' ' + (s(0).get('report') or {}).get('verification', {}).get('whose', '')")" \
+  "the caller's verification passed in a fresh machine"
+assert_eq '[["hello.txt", "added"]]' "$(q task "[[f['path'], f['change']] for f in (s(0).get('report') or {}).get('files', [])]")" \
+  "the agent's file is committed"
+assert_eq "the worker's unverified claim|I wrote hello.txt; it says hello." \
+  "$(q task "(s(0).get('report') or {}).get('worker_claim', {}).get('label', '') + '|' + (s(0).get('report') or {}).get('worker_claim', {}).get('summary', '')")" \
+  "the model's summary stays labelled as a claim"
+assert_eq "hello" "$(git --git-dir="$STATE/projects/demo/repo" show "$(q task "(s(0).get('report') or {}).get('commit', '')"):hello.txt" 2>&1)" \
+  "the report's commit holds the file"
+assert_eq "2" "$(grep -c '"conversation": "mcp-hello"' "$tmpd/model-requests" 2>/dev/null || echo 0)" \
+  "the model server served both turns"
+assert_eq "" "$(cat "$tmpd/model-failures")" "the model server's assertions on the agent's requests held"
+assert_not_contains "$(q task "json.dumps(c(0))")" "I will write the file." "the transcript never reaches the caller's result"
 
 assert_eq "" "$(pgrep -x vivarium-mcp)" "no vivarium-mcp is left running"
 
