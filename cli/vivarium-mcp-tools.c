@@ -174,7 +174,7 @@ typedef struct {
 static const gchar * const image_props[] = { "Name", "Frozen", "Digest", "Size", NULL };
 static const gchar * const project_props[] = { "Name", "Head", "QuotaBytes", "UsedBytes", NULL };
 static const Listing images_listing = {
-  "ListImages", "Image", image_props, "bsst", "images", image_row, vmcp_manifest_allows_image,
+  "ListImages", "Image", image_props, "sbst", "images", image_row, vmcp_manifest_allows_image,
 };
 static const Listing projects_listing = {
   "ListProjects", "Project", project_props, "sstt", "projects", project_row,
@@ -190,14 +190,12 @@ run_listing (VmcpTools *self, const Listing *listing, VmcpIdentity *identity)
   JsonArray *rows;
   JsonObject *structured;
 
-  /* Name is 's', then the listing's own types. */
-  g_autofree gchar *types = g_strconcat ("s", listing->types + 1, NULL);
   if (paths == NULL)
     return error_result (identity, error);
   rows = json_array_new ();
   for (guint i = 0; paths[i] != NULL; i++) {
     GVariant *v[5] = { NULL };
-    if (!get_props (self, paths[i], listing->iface, listing->props, types, v, &error)) {
+    if (!get_props (self, paths[i], listing->iface, listing->props, listing->types, v, &error)) {
       for (guint j = 0; j < 5; j++)
         g_clear_pointer (&v[j], g_variant_unref);
       json_array_unref (rows);
@@ -487,8 +485,11 @@ run_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity)
   if (ret == NULL)
     return error_result (identity, error);
   g_variant_get (ret, "(&o)", &path);
-  if (!wait_for (self, path, wait_argument (args, "wait_seconds"), &error))
+  if (!wait_for (self, path, wait_argument (args, "wait_seconds"), &error)) {
+    g_autofree gchar *id = vmcp_daemon_get_string (self->daemon, path, "Task", "Id", NULL);
+    vmcp_identity_set_task (identity, id, NULL);
     return error_result (identity, error);
+  }
   return task_result (self, path, identity);
 }
 
