@@ -3,7 +3,9 @@
 
 #include "config.h"
 
+#include <errno.h>
 #include <locale.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <glib/gi18n.h>
@@ -61,6 +63,8 @@ main (int argc, char **argv)
   gint out_fd;
 
   setlocale (LC_ALL, "");
+  /* A client that went away is an error to report, not a signal to die of. */
+  signal (SIGPIPE, SIG_IGN);
   g_log_set_writer_func (log_to_stderr, NULL, NULL);
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
