@@ -246,6 +246,25 @@ check_scope (VmcpTools *self, const gchar *project, const gchar *image, GError *
   return TRUE;
 }
 
+/* Asked of the task list rather than of the path: a property read on a
+ * path the daemon does not know is answered by GDBus ("no such
+ * interface"), not with the daemon's NotFound. */
+static gboolean
+task_exists (VmcpTools *self, const gchar *path, const gchar *id, GError **error)
+{
+  g_auto(GStrv) tasks = list_paths (self, "ListTasks", error);
+
+  if (tasks == NULL)
+    return FALSE;
+  if (!g_strv_contains ((const gchar * const *) tasks, path)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND,
+                 "There is no task %s (the daemon forgets finished tasks when it exits; their reports stay)",
+                 id);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* The task's path, after the manifest allowed its project and image. */
 static gchar *
 task_path (VmcpTools *self, const gchar *id, VmcpIdentity *identity, GError **error)
@@ -257,6 +276,8 @@ task_path (VmcpTools *self, const gchar *id, VmcpIdentity *identity, GError **er
   if (!vivarium_name_validate ("task", id, error))
     return NULL;
   path = vivarium_object_path_for (VIVARIUM_DBUS_PATH_TASKS, id);
+  if (!task_exists (self, path, id, error))
+    return NULL;
   project = vmcp_daemon_get_string (self->daemon, path, "Task", "Project", error);
   if (project == NULL)
     return NULL;
