@@ -253,9 +253,11 @@ mcp bad root "$(plan "[{\"tool\": \"vm_task\", \"arguments\": {\"project\": \"..
                       {\"tool\": \"vm_wait\", \"arguments\": {\"task\": \"nosuchtask\", \"seconds\": 1}},
                       {\"tool\": \"vm_wait\", \"arguments\": {\"task\": \"$id1\", \"seconds\": 3601}},
                       {\"tool\": \"vm_shell\", \"arguments\": {}}]")"
-assert_eq "$ERR.InvalidArgument $ERR.NotFound $ERR.InvalidArgument" \
-  "$(q bad "' '.join(s(i)['error']['name'] for i in range(3))")" "bad names, an unknown task, an unbounded wait: typed errors" \
-  "$(q bad "' | '.join(s(i)['error']['message'] for i in range(3))")"
+bad_names=$(q bad "' '.join(s(i)['error']['name'] for i in range(3))")
+assert_eq "$ERR.InvalidArgument $ERR.NotFound $ERR.InvalidArgument" "$bad_names" \
+  "bad names, an unknown task, an unbounded wait: typed errors"
+[ "$bad_names" = "$ERR.InvalidArgument $ERR.NotFound $ERR.InvalidArgument" ] ||
+  diag "$(q bad "' | '.join(s(i)['error']['message'] for i in range(3))")"
 assert_eq "-32602" "$(q bad "c(3)['thrown']['code']")" "an unknown tool is a JSON-RPC error (-32602)"
 
 cat > /etc/vivarium/mcp.conf <<EOF
