@@ -863,19 +863,20 @@ worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
   const gchar *failure = vd_worker_get_failure (worker);
 
   g_signal_handlers_disconnect_by_data (worker, run);
-  /* Without Finish, only a clean exit of a script is DONE; the rest says
-   * what went wrong. An agent ends by Task.Finish; an agent that exits
-   * without it gave up (its reason, its own words, is the transcript's last
-   * "failed" entry). */
-  if (failure != NULL) {
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, failure);
-    return;
-  }
+  /* An agent ends by Task.Finish; one that exits without it gave up, and
+   * its own last "failed" entry in the transcript says why better than its
+   * exit status does. Without Finish, only a clean exit of a script is DONE;
+   * the rest says what went wrong. */
   if (run->agent) {
     g_autofree gchar *why = vd_transcript_dup_failure (run->transcript);
     g_autofree gchar *reason = g_strdup_printf ("the agent stopped without finishing: %s",
-                                                why != NULL ? why : "it exited without saying why");
+                                                why != NULL ? why :
+                                                failure != NULL ? failure : "it exited without saying why");
     wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  if (failure != NULL) {
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, failure);
     return;
   }
   wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);

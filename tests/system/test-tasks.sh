@@ -352,7 +352,8 @@ assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo 
 assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'script': <b'true'>, 'bogus': <1>}"
 assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'script': <b'true'>, 'timeout': <uint32 0>}"
 assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'script': <b'true'>, 'tools': <['rm-rf']>}"
-assert_dbus_error "$ERR.NotSupported" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'worker': <'agent'>}"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'worker': <'robot'>}"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$OBJ" Manager.SubmitTask demo "$IMAGE" x "{'worker': <'agent'>, 'script': <b'true'>}"
 assert_dbus_error "$ERR.NotFound" -- call "$OBJ" Manager.SubmitTask nope "$IMAGE" x "{'script': <b'true'>}"
 assert_dbus_error "$ERR.NotFound" -- call "$OBJ" Manager.SubmitTask demo nope x "{'script': <b'true'>}"
 assert_dbus_error "$ERR.InvalidArgument" -- call "$t1" Task.Wait 4000
