@@ -1393,7 +1393,8 @@ handle_pause (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpo
   }
   self->pause_requested = TRUE;
   vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: pausing on request", self->id);
-  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, run_state_done_cb, g_object_ref (invocation));
+  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, run_state_done_cb,
+                               g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
