@@ -31,17 +31,8 @@ GQuark vctl_usage_error_quark (void);
 
 /* Reports are named in DESIGN.md but not yet in common/vivarium-names.h;
  * the daemon's definition wins once it is there. */
-/* The task contract's bounds as dbus/org.vivarium.Vivarium1.xml states
- * them; checked here so that a refusal needs no daemon. They belong in
- * common/vivarium-names.h once the daemon defines them there. */
-#define VCTL_TASK_SCRIPT_MAX        (1024 * 1024)
-#define VCTL_TASK_INSTRUCTIONS_MAX  (64 * 1024)
-#define VCTL_TASK_ANSWER_MAX        (64 * 1024)
-#define VCTL_TASK_QUESTION_MAX      (4 * 1024)
-#define VCTL_TASK_WAIT_MAX          3600
-/* The report keeps 4 KiB of a summary; the daemon is the one that cuts
- * (and says so), so a longer one is sent, up to what it accepts. */
-#define VCTL_TASK_SUMMARY_MAX       (2 * 1024 * 1024)
+/* The task contract's bounds, checked here so that a refusal needs no
+ * daemon, are the daemon's own: VIVARIUM_TASK_* in common/vivarium-names.h. */
 
 #ifndef VIVARIUM_DBUS_PATH_REPORTS
 #define VIVARIUM_DBUS_PATH_REPORTS VIVARIUM_DBUS_PATH "/reports"

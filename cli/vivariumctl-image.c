@@ -262,23 +262,30 @@ wait_for_job (VctlContext *ctx, const gchar *job_path, GError **error)
   return ok;
 }
 
+/* A verb that answers with a Job's path: follow the job to its end. */
+static gboolean
+call_and_wait_for_job (VctlContext *ctx, gpointer proxy, const gchar *method, GVariant *args, GError **error)
+{
+  g_autoptr(GVariant) ret = vctl_call (ctx, proxy, method, args, -1, NULL, error);
+  const gchar *job_path = NULL;
+
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(&o)", &job_path);
+  return wait_for_job (ctx, job_path, error);
+}
+
 gboolean
 vctl_cmd_image_build (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *shown = NULL;
-  const gchar *job_path = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "BuildImage",
-                   g_variant_new ("(ss)", (*argv)[1], (*argv)[2]), -1, NULL, error);
-  if (ret == NULL)
-    return FALSE;
-  g_variant_get (ret, "(&o)", &job_path);
-  if (!wait_for_job (ctx, job_path, error))
+  if (!call_and_wait_for_job (ctx, ctx->manager, "BuildImage", g_variant_new ("(ss)", (*argv)[1], (*argv)[2]),
+                              error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[2]);
   g_print (_("Built image “%s”.\n"), shown);
@@ -473,9 +480,7 @@ vctl_cmd_session_save_as_image (VctlContext *ctx, const VctlCommand *cmd, gchar 
 {
   g_autofree gchar *path = NULL;
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *shown = NULL;
-  const gchar *job_path = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) || !vctl_connect (ctx, error))
     return FALSE;
@@ -487,11 +492,7 @@ vctl_cmd_session_save_as_image (VctlContext *ctx, const VctlCommand *cmd, gchar 
                                                   VIVARIUM_DBUS_NAME, path, NULL, error);
   if (session == NULL)
     return FALSE;
-  ret = vctl_call (ctx, session, "SaveAsImage", g_variant_new ("(s)", (*argv)[2]), -1, NULL, error);
-  if (ret == NULL)
-    return FALSE;
-  g_variant_get (ret, "(&o)", &job_path);
-  if (!wait_for_job (ctx, job_path, error))
+  if (!call_and_wait_for_job (ctx, session, "SaveAsImage", g_variant_new ("(s)", (*argv)[2]), error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[2]);
   g_print (_("Saved the session as the frozen image “%s”.\n"), shown);

@@ -655,21 +655,33 @@ vctl_cmd_session_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   return print_entries (ctx, all);
 }
 
-gboolean
-vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+/* Pause and Resume: one session, a verb without arguments. Returns the
+ * session's proxy once the daemon said yes. */
+static VivariumDBusSession *
+call_session_verb (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, const gchar *method, GError **error)
 {
   g_autoptr(VivariumDBusSession) session = NULL;
   g_autoptr(GVariant) ret = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+    return NULL;
+  session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL)
+    return NULL;
+  ret = vctl_call (ctx, session, method, NULL, -1, NULL, error);
+  if (ret == NULL)
+    return NULL;
+  return g_steal_pointer (&session);
+}
+
+gboolean
+vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusSession) session = call_session_verb (ctx, cmd, argv, "Resume", error);
   g_autoptr(GVariant) state = NULL;
   g_autofree gchar *id = NULL;
 
-  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
-    return FALSE;
-  session = session_for_call (ctx, (*argv)[1], error);
   if (session == NULL)
-    return FALSE;
-  ret = vctl_call (ctx, session, "Resume", NULL, -1, NULL, error);
-  if (ret == NULL)
     return FALSE;
   id = vctl_escape_line ((*argv)[1]);
   state = vctl_get_property (ctx, session, "State", NULL);
@@ -687,17 +699,10 @@ vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
 gboolean
 vctl_cmd_session_pause (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(VivariumDBusSession) session = call_session_verb (ctx, cmd, argv, "Pause", error);
   g_autofree gchar *id = NULL;
 
-  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
-    return FALSE;
-  session = session_for_call (ctx, (*argv)[1], error);
   if (session == NULL)
-    return FALSE;
-  ret = vctl_call (ctx, session, "Pause", NULL, -1, NULL, error);
-  if (ret == NULL)
     return FALSE;
   id = vctl_escape_line ((*argv)[1]);
   g_print (_("Paused session “%s”.\n"), id);

@@ -73,7 +73,7 @@ read_script (const gchar *file, GError **error)
                          _("--script FILE is required: the worker program to run"));
     return NULL;
   }
-  bytes = vctl_read_capped (file, VCTL_TASK_SCRIPT_MAX, _("a worker script"), error);
+  bytes = vctl_read_capped (file, VIVARIUM_TASK_SCRIPT_MAX, _("a worker script"), error);
   if (bytes == NULL)
     return NULL;
   if (g_bytes_get_size (bytes) == 0) {
@@ -99,11 +99,11 @@ read_instructions (const SubmitOptions *o, GError **error)
   }
   if (o->instructions_file == NULL) {
     const gchar *text = o->instructions != NULL ? o->instructions : "";
-    if (!vctl_check_text ("--instructions", text, VCTL_TASK_INSTRUCTIONS_MAX, error))
+    if (!vctl_check_text ("--instructions", text, VIVARIUM_TASK_INSTRUCTIONS_MAX, error))
       return NULL;
     return g_strdup (text);
   }
-  bytes = vctl_read_capped (o->instructions_file, VCTL_TASK_INSTRUCTIONS_MAX, _("the instructions"),
+  bytes = vctl_read_capped (o->instructions_file, VIVARIUM_TASK_INSTRUCTIONS_MAX, _("the instructions"),
                             error);
   if (bytes == NULL)
     return NULL;
@@ -318,7 +318,7 @@ vctl_cmd_task_wait (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GEr
   g_autoptr(VivariumDBusTask) task = NULL;
   g_autoptr(GVariant) ret = NULL;
   const gchar *outcome = NULL;
-  guint timeout = VCTL_TASK_WAIT_MAX;
+  guint timeout = VIVARIUM_TASK_WAIT_MAX_SEC;
   const GOptionEntry entries[] = {
     { "timeout", 0, 0, G_OPTION_ARG_STRING, &timeout_text,
       N_("Wait at most S seconds, 0–3600 (default: 3600)"), "S" },
@@ -328,7 +328,7 @@ vctl_cmd_task_wait (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GEr
   if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 1, 1, error))
     return FALSE;
   if (timeout_text != NULL &&
-      !vctl_parse_uint ("--timeout", timeout_text, 0, VCTL_TASK_WAIT_MAX, &timeout, error))
+      !vctl_parse_uint ("--timeout", timeout_text, 0, VIVARIUM_TASK_WAIT_MAX_SEC, &timeout, error))
     return FALSE;
   task = task_for_call (ctx, (*argv)[1], error);
   if (task == NULL)
@@ -439,7 +439,7 @@ vctl_cmd_task_answer (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   g_autofree gchar *id = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) ||
-      !vctl_check_text (_("The answer"), (*argv)[2], VCTL_TASK_ANSWER_MAX, error))
+      !vctl_check_text (_("The answer"), (*argv)[2], VIVARIUM_TASK_ANSWER_MAX, error))
     return FALSE;
   task = task_for_call (ctx, (*argv)[1], error);
   if (task == NULL)

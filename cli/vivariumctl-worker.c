@@ -265,7 +265,7 @@ vctl_cmd_worker_ask (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
   const gchar *answer = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error) ||
-      !vctl_check_text (_("The question"), (*argv)[1], VCTL_TASK_QUESTION_MAX, error))
+      !vctl_check_text (_("The question"), (*argv)[1], VIVARIUM_TASK_QUESTION_MAX, error))
     return FALSE;
   if ((*argv)[1][0] == '\0') {
     g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("The question is empty"));
@@ -303,10 +303,10 @@ read_summary (const gchar *text, const gchar *file, GError **error)
   }
   if (file == NULL) {
     text = text != NULL ? text : "";
-    return vctl_check_text ("--summary", text, VCTL_TASK_SUMMARY_MAX, error) ? g_strdup (text)
+    return vctl_check_text ("--summary", text, VIVARIUM_TASK_SUMMARY_MAX, error) ? g_strdup (text)
                                                                                : NULL;
   }
-  bytes = vctl_read_capped (file, VCTL_TASK_SUMMARY_MAX, _("a summary"), error);
+  bytes = vctl_read_capped (file, VIVARIUM_TASK_SUMMARY_MAX, _("a summary"), error);
   if (bytes == NULL)
     return NULL;
   data = g_bytes_get_data (bytes, &len);

@@ -67,12 +67,17 @@ G_BEGIN_DECLS
 #define VIVARIUM_LIST_REPLY_BYTES_MAX      (2 * 1024 * 1024)
 
 /* The task contract's bounds (dbus/org.vivarium.Vivarium1.xml: SubmitTask,
- * Task.Wait, Task.Answer), for clients that refuse before the bus
- * (vivarium-mcp). tests/unit/test-mcp.c checks they equal the daemon's
- * VD_TASK_* values. */
+ * Task.Wait, Task.Ask, Task.Answer, Task.Finish): the daemon refuses beyond
+ * them, and its clients (vivariumctl, vivarium-mcp) refuse before the bus
+ * with the same numbers. */
+#define VIVARIUM_TASK_SCRIPT_MAX           (1024 * 1024)
 #define VIVARIUM_TASK_INSTRUCTIONS_MAX     (64 * 1024)
 #define VIVARIUM_TASK_ANSWER_MAX           (64 * 1024)
+#define VIVARIUM_TASK_QUESTION_MAX         4096
 #define VIVARIUM_TASK_WAIT_MAX_SEC         3600
+/* Finish's summary is capped at 4 KiB in the report; the daemon accepts a
+ * longer one up to this (and cuts it, saying so), beyond it refuses. */
+#define VIVARIUM_TASK_SUMMARY_MAX          (2 * 1024 * 1024)
 
 gboolean  vivarium_name_validate         (const gchar  *kind,
                                           const gchar  *name,

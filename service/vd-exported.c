@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "vivarium-dbus-generated.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-exported.h"
@@ -432,11 +433,31 @@ infos_of (Node *node)
   return (GDBusInterfaceInfo **) g_ptr_array_free (infos, FALSE);
 }
 
+/* Every interface of the contract, whatever is exported where. */
+static GDBusInterfaceInfo **
+contract_infos (void)
+{
+  GDBusInterfaceInfo *all[] = {
+    vivarium_dbus_manager_interface_info (), vivarium_dbus_image_interface_info (),
+    vivarium_dbus_session_interface_info (), vivarium_dbus_job_interface_info (),
+    vivarium_dbus_project_interface_info (), vivarium_dbus_task_interface_info (),
+    vivarium_dbus_report_interface_info (), vivarium_dbus_guard_interface_info (),
+  };
+  GDBusInterfaceInfo **infos = g_new0 (GDBusInterfaceInfo *, G_N_ELEMENTS (all) + 1);
+
+  for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
+    infos[i] = g_dbus_interface_info_ref (all[i]);
+  return infos;
+}
+
 /* GDBus calls this two ways: for Introspect with (subtree root, last
  * component), and before dispatching a call with (the full path, last
- * component). Only the first is what a peer reads, so only it is filtered;
- * the second must answer for everyone, or an unauthorized caller would get
- * "no such method" instead of NotAuthorized. */
+ * component). Only the first is what a peer reads, so only it is filtered.
+ * The second must answer for everyone and for every path: with the whole
+ * contract, so that each call on a child, known or not, reaches
+ * boundary_method_call, which refuses a stranger the same way either way
+ * and tells an authorized caller NotFound; otherwise GDBus itself answers
+ * "no such method" or, for Properties.Get/GetAll, "No such interface". */
 static GDBusInterfaceInfo **
 subtree_introspect (GDBusConnection *connection, const gchar *sender, const gchar *object_path,
                     const gchar *node_name, gpointer user_data)
@@ -445,7 +466,9 @@ subtree_introspect (GDBusConnection *connection, const gchar *sender, const gcha
   g_autofree gchar *full = NULL;
   Node *node;
 
-  if (node_name == NULL || !g_hash_table_contains (self->subtrees, object_path))
+  if (node_name != NULL && !g_hash_table_contains (self->subtrees, object_path))
+    return contract_infos ();
+  if (node_name == NULL)
     return infos_of (g_hash_table_lookup (self->nodes, object_path));
   full = g_strconcat (object_path, "/", node_name, NULL);
   node = g_hash_table_lookup (self->nodes, full);
@@ -501,7 +524,8 @@ ensure_subtree (VdExported *self, const gchar *path, GError **error)
 typedef struct {
   VdExported             *self;
   GDBusMethodInvocation  *invocation;
-  GDBusInterfaceSkeleton *skeleton;
+  GDBusInterfaceSkeleton *skeleton;        /* NULL: nothing there (see missing) */
+  gchar                  *missing;         /* what NotFound says once polkit said yes */
   gchar                  *interface_name;  /* the target's, also for Properties */
   gchar                  *action;
   PolkitDetails          *details;
@@ -513,7 +537,8 @@ call_free (Call *call)
 {
   g_object_unref (call->self);
   g_clear_object (&call->invocation);
-  g_object_unref (call->skeleton);
+  g_clear_object (&call->skeleton);
+  g_free (call->missing);
   g_free (call->interface_name);
   g_free (call->action);
   g_clear_object (&call->details);
@@ -631,7 +656,7 @@ static void forward_after_read_checks (VdExported *self, const gchar *sender, Ca
 static void
 forward (Call *call)
 {
-  GDBusInterfaceVTable *vtable = g_dbus_interface_skeleton_get_vtable (call->skeleton);
+  GDBusInterfaceVTable *vtable = NULL;
   GDBusMethodInvocation *invocation = g_steal_pointer (&call->invocation);
   const gchar *method = g_dbus_method_invocation_get_method_name (invocation);
   GVariant *params = g_dbus_method_invocation_get_parameters (invocation);
@@ -643,6 +668,12 @@ forward (Call *call)
                                            "The daemon lost the bus while this call was being authorized");
     return;
   }
+  if (call->missing != NULL) {
+    g_dbus_method_invocation_return_error_literal (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND,
+                                                   call->missing);
+    return;
+  }
+  vtable = g_dbus_interface_skeleton_get_vtable (call->skeleton);
   if (g_strcmp0 (g_dbus_method_invocation_get_interface_name (invocation), "org.freedesktop.DBus.Properties") != 0) {
     vtable->method_call (g_dbus_method_invocation_get_connection (invocation),
                          g_dbus_method_invocation_get_sender (invocation),
@@ -768,20 +799,8 @@ boundary_method_call (GDBusConnection *connection, const gchar *sender, const gc
   Face *face;
   Call *call;
 
-  if (node == NULL) {
-    g_autofree gchar *path = bounded (object_path);
-    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND,
-                                           "There is no object at %s", path);
-    return;
-  }
   action = target_of (invocation, &target, &why);
   face = find_face (node, target);
-  if (face == NULL) {
-    g_autofree gchar *name = bounded (target);
-    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND,
-                                           "The object at %s has no interface %s", node->path, name);
-    return;
-  }
   if (action == NULL) {
     refuse (invocation, NULL, method_name, why);
     return;
@@ -789,7 +808,16 @@ boundary_method_call (GDBusConnection *connection, const gchar *sender, const gc
   call = g_new0 (Call, 1);
   call->self = g_object_ref (self);
   call->invocation = invocation;
-  call->skeleton = g_object_ref (face->skeleton);
+  /* Nothing there is said only to whom polkit allows the verb: a stranger
+   * is refused as on a path that exists, and learns nothing. */
+  if (face != NULL) {
+    call->skeleton = g_object_ref (face->skeleton);
+  } else {
+    g_autofree gchar *path = bounded (object_path);
+    g_autofree gchar *name = bounded (target);
+    call->missing = node == NULL ? g_strdup_printf ("There is no object at %s", path)
+                                 : g_strdup_printf ("The object at %s has no interface %s", path, name);
+  }
   call->interface_name = g_strdup (target);
   call->action = g_strdup (action);
   call->details = details_for (invocation, target);
@@ -1174,11 +1202,17 @@ vd_exported_init (VdExported *self)
 VdExported *
 vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
 {
+  const gchar *collections[] = { VIVARIUM_DBUS_PATH_SESSIONS, VIVARIUM_DBUS_PATH_IMAGES, VIVARIUM_DBUS_PATH_PROJECTS,
+                                 VIVARIUM_DBUS_PATH_TASKS, VIVARIUM_DBUS_PATH_REPORTS, VIVARIUM_DBUS_PATH_JOBS };
   VdExported *self = g_object_new (VD_TYPE_EXPORTED, NULL);
   g_autoptr(GError) error = NULL;
 
   self->authority = g_object_ref (authority);
   g_hash_table_insert (self->subtrees, g_strdup (VIVARIUM_DBUS_PATH), GUINT_TO_POINTER (0));
+  /* And every collection, so that an unknown child answers the same before
+   * the collection's first object as after it. */
+  for (gsize i = 0; i < G_N_ELEMENTS (collections); i++)
+    g_hash_table_insert (self->subtrees, g_strdup (collections[i]), GUINT_TO_POINTER (0));
   if (!attach (self, connection, &error))
     g_critical ("cannot serve %s: %s", VIVARIUM_DBUS_PATH, error->message);
   return self;

@@ -1345,8 +1345,12 @@ handle_get_command_log (VivariumDBusSession *iface, GDBusMethodInvocation *invoc
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* Pause and Resume answer once QEMU replied to "stop" or "cont". The state
+ * follows QEMU's STOP or RESUME event, which comes before the reply; after
+ * a Resume, if the cause is still there, QEMU stops the guest again and
+ * says why. */
 static void
-resume_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+run_state_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GDBusMethodInvocation) invocation = user_data;
   g_autoptr(JsonNode) reply = NULL;
@@ -1357,8 +1361,6 @@ resume_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
-  /* The state follows QEMU's RESUME event, which comes before this reply;
-   * if the cause is still there, QEMU stops the guest again and says why. */
   g_dbus_method_invocation_return_value (invocation, NULL);
 }
 
@@ -1374,25 +1376,9 @@ handle_resume (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gp
   }
   vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: resuming after %s", self->id,
                   vivarium_dbus_session_get_state_reason (self->skeleton));
-  vd_qmp_client_execute_async (self->qmp, "cont", NULL, QMP_TIMEOUT_MS, NULL, resume_done_cb,
+  vd_qmp_client_execute_async (self->qmp, "cont", NULL, QMP_TIMEOUT_MS, NULL, run_state_done_cb,
                                g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
-}
-
-static void
-pause_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  g_autoptr(GDBusMethodInvocation) invocation = user_data;
-  g_autoptr(JsonNode) reply = NULL;
-  GError *error = NULL;
-
-  reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &error);
-  if (reply == NULL) {
-    g_dbus_method_invocation_take_error (invocation, error);
-    return;
-  }
-  /* QEMU's STOP event, which comes before this reply, made it "paused". */
-  g_dbus_method_invocation_return_value (invocation, NULL);
 }
 
 static gboolean
@@ -1407,7 +1393,8 @@ handle_pause (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpo
   }
   self->pause_requested = TRUE;
   vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: pausing on request", self->id);
-  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, pause_done_cb, g_object_ref (invocation));
+  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, run_state_done_cb,
+                               g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 

@@ -314,25 +314,36 @@ unit_object_path (VdSystemd *self, const gchar *unit, GError **error)
   return path;
 }
 
-GVariant *
-vd_systemd_get_unit_property (VdSystemd *self, const gchar *unit, const gchar *interface_name,
-                              const gchar *property, GError **error)
+/* Properties.@method (Get or GetAll) on @unit's object; the reply's one
+ * value. */
+static GVariant *
+call_unit_properties_sync (VdSystemd *self, const gchar *unit, const gchar *method, GVariant *args,
+                           const gchar *reply_type, GError **error)
 {
+  g_autoptr(GVariant) owned_args = g_variant_ref_sink (args);
   g_autofree gchar *path = unit_object_path (self, unit, error);
   g_autoptr(GVariant) reply = NULL;
-  GVariant *value = NULL;
 
   if (path == NULL || !check_connected (self, error))
     return NULL;
   reply = g_dbus_connection_call_sync (self->connection, SYSTEMD_NAME, path,
-                                       "org.freedesktop.DBus.Properties", "Get",
-                                       g_variant_new ("(ss)", interface_name, property),
-                                       G_VARIANT_TYPE ("(v)"), G_DBUS_CALL_FLAGS_NONE,
+                                       "org.freedesktop.DBus.Properties", method, owned_args,
+                                       G_VARIANT_TYPE (reply_type), G_DBUS_CALL_FLAGS_NONE,
                                        SYSTEMD_CALL_MS, NULL, error);
   if (reply == NULL)
     return NULL;
-  g_variant_get (reply, "(v)", &value);
-  return value;
+  return g_variant_get_child_value (reply, 0);
+}
+
+GVariant *
+vd_systemd_get_unit_property (VdSystemd *self, const gchar *unit, const gchar *interface_name,
+                              const gchar *property, GError **error)
+{
+  g_autoptr(GVariant) boxed = call_unit_properties_sync (self, unit, "Get",
+                                                         g_variant_new ("(ss)", interface_name, property),
+                                                         "(v)", error);
+
+  return boxed != NULL ? g_variant_get_variant (boxed) : NULL;
 }
 
 gboolean
@@ -365,21 +376,7 @@ vd_systemd_list_units (VdSystemd *self, const gchar *pattern, GError **error)
 GVariant *
 vd_systemd_get_unit_properties (VdSystemd *self, const gchar *unit, const gchar *interface_name, GError **error)
 {
-  g_autofree gchar *path = unit_object_path (self, unit, error);
-  g_autoptr(GVariant) reply = NULL;
-  GVariant *value = NULL;
-
-  if (path == NULL || !check_connected (self, error))
-    return NULL;
-  reply = g_dbus_connection_call_sync (self->connection, SYSTEMD_NAME, path,
-                                       "org.freedesktop.DBus.Properties", "GetAll",
-                                       g_variant_new ("(s)", interface_name),
-                                       G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE,
-                                       SYSTEMD_CALL_MS, NULL, error);
-  if (reply == NULL)
-    return NULL;
-  g_variant_get (reply, "(@a{sv})", &value);
-  return value;
+  return call_unit_properties_sync (self, unit, "GetAll", g_variant_new ("(s)", interface_name), "(a{sv})", error);
 }
 
 void

@@ -350,7 +350,7 @@ opt_one (VdTaskRunner *self, Run *run, const gchar *key, GVariant *v, gchar **wo
   if (g_str_equal (key, "script")) {
     if (!g_variant_is_of_type (v, G_VARIANT_TYPE_BYTESTRING))
       return opt_fail (error, key, "must be bytes (type ay)");
-    if (g_variant_get_size (v) == 0 || g_variant_get_size (v) > VD_WORKER_SCRIPT_MAX)
+    if (g_variant_get_size (v) == 0 || g_variant_get_size (v) > VIVARIUM_TASK_SCRIPT_MAX)
       return opt_fail (error, key, "is empty or larger than 1 MiB");
     g_clear_pointer (&run->script, g_bytes_unref);
     run->script = g_variant_get_data_as_bytes (v);
@@ -1059,10 +1059,10 @@ new_task_id (VdTaskRunner *self)
 static gboolean
 check_instructions (const gchar *instructions, GError **error)
 {
-  if (strlen (instructions) > VD_TASK_INSTRUCTIONS_MAX) {
+  if (strlen (instructions) > VIVARIUM_TASK_INSTRUCTIONS_MAX) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                  "The instructions are %zu bytes; at most %u are accepted", strlen (instructions),
-                 VD_TASK_INSTRUCTIONS_MAX);
+                 VIVARIUM_TASK_INSTRUCTIONS_MAX);
     return FALSE;
   }
   return TRUE;

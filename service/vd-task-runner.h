@@ -29,7 +29,6 @@ G_BEGIN_DECLS
  * signal "task-removed" (const gchar *object_path): pruned, to leave the bus */
 
 #define VD_TASK_RUNNER_HISTORY   50
-#define VD_TASK_INSTRUCTIONS_MAX (64 * 1024)
 #define VD_TASK_DEFAULT_TIMEOUT  1800
 /* The verification command's own limit in the fresh session. */
 #define VD_TASK_VERIFY_TIMEOUT   600

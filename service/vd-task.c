@@ -127,9 +127,9 @@ handle_wait (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint t
 {
   Wait *wait;
 
-  if (timeout > VD_TASK_WAIT_MAX_SEC) {
+  if (timeout > VIVARIUM_TASK_WAIT_MAX_SEC) {
     g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                                           "Wait takes 0 to %u seconds, not %u", VD_TASK_WAIT_MAX_SEC, timeout);
+                                           "Wait takes 0 to %u seconds, not %u", VIVARIUM_TASK_WAIT_MAX_SEC, timeout);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   if (timeout == 0 || self->finished || self->outcome != VIVARIUM_OUTCOME_IN_PROGRESS) {
@@ -173,13 +173,13 @@ handle_ask (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const gc
                                            "The worker has a question pending already");
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  if (strlen (question) > VD_TASK_QUESTION_MAX || question[0] == '\0') {
+  if (strlen (question) > VIVARIUM_TASK_QUESTION_MAX || question[0] == '\0') {
     g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                                           "A question is 1 to %u bytes", VD_TASK_QUESTION_MAX);
+                                           "A question is 1 to %u bytes", VIVARIUM_TASK_QUESTION_MAX);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   /* The worker's words: escaped before anyone's screen shows them. */
-  shown = vivarium_escape_untrusted (question, strlen (question), VD_TASK_QUESTION_MAX, NULL);
+  shown = vivarium_escape_untrusted (question, strlen (question), VIVARIUM_TASK_QUESTION_MAX, NULL);
   self->ask = g_object_ref (invocation);
   vivarium_dbus_task_set_question (iface, shown);
   set_outcome (self, VIVARIUM_OUTCOME_NEEDS_INPUT);
@@ -194,9 +194,9 @@ handle_answer (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const
                                            "The task %s is not waiting for an answer", self->id);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  if (strlen (text) > VD_TASK_ANSWER_MAX) {
+  if (strlen (text) > VIVARIUM_TASK_ANSWER_MAX) {
     g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                                           "An answer is at most %u bytes", VD_TASK_ANSWER_MAX);
+                                           "An answer is at most %u bytes", VIVARIUM_TASK_ANSWER_MAX);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   g_dbus_method_invocation_return_value (g_steal_pointer (&self->ask), g_variant_new ("(s)", text));
@@ -214,10 +214,10 @@ handle_finish (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const
 {
   if (refuse_closed (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
-  if (strlen (summary) > VD_TASK_SUMMARY_MAX || strlen (verify_command) > 4096) {
+  if (strlen (summary) > VIVARIUM_TASK_SUMMARY_MAX || strlen (verify_command) > 4096) {
     g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE,
                                            "The summary is at most %u bytes, the verification command 4096",
-                                           VD_TASK_SUMMARY_MAX);
+                                           VIVARIUM_TASK_SUMMARY_MAX);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   vivarium_dbus_task_complete_finish (iface, invocation);

@@ -17,12 +17,8 @@ G_BEGIN_DECLS
  * signal "cancel-requested" () */
 
 #define VD_TASK_WAITS_MAX        32
-#define VD_TASK_WAIT_MAX_SEC     3600
-#define VD_TASK_ANSWER_MAX       (64 * 1024)
-#define VD_TASK_QUESTION_MAX     4096
-/* Finish's summary is capped at 4 KiB in the report; bigger is accepted up
- * to this (and cut there), beyond it refused. */
-#define VD_TASK_SUMMARY_MAX      (2 * 1024 * 1024)
+/* The contract's bounds (Wait's timeout, Ask, Answer, Finish's summary)
+ * are VIVARIUM_TASK_* in common/vivarium-names.h. */
 
 #define VD_TYPE_TASK (vd_task_get_type ())
 G_DECLARE_FINAL_TYPE (VdTask, vd_task, VD, TASK, GObject)

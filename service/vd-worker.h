@@ -25,7 +25,7 @@ G_BEGIN_DECLS
  * loaded until the daemon has asked systemd why, and
  * vd_worker_get_failure() says it in words. */
 
-#define VD_WORKER_SCRIPT_MAX (1024 * 1024)
+/* The script's size bound is VIVARIUM_TASK_SCRIPT_MAX (common/vivarium-names.h). */
 
 #define VD_TYPE_WORKER (vd_worker_get_type ())
 G_DECLARE_FINAL_TYPE (VdWorker, vd_worker, VD, WORKER, GObject)

@@ -642,6 +642,39 @@ test_unknown_paths_not_found (void)
   }
 }
 
+/* Reading an unknown child of any collection, as root (whom polkit
+ * allows), is NotFound too: GDBus answered Properties.Get/GetAll there
+ * with its own "No such interface" (InvalidArgument), even under a
+ * collection that never had a child. */
+static void
+test_unknown_children_reads_not_found (void)
+{
+  g_autoptr(GDBusConnection) bus = system_bus ();
+  struct { const gchar *collection, *iface, *property; } kinds[] = {
+    { VIVARIUM_DBUS_PATH_SESSIONS, VIVARIUM_DBUS_IFACE_PREFIX ".Session", "State" },
+    { VIVARIUM_DBUS_PATH_IMAGES, VIVARIUM_DBUS_IFACE_PREFIX ".Image", "Digest" },
+    { VIVARIUM_DBUS_PATH_PROJECTS, VIVARIUM_DBUS_IFACE_PREFIX ".Project", "Name" },
+    { VIVARIUM_DBUS_PATH_TASKS, VIVARIUM_DBUS_IFACE_PREFIX ".Task", "Outcome" },
+    { VIVARIUM_DBUS_PATH_REPORTS, VIVARIUM_DBUS_IFACE_PREFIX ".Report", "Outcome" },
+    { VIVARIUM_DBUS_PATH_JOBS, VIVARIUM_DBUS_IFACE_PREFIX ".Job", "Operation" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (kinds); i++) {
+    g_autofree gchar *path = g_strconcat (kinds[i].collection, "/nosuchchild", NULL);
+    g_autofree gchar *get = call_outcome (bus, path, "org.freedesktop.DBus.Properties", "Get",
+                                          g_variant_new ("(ss)", kinds[i].iface, kinds[i].property),
+                                          CALL_TIMEOUT_MS, NULL);
+    g_autofree gchar *all = call_outcome (bus, path, "org.freedesktop.DBus.Properties", "GetAll",
+                                          g_variant_new ("(s)", kinds[i].iface), CALL_TIMEOUT_MS, NULL);
+    g_autofree gchar *method = call_outcome (bus, path, VIVARIUM_DBUS_IFACE_PREFIX ".Task", "Cancel", NULL,
+                                             CALL_TIMEOUT_MS, NULL);
+
+    g_assert_cmpstr (get, ==, ERR_NOT_FOUND);
+    g_assert_cmpstr (all, ==, ERR_NOT_FOUND);
+    g_assert_cmpstr (method, ==, ERR_NOT_FOUND);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -665,6 +698,7 @@ main (int argc, char **argv)
   g_test_add_func ("/boundary/user-hears-nothing", test_user_hears_nothing);
   g_test_add_func ("/boundary/details-reach-polkit", test_details_reach_polkit);
   g_test_add_func ("/boundary/unknown-paths-not-found", test_unknown_paths_not_found);
+  g_test_add_func ("/boundary/unknown-children-reads-not-found", test_unknown_children_reads_not_found);
   g_test_add_func ("/boundary/hung-polkit-refuses-in-time", test_hung_polkit_refuses_in_time);
   return g_test_run ();
 }

@@ -287,11 +287,12 @@ test_tree_hidden (Fixture *f, gconstpointer data)
   }
 }
 
+/* Where nothing can ever be (deeper than a collection's children, or a
+ * collection itself), GDBus's own answer becomes NotFound. */
 static void
 test_unknown_paths_not_found (Fixture *f, gconstpointer data)
 {
   struct { const gchar *path, *iface, *method; } bad[] = {
-    { VIVARIUM_DBUS_PATH_SESSIONS "/nope", VIVARIUM_DBUS_IFACE_PREFIX ".Session", "Stop" },
     { VIVARIUM_DBUS_PATH "/no/such/object", VIVARIUM_DBUS_IFACE_PREFIX ".Manager", "ListSessions" },
     { VIVARIUM_DBUS_PATH "/sessions", VIVARIUM_DBUS_IFACE_PREFIX ".Session", "Stop" },
   };
@@ -300,6 +301,42 @@ test_unknown_paths_not_found (Fixture *f, gconstpointer data)
     g_autoptr(GError) error = NULL;
     g_autoptr(GVariant) reply = call (f, bad[i].path, bad[i].iface, bad[i].method, NULL, &error);
     assert_error (error, ERR_NOT_FOUND, bad[i].path);
+  }
+}
+
+/* A child of a collection that does not exist is refused to a stranger
+ * exactly as one that does: methods, Properties.Get and GetAll, in every
+ * collection, also in those that never had a child (tasks, projects,
+ * reports here). Only a caller polkit allows learns NotFound
+ * (tests/integration/test-boundary.c). */
+static void
+test_unknown_children_refused_alike (Fixture *f, gconstpointer data)
+{
+  struct { const gchar *path, *iface, *property, *method; } children[] = {
+    { VIVARIUM_DBUS_PATH_SESSIONS "/s1", VIVARIUM_DBUS_IFACE_PREFIX ".Session", "Unit", "Stop" },
+    { VIVARIUM_DBUS_PATH_SESSIONS "/nope", VIVARIUM_DBUS_IFACE_PREFIX ".Session", "Unit", "Stop" },
+    { VIVARIUM_DBUS_PATH_IMAGES "/tiny", VIVARIUM_DBUS_IFACE_PREFIX ".Image", "Digest", "Delete" },
+    { VIVARIUM_DBUS_PATH_IMAGES "/nope", VIVARIUM_DBUS_IFACE_PREFIX ".Image", "Digest", "Delete" },
+    { VIVARIUM_DBUS_PATH_JOBS "/t1", VIVARIUM_DBUS_IFACE_PREFIX ".Job", "Log", "Cancel" },
+    { VIVARIUM_DBUS_PATH_JOBS "/nope", VIVARIUM_DBUS_IFACE_PREFIX ".Job", "Log", "Cancel" },
+    { VIVARIUM_DBUS_PATH_TASKS "/nope", VIVARIUM_DBUS_IFACE_PREFIX ".Task", "Outcome", "Cancel" },
+    { VIVARIUM_DBUS_PATH_PROJECTS "/nope", VIVARIUM_DBUS_IFACE_PREFIX ".Project", "Name", "Delete" },
+    { VIVARIUM_DBUS_PATH_REPORTS "/nope", VIVARIUM_DBUS_IFACE_PREFIX ".Report", "Outcome", "GetJson" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (children); i++) {
+    g_autoptr(GError) get_error = NULL, all_error = NULL, method_error = NULL;
+    g_autoptr(GVariant) get = call (f, children[i].path, "org.freedesktop.DBus.Properties", "Get",
+                                    g_variant_new ("(ss)", children[i].iface, children[i].property), &get_error);
+    g_autoptr(GVariant) all = call (f, children[i].path, "org.freedesktop.DBus.Properties", "GetAll",
+                                    g_variant_new ("(s)", children[i].iface), &all_error);
+    g_autoptr(GVariant) reply = call (f, children[i].path, children[i].iface, children[i].method, NULL,
+                                      &method_error);
+    g_autofree gchar *what = g_strdup_printf ("%s %s", children[i].path, children[i].method);
+
+    assert_error (get_error, ERR_NOT_AUTH, children[i].path);
+    assert_error (all_error, ERR_NOT_AUTH, children[i].path);
+    assert_error (method_error, ERR_NOT_AUTH, what);
   }
 }
 
@@ -523,6 +560,8 @@ main (int argc, char **argv)
   g_test_add ("/dispatch/properties-refused", Fixture, NULL, fixture_set_up, test_properties_refused, fixture_tear_down);
   g_test_add ("/dispatch/tree-hidden", Fixture, NULL, fixture_set_up, test_tree_hidden, fixture_tear_down);
   g_test_add ("/dispatch/unknown-paths-not-found", Fixture, NULL, fixture_set_up, test_unknown_paths_not_found, fixture_tear_down);
+  g_test_add ("/dispatch/unknown-children-refused-alike", Fixture, NULL, fixture_set_up,
+              test_unknown_children_refused_alike, fixture_tear_down);
   g_test_add ("/dispatch/signals-reach-nobody", Fixture, NULL, fixture_set_up, test_signals_reach_nobody, fixture_tear_down);
   g_test_add ("/dispatch/bad-place-refused", Fixture, NULL, fixture_set_up, test_unmapped_interface_not_exported, fixture_tear_down);
   g_test_add ("/dispatch/oversized-reply-on-the-bus", Fixture, NULL, fixture_set_up, test_oversized_reply_on_the_bus, fixture_tear_down);

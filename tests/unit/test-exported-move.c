@@ -3,8 +3,8 @@
  * The D-Bus boundary moves to a new connection (what the daemon does after
  * the bus dropped it): on a private bus (a real dbus-daemon, GTestDBus),
  * with no polkit, the objects answer on the new connection exactly as they
- * did on the old one (NotAuthorized for a method, NotFound for a path that
- * names nothing), the old one serves nothing any more, and what was added
+ * did on the old one (NotAuthorized for a method, also on an unknown child,
+ * NotFound for a path that names nothing), the old one serves nothing any more, and what was added
  * while off the bus is served once a connection is back. No root.
  */
 #define G_LOG_DOMAIN "TestExportedMove"
@@ -72,11 +72,16 @@ assert_answers (GDBusConnection *client, GDBusConnection *server, const gchar *s
                                           "ListSessions");
   g_autofree gchar *session = call_error (client, server, session_path, VIVARIUM_DBUS_IFACE_PREFIX ".Session",
                                           "Stop");
-  g_autofree gchar *nothing = call_error (client, server, VIVARIUM_DBUS_PATH_SESSIONS "/nope",
+  /* A stranger is refused an unknown child as a known one; the collection
+   * itself names nothing for anyone. */
+  g_autofree gchar *unknown = call_error (client, server, VIVARIUM_DBUS_PATH_SESSIONS "/nope",
+                                          VIVARIUM_DBUS_IFACE_PREFIX ".Session", "Stop");
+  g_autofree gchar *nothing = call_error (client, server, VIVARIUM_DBUS_PATH_SESSIONS,
                                           VIVARIUM_DBUS_IFACE_PREFIX ".Session", "Stop");
 
   g_assert_cmpstr (manager, ==, ERR_NOT_AUTH);
   g_assert_cmpstr (session, ==, ERR_NOT_AUTH);
+  g_assert_cmpstr (unknown, ==, ERR_NOT_AUTH);
   g_assert_cmpstr (nothing, ==, ERR_NOT_FOUND);
 }
 

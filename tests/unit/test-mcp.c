@@ -10,13 +10,6 @@
 
 #include "vivarium-names.h"
 #include "vivarium-mcp-rpc.h"
-#include "vd-task.h"
-#include "vd-task-runner.h"
-
-/* The limits vivarium-mcp refuses at are the daemon's. */
-G_STATIC_ASSERT (VIVARIUM_TASK_INSTRUCTIONS_MAX == VD_TASK_INSTRUCTIONS_MAX);
-G_STATIC_ASSERT (VIVARIUM_TASK_ANSWER_MAX == VD_TASK_ANSWER_MAX);
-G_STATIC_ASSERT (VIVARIUM_TASK_WAIT_MAX_SEC == VD_TASK_WAIT_MAX_SEC);
 
 typedef struct {
   VmcpSchema   *schema;
