@@ -5,8 +5,10 @@
 # trivial task (one exec, then finish) from SubmitTask to DONE, its five
 # phases as the daemon measured them (Task.Timings: work session start,
 # worker, commit, verification session, report), and the ratio of the whole
-# to two cold session starts measured side by side in the same run (a task
-# needs two sessions: the work and the fresh verification).
+# to two session starts measured side by side in the same run (a task needs
+# two sessions: the work and the fresh verification), both cold (options that
+# do not match the boot snapshot: --memory 520) and restored (the default,
+# which is what a task's sessions use).
 # Run on the systemd test host, with a btrfs for the projects:
 #   VIVARIUM_TEST_BTRFS=768M tests/system/vivarium-test-host run --build build -- bench/bench-task.sh
 set -euo pipefail
@@ -31,12 +33,18 @@ vivariumctl worker exec --cwd /project -- sh -c 'date > stamp.txt' >/dev/null
 vivariumctl worker finish --summary "Wrote stamp.txt." --verify "test -f stamp.txt"
 WORKER
 
-: >"$work/cold"; : >"$work/task"; : >"$work/phases"
-for i in $(seq "$runs"); do
+: >"$work/cold"; : >"$work/restored"; : >"$work/task"; : >"$work/phases"
+session_start () {  # FILE [OPTIONS]: one start → ready, timed, then stopped
+  local file=$1 t0 id
+  shift
   t0=$(now)
-  id=$(ctl session start tiny)
-  echo "$(now) - $t0" | bc >>"$work/cold"
+  id=$(ctl session start tiny "$@")
+  echo "$(now) - $t0" | bc >>"$file"
   ctl session stop "$id" >/dev/null
+}
+for i in $(seq "$runs"); do
+  session_start "$work/cold" --memory 520
+  session_start "$work/restored"
 
   t0=$(now)
   tid=$(ctl task submit bench tiny --script "$work/worker.sh" --instructions "Write stamp.txt.")
@@ -51,9 +59,10 @@ print(" ".join("%.3f" % t[k] for k in ("work-session-start", "worker", "commit",
 ' >>"$work/phases"
 done
 
-cold=$(median <"$work/cold"); task=$(median <"$work/task")
-echo "== a trivial task, median of $runs (cold session starts measured in the same run)"
-printf 'cold session start (start → ready): %.2f s\n' "$cold"
+cold=$(median <"$work/cold"); restored=$(median <"$work/restored"); task=$(median <"$work/task")
+echo "== a trivial task, median of $runs (session starts measured in the same run)"
+printf 'cold session start (start → ready):     %.2f s\n' "$cold"
+printf 'restored session start (start → ready): %.2f s\n' "$restored"
 printf 'task submit → DONE (wall, client side): %.2f s\n' "$task"
 col () { awk -v c="$1" '{ print $c }' "$work/phases" | median; }
 printf '  work session start (submit → guest agent ready): %.2f s\n' "$(col 1)"
@@ -62,4 +71,4 @@ printf '  commit (work session stop, chown, libgit2):       %.3f s\n' "$(col 3)"
 printf '  verification session (start, re-run, stop):       %.2f s\n' "$(col 4)"
 printf '  report (assemble, sign, store):                   %.3f s\n' "$(col 5)"
 printf '  whole, daemon-measured:                           %.2f s\n' "$(col 6)"
-echo "$task $cold" | awk '{ printf "ratio, whole task / two cold starts: %.2f\n", $1 / (2 * $2) }'
+echo "$task $cold $restored" | awk '{ printf "ratio, whole task / two cold starts: %.2f; / two restored starts: %.2f\n", $1 / (2 * $2), $1 / (2 * $3) }'
