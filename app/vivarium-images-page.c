@@ -564,6 +564,7 @@ static void
 vivarium_images_page_init (VivariumImagesPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_expand_on_select (self->image_list);
   vivarium_name_mnemonic_buttons (GTK_WIDGET (self));
   self->cancellable = g_cancellable_new ();
 }

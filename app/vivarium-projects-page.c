@@ -560,6 +560,7 @@ static void
 vivarium_projects_page_init (VivariumProjectsPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_expand_on_select (self->project_list);
   vivarium_name_mnemonic_buttons (GTK_WIDGET (self));
   self->cancellable = g_cancellable_new ();
   self->expanded = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);

@@ -297,10 +297,11 @@ open_report (VivariumReportsPage *self, VivariumDBusReport *report)
   vivarium_dbus_report_call_get_json (report, self->cancellable, json_ready_cb, load);
 }
 
+/* Activated (pointer, Enter) or selected (keyboard, AT-SPI): either opens. */
 static void
 row_activated_cb (VivariumReportsPage *self, GtkListBoxRow *row)
 {
-  VivariumDBusReport *report = g_object_get_data (G_OBJECT (row), "report");
+  VivariumDBusReport *report = row != NULL ? g_object_get_data (G_OBJECT (row), "report") : NULL;
 
   if (report != NULL)
     open_report (self, report);
@@ -310,6 +311,7 @@ static void
 back_clicked_cb (VivariumReportsPage *self)
 {
   g_cancellable_cancel (self->cancellable);
+  gtk_list_box_unselect_all (self->report_list);
   gtk_stack_set_visible_child_name (self->page_stack, "list");
   /* A hidden detail keeps no text (AT-SPI sees every stack page). */
   clear_detail (self);

@@ -456,6 +456,7 @@ static void
 vivarium_tasks_page_init (VivariumTasksPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_expand_on_select (self->task_list);
   self->cancellable = g_cancellable_new ();
   self->expanded = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 }
