@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# What the UI tests share: TAP, bounded polls, finding things in the app's
+# AT-SPI tree (dogtail), screenshots. No timed assertions: every wait polls
+# a condition a bounded number of times.
+import os
+import subprocess
+import time
+
+from dogtail.config import config
+config.checkForA11y = False
+config.searchShowingOnly = False
+config.logDebugToStdOut = False
+config.logDebugToFile = False
+from dogtail import tree  # noqa: E402
+from dogtail.predicate import GenericPredicate  # noqa: E402
+
+LOGDIR = os.environ['VIVARIUM_UI_LOGDIR']
+POLL_INTERVAL = 0.2
+results = []
+
+
+def tap(ok, name):
+    results.append(bool(ok))
+    print('%s %d - %s' % ('ok' if ok else 'not ok', len(results), name), flush=True)
+    return ok
+
+
+def diag(text):
+    for line in str(text).splitlines():
+        print('# ' + line, flush=True)
+
+
+def poll(condition, polls=300):
+    for _ in range(polls):
+        try:
+            if condition():
+                return True
+        except Exception:  # the tree changes under us; ask again
+            pass
+        time.sleep(POLL_INTERVAL)
+    return False
+
+
+def find_app():
+    for _ in range(300):
+        for app in tree.root.applications():
+            if app.name in ('vivarium', 'Vivarium'):
+                return app
+        time.sleep(POLL_INTERVAL)
+    return None
+
+
+def nodes(app, role, name=None):
+    if name is None:
+        return app.findChildren(GenericPredicate(roleName=role))
+    return app.findChildren(GenericPredicate(name=name, roleName=role))
+
+
+def has_label(app, text):
+    return len(nodes(app, 'label', text)) > 0
+
+
+def label_starting(app, prefix):
+    for n in nodes(app, 'label'):
+        if n.name.startswith(prefix):
+            return n.name
+    return None
+
+
+def labels_containing(app, text):
+    return [n.name for n in nodes(app, 'label') if text in n.name]
+
+
+def plain(name):
+    return name.replace('_', '')
+
+
+def buttons(app, text):
+    """Push buttons named text (GTK 4.8 may name a mnemonic one '_Text Text')."""
+    return [b for b in nodes(app, 'push button') if plain(b.name) in (text, text + ' ' + text)]
+
+
+def click(app, text):
+    """Clicks the last button so named (a dialog's is the newest); False if none."""
+    found = buttons(app, text)
+    if not found:
+        return False
+    return found[-1].doActionNamed('click')
+
+
+def poll_click(app, text, polls=150):
+    return poll(lambda: click(app, text), polls)
+
+
+def set_text(app, accessible_name, text):
+    """Types into the entry so named, through AT-SPI EditableText."""
+    for role in ('text', 'entry', 'password text'):
+        for n in nodes(app, role, accessible_name):
+            n.queryEditableText().setTextContents(text)
+            return True
+    return False
+
+
+def switch_to(app, page):
+    tabs = nodes(app, 'page tab', page)
+    for t in tabs:
+        t.doActionNamed('click')
+    return len(tabs) > 0
+
+
+def select_first(app, list_name):
+    lists = nodes(app, 'list', list_name)
+    for lst in lists:
+        lst.querySelection().selectChild(0)
+    return len(lists) > 0
+
+
+def screenshot(name):
+    time.sleep(1.5)  # let the last frame reach the X server (FIELD-NOTES)
+    path = os.path.join(LOGDIR, name)
+    subprocess.run(['import', '-window', 'root', path], check=False)
+    diag('screenshot %s' % path)
+
+
+def ctl(*args):
+    return subprocess.run(['vivariumctl', '--no-interaction'] + list(args), capture_output=True, text=True)
+
+
+def finish():
+    print('1..%d' % len(results), flush=True)
+    return 0 if results and all(results) else 1
