@@ -136,9 +136,9 @@ show_header (VivariumReportsPage *self, VivariumReport *report)
                                             vivarium_report_get_image_digest (report));
   g_autofree char *started = usec_time (vivarium_report_get_started_at (report));
   g_autofree char *ended = usec_time (vivarium_report_get_ended_at (report));
-  g_autofree char *drops = g_strdup_printf (_("%" G_GUINT64_FORMAT " packets, %" G_GUINT64_FORMAT " bytes"),
-                                            vivarium_report_get_guard_dropped_packets (report),
-                                            vivarium_report_get_guard_dropped_bytes (report));
+  g_autofree char *packets = g_strdup_printf ("%" G_GUINT64_FORMAT, vivarium_report_get_guard_dropped_packets (report));
+  g_autofree char *bytes = g_strdup_printf ("%" G_GUINT64_FORMAT, vivarium_report_get_guard_dropped_bytes (report));
+  g_autofree char *drops = g_strdup_printf (_("%s packets, %s bytes"), packets, bytes);
   g_autofree char *commands = g_strdup_printf ("%u", vivarium_report_get_commands (report)->len +
                                                      (guint) vivarium_report_get_commands_omitted (report));
 
@@ -193,7 +193,8 @@ show_files (VivariumReportsPage *self, VivariumReport *report)
   if (files->len == 0 && omitted == 0)
     fact (g, _("No files changed"), "");
   if (omitted > 0) {
-    g_autofree char *more = g_strdup_printf (_("and %" G_GUINT64_FORMAT " more"), omitted);
+    g_autofree char *count = g_strdup_printf ("%" G_GUINT64_FORMAT, omitted);
+    g_autofree char *more = g_strdup_printf (_("and %s more"), count);
 
     fact (g, more, "");
   }
