@@ -29,6 +29,7 @@ struct _VivariumWindow {
   GtkButton            *unlock_button;
   GtkStack             *main_stack;
   AdwViewSwitcherTitle *switcher_title;
+  AdwViewSwitcherBar   *switcher_bar;
   AdwStatusPage        *status_page;
   GtkSpinner           *status_spinner;
   GtkButton            *retry_button;
@@ -74,6 +75,9 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
 
   /* No page switcher over a status page: there is nothing to switch to. */
   adw_view_switcher_title_set_view_switcher_enabled (self->switcher_title, connected);
+  /* Narrow, the bottom bar would offer them too (its reveal follows the
+   * title's width only). */
+  gtk_widget_set_visible (GTK_WIDGET (self->switcher_bar), connected);
   switch (vivarium_client_get_state (client)) {
   case VIVARIUM_CLIENT_CONNECTED:
     /* A hidden status page keeps no stale sentence (screen readers and the
@@ -211,6 +215,7 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, unlock_button);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, main_stack);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, switcher_title);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, switcher_bar);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, status_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, status_spinner);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, retry_button);

@@ -20,9 +20,13 @@ POLL_INTERVAL = 0.2
 results = []
 
 
+START = time.monotonic()
+
+
 def tap(ok, name):
     results.append(bool(ok))
-    print('%s %d - %s' % ('ok' if ok else 'not ok', len(results), name), flush=True)
+    print('%s %d - %s  # at %.0f s' % ('ok' if ok else 'not ok', len(results), name, time.monotonic() - START),
+          flush=True)
     return ok
 
 
@@ -31,19 +35,25 @@ def diag(text):
         print('# ' + line, flush=True)
 
 
-def poll(condition, polls=300):
-    for _ in range(polls):
+def poll(condition, seconds=60):
+    """Asks until the condition holds or the deadline passes: a bound on the
+    wait, never an assertion about speed (a walk of the tree may itself take
+    seconds on a busy machine)."""
+    deadline = time.monotonic() + seconds
+    while True:
         try:
             if condition():
                 return True
         except Exception:  # the tree changes under us; ask again
             pass
+        if time.monotonic() > deadline:
+            return False
         time.sleep(POLL_INTERVAL)
-    return False
 
 
-def find_app():
-    for _ in range(300):
+def find_app(seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         for app in tree.root.applications():
             if app.name in ('vivarium', 'Vivarium'):
                 return app
@@ -89,8 +99,8 @@ def click(app, text):
     return found[-1].doActionNamed('click')
 
 
-def poll_click(app, text, polls=150):
-    return poll(lambda: click(app, text), polls)
+def poll_click(app, text, seconds=30):
+    return poll(lambda: click(app, text), seconds)
 
 
 def set_text(app, accessible_name, text):
