@@ -7,7 +7,7 @@
 #      started, the app recovers by itself (it watches the bus name);
 #   2. Images: Build tiny with the progress bar moving, then Freeze it;
 #   3. Sessions: a session started by vivariumctl appears, its detail shows
-#      its unit and screen; stopped, it vanishes;
+#      its unit and screen, its Exec box runs a command; stopped, it vanishes;
 #   4. Projects: the Create dialog validates the name and the quota as they
 #      are typed, creates "demo"; its row shows usage and a commit;
 #   5. Tasks: a task submitted by vivariumctl asks a question; the app shows
@@ -92,6 +92,10 @@ def sessions(app):
     tap(poll(lambda: has_label(app, 'vivarium-session-%s.service' % sid)), 'the detail shows the session\'s unit')
     tap(poll(lambda: has_label(app, 'Refreshed every few seconds while shown.')),
         'the detail shows the guest\'s screen (Session.Screenshot)')
+    tap(poll(lambda: set_text(app, 'Command to run in the guest', 'uname -s')) and click(app, 'Run'),
+        'the Exec box runs "uname -s"')
+    tap(poll(lambda: labels_containing(app, 'Exit status 0 (as the guest reported it)\nLinux')),
+        'the guest\'s exit status and output are shown')
     screenshot('sessions.png')
     out = ctl('session', 'stop', sid)
     tap(out.returncode == 0, 'vivariumctl session stop %s' % sid)
