@@ -98,7 +98,7 @@ log_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 expanded_cb (AdwExpanderRow *row, GParamSpec *pspec, gpointer user_data)
 {
-  VivariumProjectsPage *self = page_of (GTK_WIDGET (row));
+  VivariumProjectsPage *self = user_data;
   VivariumDBusProject *project = g_object_get_data (G_OBJECT (row), "project");
   GtkLabel *label = g_object_get_data (G_OBJECT (row), "log-label");
   const char *path = g_dbus_proxy_get_object_path (G_DBUS_PROXY (project));
@@ -351,7 +351,8 @@ create_project_row (gpointer item, gpointer user_data)
   adw_action_row_add_suffix (ADW_ACTION_ROW (actions_row), buttons);
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), actions_row);
 
-  g_signal_connect (row, "notify::expanded", G_CALLBACK (expanded_cb), NULL);
+  /* The page outlives its rows; a row being made has no parent yet. */
+  g_signal_connect (row, "notify::expanded", G_CALLBACK (expanded_cb), self);
   /* A changed project (its usage, its head) is a new row: keep it open. */
   if (g_hash_table_contains (self->expanded, g_dbus_proxy_get_object_path (G_DBUS_PROXY (project))))
     adw_expander_row_set_expanded (ADW_EXPANDER_ROW (row), TRUE);

@@ -287,7 +287,7 @@ outcome_badge (const char *outcome)
 static void
 expanded_cb (AdwExpanderRow *row, GParamSpec *pspec, gpointer user_data)
 {
-  VivariumTasksPage *self = page_of (GTK_WIDGET (row));
+  VivariumTasksPage *self = user_data;
   VivariumDBusTask *task = g_object_get_data (G_OBJECT (row), "task");
   const char *path = g_dbus_proxy_get_object_path (G_DBUS_PROXY (task));
 
@@ -345,7 +345,8 @@ create_task_row (gpointer item, gpointer user_data)
     adw_action_row_add_suffix (ADW_ACTION_ROW (actions), cancel);
     adw_expander_row_add_row (ADW_EXPANDER_ROW (row), actions);
   }
-  g_signal_connect (row, "notify::expanded", G_CALLBACK (expanded_cb), NULL);
+  /* The page outlives its rows; a row being made has no parent yet. */
+  g_signal_connect (row, "notify::expanded", G_CALLBACK (expanded_cb), self);
   /* A question is what the operator must see: that row opens itself. */
   if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0 ||
       g_hash_table_contains (self->expanded, g_dbus_proxy_get_object_path (G_DBUS_PROXY (task))))
