@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from uitest import (tap, diag, poll, find_app, nodes, has_label, label_starting,  # noqa: E402
-                    labels_containing, buttons, click, poll_click, set_text, switch_to,
+                    labels_containing, buttons, click, click_until, respond, set_text, switch_to,
                     select_first, screenshot, ctl, finish, POLL_INTERVAL)
 
 CLAIM_HEADING = 'Claim by the worker (its own words, not verified by Vivarium)'
@@ -50,11 +50,11 @@ def daemon_absent_then_started(app):
 
 def build_and_freeze(app):
     tap(switch_to(app, 'Images') and poll(lambda: has_label(app, 'No Images')), 'the Images page: no images yet')
-    tap(poll_click(app, 'Build…'), 'Build… opens the recipe dialog')
-    tap(poll_click(app, 'Build'), 'the dialog\'s Build (recipe tiny, name tiny)')
+    tap(click_until(app, 'Build…', lambda: buttons(app, 'Build')), 'Build… opens the recipe dialog')
+    tap(respond(app, 'Build'), 'the dialog\'s Build (recipe tiny, name tiny)')
     seen = []
     bars = nodes(app, 'progress bar', 'Build progress')
-    deadline = time.monotonic() + 420   # a bound, not a speed check
+    deadline = time.monotonic() + 240   # a bound, not a speed check
     checked = 0
     while bars and time.monotonic() < deadline:
         try:
@@ -70,16 +70,19 @@ def build_and_freeze(app):
             pass
         time.sleep(POLL_INTERVAL)
     diag('progress values seen: %s' % seen)
+    diag('toasts: %s' % labels_containing(app, 'Could not'))
     tap(has_label(app, 'The image was built.'), 'the build succeeded (toast)')
     tap(len(set(v for v in seen if 0 < v <= 1)) >= 2 and max(seen) > min(seen),
         'the progress bar moved during the build')
     tap(poll(lambda: has_label(app, 'tiny') and has_label(app, 'Not frozen')), 'tiny is listed, not frozen')
-    tap(select_first(app, 'Images') and poll_click(app, 'Freeze…'), 'Freeze… asks for confirmation')
+    tap(select_first(app, 'Images') and click_until(app, 'Freeze…', lambda: buttons(app, 'Freeze')),
+        'Freeze… asks for confirmation')
     tap(poll(lambda: labels_containing(app, 'Freezing cannot be undone.')), 'the confirmation says it cannot be undone')
-    tap(poll_click(app, 'Freeze'), 'confirmed')
-    tap(poll(lambda: has_label(app, 'Frozen') and not has_label(app, 'Not frozen'), 120), 'tiny is frozen')
+    tap(respond(app, 'Freeze'), 'confirmed')
+    frozen = tap(poll(lambda: has_label(app, 'Frozen') and not has_label(app, 'Not frozen'), 120), 'tiny is frozen')
     select_first(app, 'Images')
     screenshot('images.png')
+    return frozen
 
 
 def sessions(app):
@@ -92,10 +95,9 @@ def sessions(app):
     tap(poll(lambda: has_label(app, 'vivarium-session-%s.service' % sid)), 'the detail shows the session\'s unit')
     tap(poll(lambda: has_label(app, 'Refreshed every few seconds while shown.')),
         'the detail shows the guest\'s screen (Session.Screenshot)')
-    tap(poll(lambda: set_text(app, 'Command to run in the guest', 'uname -s')) and click(app, 'Run'),
-        'the Exec box runs "uname -s"')
-    tap(poll(lambda: labels_containing(app, 'Exit status 0 (as the guest reported it)\nLinux')),
-        'the guest\'s exit status and output are shown')
+    tap(poll(lambda: set_text(app, 'Command to run in the guest', 'uname -s')), 'typed "uname -s" in the Exec box')
+    tap(click_until(app, 'Run', lambda: labels_containing(app, 'Exit status 0 (as the guest reported it)\nLinux'), 60, 10),
+        'Run: the guest\'s exit status and output are shown')
     screenshot('sessions.png')
     out = ctl('session', 'stop', sid)
     tap(out.returncode == 0, 'vivariumctl session stop %s' % sid)
@@ -104,7 +106,7 @@ def sessions(app):
 
 def create_project(app):
     tap(switch_to(app, 'Projects') and poll(lambda: has_label(app, 'No Projects')), 'the Projects page: none yet')
-    tap(poll_click(app, 'Create Project…'), 'Create Project… opens the dialog')
+    tap(click_until(app, 'Create Project…', lambda: buttons(app, 'Create')), 'Create Project… opens the dialog')
     tap(poll(lambda: set_text(app, 'Project name', 'Demo')), 'typed the name "Demo"')
     tap(poll(lambda: label_starting(app, 'The name is not valid')), 'upper case: the dialog says the name is not valid')
     tap(poll(lambda: not buttons(app, 'Create')[-1].sensitive), '… and Create is not offered')
@@ -114,28 +116,30 @@ def create_project(app):
     set_text(app, 'Quota in MiB', '256')
     tap(poll(lambda: has_label(app, 'Ready to create.') and buttons(app, 'Create')[-1].sensitive),
         '"demo", 256 MiB: ready, Create is offered')
-    tap(click(app, 'Create'), 'Create')
+    tap(respond(app, 'Create'), 'Create')
     tap(poll(lambda: has_label(app, 'demo') and labels_containing(app, ' used'), 120), 'demo is listed with its usage')
     tap(select_first(app, 'Projects') and
         poll(lambda: [n for n in nodes(app, 'label') if re.match(r'^[0-9a-f]{10}…  ', n.name)]),
         'its row lists the recent commits (Project.Log)')
     tap(poll(lambda: labels_containing(app, 'ssh-ed25519 ')), 'its row shows the deploy key')
     screenshot('projects.png')
+    return has_label(app, 'demo')
 
 
 def task(app):
     out = ctl('task', 'submit', 'demo', 'tiny', '--script', os.environ['VIVARIUM_UI_WORKER'],
               '--verify', 'grep -qx blue colour.txt')
     tid = out.stdout.strip() if out.returncode == 0 else ''
-    tap(tid != '', 'vivariumctl task submit: %r' % (out.stdout.strip() or out.stderr.strip()))
+    if not tap(tid != '', 'vivariumctl task submit: %r' % (out.stdout.strip() or out.stderr.strip())):
+        return ''
     switch_to(app, 'Tasks')
     tap(poll(lambda: has_label(app, 'Task %s' % tid)), 'the task appears in the Tasks page')
     tap(poll(lambda: has_label(app, QUESTION), 240), 'NEEDS_INPUT: the worker\'s question is shown')
     tap(has_label(app, QUESTION_HEADING), 'marked as the worker\'s words')
     screenshot('tasks.png')
     tap(poll(lambda: set_text(app, 'Your answer', 'blue')), 'typed the answer')
-    tap(click(app, 'Answer'), 'Answer')
-    tap(poll(lambda: has_label(app, 'Answer sent: the worker goes on.')), 'the answer was sent (toast)')
+    tap(click_until(app, 'Answer', lambda: has_label(app, 'Answer sent: the worker goes on.'), 60, 5),
+        'Answer: the answer was sent (toast)')
     out = ctl('task', 'wait', tid, '--timeout', '300')
     tap(out.returncode == 0, 'vivariumctl task wait: DONE (%s)' % (out.stdout.strip() or out.stderr.strip()))
     tap(poll(lambda: not has_label(app, QUESTION)), 'the question is gone from the Tasks page')
@@ -166,7 +170,8 @@ def report(app, tid):
 
 def selftest(app):
     switch_to(app, 'Self-Test')
-    tap(poll_click(app, 'Run Self-Test'), 'Run Self-Test')
+    tap(click_until(app, 'Run Self-Test', lambda: not buttons(app, 'Run Self-Test')[-1].sensitive or
+                    labels_containing(app, 'Starting…')), 'Run Self-Test')
 
     def finished():
         verdict = label_starting(app, 'Verdict: ')
@@ -198,12 +203,17 @@ def main():
         app = find_app()
         if not tap(app is not None, 'the app is on the accessibility bus'):
             return
+        # A stage the next ones need stops the run when it fails: one
+        # failure, not a cascade of timeouts.
         daemon_absent_then_started(app)
-        build_and_freeze(app)
+        if not build_and_freeze(app):
+            return
         sessions(app)
-        create_project(app)
+        if not create_project(app):
+            return
         tid = task(app)
-        report(app, tid)
+        if tid:
+            report(app, tid)
         selftest(app)
     finally:
         systemctl('unmask', 'vivariumd.service')

@@ -25,7 +25,7 @@ export VIVARIUM_UI_APP=/usr/bin/vivarium
 [ -x "$VIVARIUM_UI_APP" ] || VIVARIUM_UI_APP=$(command -v vivarium)
 work=$(mktemp -d /var/tmp/vivarium-ui.XXXXXX)
 chmod 0755 "$work"
-mkdir -m 0777 "$work/logs" "$work/home"
+mkdir -m 0777 "$work/logs" "$work/logs-user" "$work/home"
 user=vu$$
 rule=/etc/polkit-1/rules.d/49-vivarium-ui-test.rules
 cleanup () {
@@ -65,9 +65,9 @@ REOF
 runuser -u "$user" -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$work/home" LANG=C.UTF-8 \
   VIVARIUM_UI_APP="$VIVARIUM_UI_APP" VIVARIUM_UI_REAL_SYSTEM_BUS=1 \
   VIVARIUM_UI_SCRIPT="$src/tests/ui/test-app-refused.py" \
-  "$src/tests/ui/run-ui-test.sh" "$build" "$src" "$work/logs" || rc=1
+  "$src/tests/ui/run-ui-test.sh" "$build" "$src" "$work/logs-user" || rc=1
 
-for f in "$work/logs"/*.png; do
+for f in "$work/logs"/*.png "$work/logs-user"/*.png; do
   [ -f "$f" ] && echo "# png $(basename "$f") $(base64 -w0 "$f")"
 done
 exit $rc

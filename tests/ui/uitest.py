@@ -99,6 +99,27 @@ def click(app, text):
     return found[-1].doActionNamed('click')
 
 
+def click_until(app, text, effect, seconds=30, settle=3):
+    """Clicks the button so named until the effect shows. A click on a
+    button whose window or page is not mapped yet returns True and does
+    nothing (FIELD-NOTES), so a click alone proves nothing: wait up to
+    settle seconds for its effect before clicking again."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if click(app, text) and poll(effect, settle):
+                return True
+        except Exception:
+            pass
+        time.sleep(POLL_INTERVAL)
+    return False
+
+
+def respond(app, text, seconds=30):
+    """Clicks a dialog's response button until the dialog is gone."""
+    return click_until(app, text, lambda: not buttons(app, text), seconds)
+
+
 def poll_click(app, text, seconds=30):
     return poll(lambda: click(app, text), seconds)
 
