@@ -71,6 +71,7 @@ def build_and_freeze(app):
         time.sleep(POLL_INTERVAL)
     diag('progress values seen: %s' % seen)
     diag('toasts: %s' % labels_containing(app, 'Could not'))
+    diag('vivariumctl image list: %s' % ctl('image', 'list').stdout)
     tap(has_label(app, 'The image was built.'), 'the build succeeded (toast)')
     tap(len(set(v for v in seen if 0 < v <= 1)) >= 2 and max(seen) > min(seen),
         'the progress bar moved during the build')
