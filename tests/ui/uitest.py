@@ -116,8 +116,20 @@ def click_until(app, text, effect, seconds=30, settle=3):
 
 
 def respond(app, text, seconds=30):
-    """Clicks a dialog's response button until the dialog is gone."""
-    return click_until(app, text, lambda: not buttons(app, text), seconds)
+    """Clicks a dialog's response button until the dialog is gone.
+    libadwaita 1.2's message dialog holds each response twice (a wide and
+    a narrow layout, one of them unmapped): each is tried in turn."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for b in buttons(app, text):
+            try:
+                b.doActionNamed('click')
+            except Exception:
+                pass
+            if poll(lambda: not buttons(app, text), 2):
+                return True
+        time.sleep(POLL_INTERVAL)
+    return False
 
 
 def poll_click(app, text, seconds=30):
