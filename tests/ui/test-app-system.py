@@ -72,9 +72,16 @@ def build_and_freeze(app):
     diag('progress values seen: %s' % seen)
     diag('toasts: %s' % labels_containing(app, 'Could not'))
     diag('vivariumctl image list: %s' % ctl('image', 'list').stdout)
+    if not has_label(app, 'The image was built.'):
+        diag('build toasts: %s' % labels_containing(app, 'build'))
+        diag(subprocess.run(['journalctl', '-u', 'vivariumd.service', '-n', '40', '--no-pager', '-o', 'cat'],
+                            capture_output=True, text=True).stdout)
     tap(has_label(app, 'The image was built.'), 'the build succeeded (toast)')
     tap(len(set(v for v in seen if 0 < v <= 1)) >= 2 and max(seen) > min(seen),
         'the progress bar moved during the build')
+    if not has_label(app, 'The image was built.'):
+        # So that the pages after this one are still tried (and reported).
+        diag('building with vivariumctl instead: %s' % ctl('image', 'build', 'tiny', 'tiny').returncode)
     tap(poll(lambda: has_label(app, 'tiny') and has_label(app, 'Not frozen')), 'tiny is listed, not frozen')
     tap(select_first(app, 'Images') and click_until(app, 'Freeze…', lambda: buttons(app, 'Freeze')),
         'Freeze… asks for confirmation')
