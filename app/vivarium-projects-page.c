@@ -427,7 +427,8 @@ labelled_entry (GtkWidget *box, const char *label_text, const char *initial)
   GtkWidget *entry = gtk_entry_new ();
 
   gtk_label_set_xalign (GTK_LABEL (label), 0);
-  gtk_label_set_mnemonic_widget (GTK_LABEL (label), entry);
+  /* Named by the label property alone: GTK 4.8 joins a labelled-by
+   * relation's text to it ("Project name Project name"). */
   gtk_editable_set_text (GTK_EDITABLE (entry), initial);
   gtk_accessible_update_property (GTK_ACCESSIBLE (entry), GTK_ACCESSIBLE_PROPERTY_LABEL, label_text, -1);
   gtk_entry_set_activates_default (GTK_ENTRY (entry), TRUE);
