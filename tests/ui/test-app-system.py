@@ -142,7 +142,7 @@ def task(app):
         return ''
     switch_to(app, 'Tasks')
     tap(poll(lambda: has_label(app, 'Task %s' % tid)), 'the task appears in the Tasks page')
-    tap(poll(lambda: has_label(app, QUESTION), 240), 'NEEDS_INPUT: the worker\'s question is shown')
+    tap(poll(lambda: labels_containing(app, QUESTION), 240), 'NEEDS_INPUT: the worker\'s question is shown')
     tap(has_label(app, QUESTION_HEADING), 'marked as the worker\'s words')
     screenshot('tasks.png')
     tap(poll(lambda: set_text(app, 'Your answer', 'blue')), 'typed the answer')
