@@ -3,15 +3,19 @@
 #
 # Session benchmarks, printed as figures (nothing here asserts a speed):
 #  - overlay creation time over a 1 GiB and a 16 GiB base (should not grow);
-#  - start-to-first-exec latency of `tiny` through the daemon, split into the
-#    daemon's own start steps (image check, overlay, guard, unit start, agent);
-#  - the same for QEMU started by hand with the same arguments, and the ratio.
+#  - Freeze with its boot snapshot: time, the snapshot's size and save time;
+#  - start → first exec of `tiny` through the daemon, cold and restored from
+#    the boot snapshot, side by side in one run, each split into the daemon's
+#    start steps, and the ratio;
+#  - memory per restored session (cgroup and QEMU RSS);
+#  - how many restored sessions run at once before a start takes longer
+#    than 2 s (bounded: at most VIVARIUM_TEST_BENCH_MAX_SESSIONS, default 40).
 # Run on the systemd test host:
 #   tests/system/vivarium-test-host run --build build -- bench/bench-sessions.sh
 set -euo pipefail
 
 src=$(cd -- "$(dirname -- "$(readlink -f -- "$0")")/.." && pwd -P)
-runs=${VIVARIUM_BENCH_RUNS:-3}
+runs=${VIVARIUM_TEST_BENCH_RUNS:-${VIVARIUM_BENCH_RUNS:-3}}
 work=$(mktemp -d /var/tmp/vivarium-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -32,32 +36,87 @@ for size in 1G 16G; do
   done | median | awk -v s="$size" '{ printf "overlay over %s base: %.1f ms\n", s, $1 * 1000 }'
 done
 
-echo "== start to first exec through the daemon (tiny, median of $runs)"
-ctl image list --json | grep -q '"name" *: *"tiny"' || ctl image build tiny tiny >/dev/null
-ctl image freeze tiny >/dev/null 2>&1 || true
-: >"$work/daemon"
-for i in $(seq "$runs"); do
-  t0=$(now)
-  id=$(ctl session start tiny)
-  ctl session exec "$id" -- true
-  echo "$(now) - $t0" | bc >>"$work/daemon"
-  busctl get-property org.vivarium.Vivarium1 "/org/vivarium/Vivarium1/sessions/$id" \
-    org.vivarium.Vivarium1.Session StartupTimings >>"$work/timings"
-  ctl session stop "$id" >/dev/null
-done
-daemon=$(median <"$work/daemon")
-printf 'daemon: %.2f s (runs: %s)\n' "$daemon" "$(tr '\n' ' ' <"$work/daemon")"
-echo "start steps of the last run (µs): $(tail -1 "$work/timings")"
-guard_us=$(tail -1 "$work/timings" | grep -o '"guard" [0-9]*' | awk '{ print $2 }')
-printf 'guard share of start-to-first-exec: %.3f %%\n' "$(echo "${guard_us:-0} / 10000 / $daemon" | bc -l)"
+BUS=org.vivarium.Vivarium1
+OBJ=/org/vivarium/Vivarium1
+max_sessions=${VIVARIUM_TEST_BENCH_MAX_SESSIONS:-40}
+timings () { busctl get-property "$BUS" "$OBJ/sessions/$1" "$BUS.Session" StartupTimings; }
+mode () { busctl get-property "$BUS" "$OBJ/sessions/$1" "$BUS.Session" StartMode | cut -d' ' -f2 | tr -d '"'; }
+stop_all () {
+  local id
+  for id in $(ctl session list --json 2>/dev/null | grep -o '"id" *: *"[0-9a-f]*"' | grep -o '[0-9a-f]\{12\}'); do
+    ctl session stop "$id" >/dev/null 2>&1 || true
+  done
+}
+trap 'stop_all; rm -rf "$work"' EXIT
 
-echo "== the same by hand (boot-tiny-by-hand.sh, same QEMU arguments, median of $runs)"
-: >"$work/hand"
-for i in $(seq "$runs"); do
+# The concurrency loop needs more sessions than the default limit (8).
+mkdir -p /etc/vivarium/conf.d
+printf '[Sessions]\nMaxSessions=%s\n' "$((max_sessions + 2))" >/etc/vivarium/conf.d/90-bench.conf
+systemctl stop vivariumd.service 2>/dev/null || true
+
+echo "== Freeze with the boot snapshot (tiny)"
+ctl image list --json | grep -q '"name" *: *"tiny"' || ctl image build tiny tiny >/dev/null
+t0=$(now)
+ctl image freeze tiny >/dev/null
+printf 'freeze (scratch boot + save + seal): %.2f s\n' "$(echo "$(now) - $t0" | bc)"
+img=/var/lib/vivarium/images/tiny
+printf 'snapshot: boot.state %.1f MiB, boot.qcow2 %.1f MiB; saved in %.3f s (guest booted in %.2f s)\n' \
+  "$(echo "$(stat -c %s "$img/boot.state") / 1048576" | bc -l)" "$(echo "$(stat -c %s "$img/boot.qcow2") / 1048576" | bc -l)" \
+  "$(grep -o '"save-usec" *: *[0-9]*' "$img/boot.json" | grep -o '[0-9]*$' | awk '{ print $1 / 1e6 }')" \
+  "$(grep -o '"boot-usec" *: *[0-9]*' "$img/boot.json" | grep -o '[0-9]*$' | awk '{ print $1 / 1e6 }')"
+
+# Cold: 520 MiB instead of the snapshot's 512, so the daemon boots; the rest
+# of the command line is the same.
+first_exec () {  # OUTFILE [vivariumctl start options]: one start → first exec
+  local out=$1 t0 id
+  shift
   t0=$(now)
-  "$src/tests/system/boot-tiny-by-hand.sh" /var/lib/vivarium/images/tiny >/dev/null
-  echo "$(now) - $t0" | bc >>"$work/hand"
+  id=$(ctl session start "$@" tiny)
+  ctl session exec "$id" -- true
+  echo "$(now) - $t0" | bc >>"$out"
+  echo "$(mode "$id") $(timings "$id")" >>"$out.timings"
+  ctl session stop "$id" >/dev/null
+}
+echo "== start → first exec through the daemon, cold and restored, interleaved (median of $runs)"
+: >"$work/cold"; : >"$work/restored"
+for i in $(seq "$runs"); do
+  first_exec "$work/cold" --memory 520
+  first_exec "$work/restored"
 done
-hand=$(median <"$work/hand")
-printf 'by hand: %.2f s (runs: %s)\n' "$hand" "$(tr '\n' ' ' <"$work/hand")"
-printf 'ratio daemon / by hand: %.2f\n' "$(echo "$daemon / $hand" | bc -l)"
+cold=$(median <"$work/cold")
+restored=$(median <"$work/restored")
+printf 'cold:     %.2f s (runs: %s)\n' "$cold" "$(tr '\n' ' ' <"$work/cold")"
+printf 'restored: %.3f s (runs: %s)\n' "$restored" "$(tr '\n' ' ' <"$work/restored")"
+printf 'ratio cold / restored: %.1f\n' "$(echo "$cold / $restored" | bc -l)"
+echo "cold start steps, last run (µs): $(tail -1 "$work/cold.timings")"
+echo "restored start steps, last run (µs): $(tail -1 "$work/restored.timings")"
+
+echo "== restored sessions at once, until a start takes > 2 s (at most $max_sessions)"
+n=0
+: >"$work/mem"
+while [ "$n" -lt "$max_sessions" ]; do
+  t0=$(now)
+  if ! id=$(ctl session start tiny 2>"$work/err"); then
+    echo "start $((n + 1)) failed: $(head -c 300 "$work/err")"
+    break
+  fi
+  ctl session exec "$id" -- true
+  took=$(echo "$(now) - $t0" | bc)
+  n=$((n + 1))
+  unit=vivarium-session-$id.service
+  pid=$(systemctl show -P MainPID "$unit")
+  # RSS and PSS in KiB (the unit may have no memory accounting to ask).
+  printf '%s %s %s\n' "$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")" \
+    "$(awk '/^Pss:/ { print $2 }' "/proc/$pid/smaps_rollup")" "$(mode "$id")" >>"$work/mem"
+  printf 'session %2d: start → first exec %.3f s\n' "$n" "$took"
+  if [ "$(echo "$took > 2" | bc)" = 1 ]; then
+    echo "session $n took longer than 2 s: $((n - 1)) restored sessions ran at once below 2 s"
+    break
+  fi
+done
+[ "$n" -lt "$max_sessions" ] || echo "all $max_sessions restored sessions started below 2 s (the loop's bound)"
+printf 'memory per restored session (median of %d): QEMU RSS %.0f MiB, PSS %.0f MiB; modes: %s\n' "$n" \
+  "$(awk '{ print $1 / 1024 }' "$work/mem" | median)" "$(awk '{ print $2 / 1024 }' "$work/mem" | median)" \
+  "$(awk '{ print $3 }' "$work/mem" | sort | uniq -c | tr -s ' \n' ' ')"
+stop_all
+rm -f /etc/vivarium/conf.d/90-bench.conf

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # Task benchmark, printed as figures (nothing here asserts a speed): a
-# trivial task (one exec, then finish) from SubmitTask to DONE, its phases as
-# the daemon's own records show them, and the ratio of the whole to two cold
-# session starts measured side by side in the same run (a task needs two
-# sessions: the work and the fresh verification).
+# trivial task (one exec, then finish) from SubmitTask to DONE, its five
+# phases as the daemon measured them (Task.Timings: work session start,
+# worker, commit, verification session, report), and the ratio of the whole
+# to two cold session starts measured side by side in the same run (a task
+# needs two sessions: the work and the fresh verification).
 # Run on the systemd test host, with a btrfs for the projects:
 #   VIVARIUM_TEST_BTRFS=768M tests/system/vivarium-test-host run --build build -- bench/bench-task.sh
 set -euo pipefail
@@ -41,22 +42,24 @@ for i in $(seq "$runs"); do
   tid=$(ctl task submit bench tiny --script "$work/worker.sh" --instructions "Write stamp.txt.")
   ctl task wait "$tid" --timeout 900 >/dev/null
   echo "$(now) - $t0" | bc >>"$work/task"
-  ctl task report "$tid" --json >"$work/r$i.json"
-  # The report's own times: started (work session asked for) → ended (signed).
-  python3 - "$work/r$i.json" >>"$work/phases" <<'PY'
+  # The daemon's own measure of each phase (µs), then its whole.
+  busctl get-property org.vivarium.Vivarium1 "/org/vivarium/Vivarium1/tasks/$tid" \
+    org.vivarium.Vivarium1.Task Timings --json=short | python3 -c '
 import json, sys
-r = json.load(open(sys.argv[1]))["report"]
-cmds = r.get("commands", [])
-work = (cmds[-1]["started-at"] + cmds[-1]["duration"] - r["started-at"]) / 1e6 if cmds else 0
-total = (r["ended-at"] - r["started-at"]) / 1e6
-print(f"{work:.2f} {total - work:.2f} {total:.2f}")
-PY
+t = {k: v / 1e6 for k, v in json.load(sys.stdin)["data"].items()}
+print(" ".join("%.3f" % t[k] for k in ("work-session-start", "worker", "commit", "verification", "report", "total")))
+' >>"$work/phases"
 done
 
 cold=$(median <"$work/cold"); task=$(median <"$work/task")
 echo "== a trivial task, median of $runs (cold session starts measured in the same run)"
 printf 'cold session start (start → ready): %.2f s\n' "$cold"
 printf 'task submit → DONE (wall, client side): %.2f s\n' "$task"
-awk '{ print $1 }' "$work/phases" | median | awk '{ printf "  work: start of the task → last worker command done: %.2f s\n", $1 }'
-awk '{ print $2 }' "$work/phases" | median | awk '{ printf "  wind-down: commit, fresh verification session, report: %.2f s\n", $1 }'
+col () { awk -v c="$1" '{ print $c }' "$work/phases" | median; }
+printf '  work session start (submit → guest agent ready): %.2f s\n' "$(col 1)"
+printf '  worker (ready → Finish):                          %.2f s\n' "$(col 2)"
+printf '  commit (work session stop, chown, libgit2):       %.3f s\n' "$(col 3)"
+printf '  verification session (start, re-run, stop):       %.2f s\n' "$(col 4)"
+printf '  report (assemble, sign, store):                   %.3f s\n' "$(col 5)"
+printf '  whole, daemon-measured:                           %.2f s\n' "$(col 6)"
 echo "$task $cold" | awk '{ printf "ratio, whole task / two cold starts: %.2f\n", $1 / (2 * $2) }'

@@ -24,6 +24,9 @@ gboolean vctl_cmd_session_cp      (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_session_screenshot (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_session_log     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_session_resume  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_session_pause   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_session_save_as_image (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_image_show      (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_session_stop    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
 gboolean vctl_cmd_guard_status    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
@@ -44,6 +47,7 @@ gboolean vctl_cmd_task_show       (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_task_answer     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_cancel     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_report     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_transcript (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
 /* A task's script worker: they find their task and session in the
  * environment and never call the Manager. */

@@ -67,6 +67,7 @@ static const gchar *rows_members[] = { "results", "probes", "matrix", "cases", "
 typedef struct {
   gchar    *probe;
   gchar    *config;
+  gchar    *mode;       /* the guest's StartMode: restored or cold */
   gchar    *expected;
   gchar    *observed;
   gchar    *evidence;
@@ -78,6 +79,7 @@ self_test_row_free (SelfTestRow *row)
 {
   g_free (row->probe);
   g_free (row->config);
+  g_free (row->mode);
   g_free (row->expected);
   g_free (row->observed);
   g_free (row->evidence);
@@ -109,6 +111,7 @@ self_test_row_new (JsonObject *obj)
   static const gchar *probe_names[] = { "probe", "name", "target", NULL };
   static const gchar *config_names[] = { "configuration", "config", "layers", NULL };
   static const gchar *expected_names[] = { "expected", NULL };
+  static const gchar *mode_names[] = { "start-mode", NULL };
   static const gchar *observed_names[] = { "observed", NULL };
   static const gchar *evidence_names[] = { "evidence", NULL };
   static const gchar *pass_names[] = { "pass", "passed", "ok", NULL };
@@ -116,6 +119,7 @@ self_test_row_new (JsonObject *obj)
 
   row->probe = member_text (obj, probe_names);
   row->config = member_text (obj, config_names);
+  row->mode = member_text (obj, mode_names);
   row->expected = member_text (obj, expected_names);
   row->observed = member_text (obj, observed_names);
   row->evidence = member_text (obj, evidence_names);
@@ -159,10 +163,13 @@ print_self_test_text (GPtrArray *rows, const gchar *verdict)
 {
   for (guint i = 0; i < rows->len; i++) {
     SelfTestRow *row = g_ptr_array_index (rows, i);
+    g_autofree gchar *config = row->mode != NULL && row->mode[0] != '\0' ?
+      g_strdup_printf ("%s (%s)", row->config != NULL ? row->config : "", row->mode) :
+      g_strdup (row->config != NULL ? row->config : "");
     g_print ("%-4s %-28s %-24s %s %-12s %s %s\n",
              row->pass ? _("PASS") : _("FAIL"),
              row->probe != NULL ? row->probe : "?",
-             row->config != NULL ? row->config : "",
+             config,
              _("expected"), row->expected != NULL ? row->expected : "?",
              _("observed"), row->observed != NULL ? row->observed : "?");
   }

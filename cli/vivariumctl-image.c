@@ -397,3 +397,103 @@ vctl_cmd_image_delete (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   g_print (_("Deleted image “%s”.\n"), name);
   return TRUE;
 }
+
+/* Everything the Image object says, lineage included: where a saved image
+ * came from and the commands run in the session it was saved from. */
+static void
+print_lineage (GVariant *lineage)
+{
+  GVariantDict d;
+  const gchar *parent = "", *digest = "", *session = "";
+  gboolean memory = FALSE;
+  guint64 total = 0, saved_at = 0;
+  g_autofree const gchar **commands = NULL;
+
+  g_variant_dict_init (&d, lineage);
+  if (!g_variant_dict_lookup (&d, "parent", "&s", &parent)) {
+    g_print ("%-15s %s\n", _("Lineage:"), _("none (built or imported)"));
+    g_variant_dict_clear (&d);
+    return;
+  }
+  g_variant_dict_lookup (&d, "parent-digest", "&s", &digest);
+  g_variant_dict_lookup (&d, "session", "&s", &session);
+  g_variant_dict_lookup (&d, "memory", "b", &memory);
+  g_variant_dict_lookup (&d, "commands-total", "t", &total);
+  g_variant_dict_lookup (&d, "saved-at", "t", &saved_at);
+  g_variant_dict_lookup (&d, "commands", "^a&s", &commands);
+  {
+    g_autofree gchar *p = vctl_escape_line (parent);
+    g_autofree gchar *dg = vctl_escape_line (digest);
+    g_autofree gchar *se = vctl_escape_line (session);
+    g_autofree gchar *when = vctl_format_time (saved_at);
+    g_print ("%-15s %s (%s)\n", _("Parent:"), p, dg);
+    g_print ("%-15s %s, %s\n", _("Saved from:"), se, when);
+    g_print ("%-15s %s\n", _("Memory saved:"), memory ? _("yes") : _("no"));
+    g_print ("%-15s %" G_GUINT64_FORMAT "\n", _("Commands run:"), total);
+  }
+  for (guint i = 0; commands != NULL && commands[i] != NULL; i++) {
+    g_autofree gchar *line = vctl_escape_line (commands[i]);
+    g_print ("  %s\n", line);
+  }
+  g_variant_dict_clear (&d);
+}
+
+gboolean
+vctl_cmd_image_show (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
+  const gchar *names[] = { "Name", "Frozen", "Digest", "Recipe", "Size", NULL };
+  g_autoptr(GVariant) lineage = NULL;
+
+  if (image == NULL)
+    return FALSE;
+  for (guint i = 0; names[i] != NULL; i++) {
+    g_autoptr(GVariant) v = vctl_get_property (ctx, image, names[i], error);
+    g_autofree gchar *text = NULL;
+    g_autofree gchar *shown = NULL;
+    g_autofree gchar *label = g_strdup_printf ("%s:", names[i]);
+
+    if (v == NULL)
+      return FALSE;
+    text = g_variant_is_of_type (v, G_VARIANT_TYPE_STRING) ? g_variant_dup_string (v, NULL) : g_variant_print (v, FALSE);
+    shown = vctl_escape_line (text);
+    g_print ("%-15s %s\n", label, shown);
+  }
+  lineage = vctl_get_property (ctx, image, "Lineage", error);
+  if (lineage == NULL)
+    return FALSE;
+  print_lineage (lineage);
+  return TRUE;
+}
+
+/* In this file for wait_for_job: the verb is the session's, its result an
+ * image. */
+gboolean
+vctl_cmd_session_save_as_image (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autofree gchar *path = NULL;
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *shown = NULL;
+  const gchar *job_path = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) || !vctl_connect (ctx, error))
+    return FALSE;
+  path = vctl_find_object (ctx, "ListSessions", VIVARIUM_DBUS_PATH_SESSIONS, _("session"), (*argv)[1], error);
+  if (path == NULL)
+    return FALSE;
+  session = vivarium_dbus_session_proxy_new_sync (ctx->bus, G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
+                                                  G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS,
+                                                  VIVARIUM_DBUS_NAME, path, NULL, error);
+  if (session == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, session, "SaveAsImage", g_variant_new ("(s)", (*argv)[2]), -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(&o)", &job_path);
+  if (!wait_for_job (ctx, job_path, error))
+    return FALSE;
+  shown = vctl_escape_line ((*argv)[2]);
+  g_print (_("Saved the session as the frozen image “%s”.\n"), shown);
+  return TRUE;
+}

@@ -685,6 +685,26 @@ vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
 }
 
 gboolean
+vctl_cmd_session_pause (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusSession) session = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *id = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+    return FALSE;
+  session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, session, "Pause", NULL, -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  id = vctl_escape_line ((*argv)[1]);
+  g_print (_("Paused session “%s”.\n"), id);
+  return TRUE;
+}
+
+gboolean
 vctl_cmd_session_stop (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusSession) session = NULL;

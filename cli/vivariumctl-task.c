@@ -497,3 +497,47 @@ vctl_cmd_task_report (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   }
   return vctl_print_report (ctx, path, ctx->json, error);
 }
+
+/* --- task transcript ------------------------------------------------------- */
+
+static void
+print_transcript_entry (guint64 time, const gchar *kind, const gchar *text, gboolean truncated)
+{
+  g_autoptr(GDateTime) dt = g_date_time_new_from_unix_local ((gint64) (time / G_USEC_PER_SEC));
+  g_autofree gchar *when = dt != NULL ? g_date_time_format (dt, "%H:%M:%S") : g_strdup ("?");
+  g_autofree gchar *shown_kind = vctl_escape_line (kind);
+  /* The daemon escaped it already; the terminal is ours to protect anyway. */
+  g_autofree gchar *shown = vivarium_escape_untrusted (text, strlen (text), strlen (text), NULL);
+  g_auto(GStrv) lines = g_strsplit (shown, "\n", -1);
+
+  g_print ("[%s] %s%s\n", when, shown_kind, truncated ? _(" (cut at the cap)") : "");
+  for (guint i = 0; lines[i] != NULL; i++)
+    g_print ("    %s\n", lines[i]);
+}
+
+gboolean
+vctl_cmd_task_transcript (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusTask) task = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariantIter) iter = NULL;
+  gboolean truncated = FALSE;
+  guint64 time;
+  const gchar *kind, *text;
+  gboolean cut;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+    return FALSE;
+  task = task_for_call (ctx, (*argv)[1], error);
+  if (task == NULL)
+    return FALSE;
+  ret = vctl_call (ctx, task, "GetTranscript", NULL, -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(a(tssb)b)", &iter, &truncated);
+  while (g_variant_iter_next (iter, "(t&s&sb)", &time, &kind, &text, &cut))
+    print_transcript_entry (time, kind, text, cut);
+  if (truncated)
+    g_print (_("(The transcript reached its cap; later entries were dropped.)\n"));
+  return TRUE;
+}

@@ -66,6 +66,14 @@ G_BEGIN_DECLS
  * (200 entries of at most ~6 KiB) fits with room to spare. */
 #define VIVARIUM_LIST_REPLY_BYTES_MAX      (2 * 1024 * 1024)
 
+/* The task contract's bounds (dbus/org.vivarium.Vivarium1.xml: SubmitTask,
+ * Task.Wait, Task.Answer), for clients that refuse before the bus
+ * (vivarium-mcp). tests/unit/test-mcp.c checks they equal the daemon's
+ * VD_TASK_* values. */
+#define VIVARIUM_TASK_INSTRUCTIONS_MAX     (64 * 1024)
+#define VIVARIUM_TASK_ANSWER_MAX           (64 * 1024)
+#define VIVARIUM_TASK_WAIT_MAX_SEC         3600
+
 gboolean  vivarium_name_validate         (const gchar  *kind,
                                           const gchar  *name,
                                           GError      **error);

@@ -28,12 +28,17 @@ static const gchar *const text_keys[] = {
   "Verification",
   "Verification session",
   "Guard",
+  "Model",
   "Commands",
   "Command",
   "Commands omitted",
   "Files changed",
   "File",
   "Files omitted",
+  "Not committed",
+  "Not committed omitted",
+  "Dataset",
+  "Timings",
   "Warning",
   "Summary size",
   "Worker's claim (unverified)",
@@ -240,6 +245,8 @@ whose_words (VivariumVerifyWhose whose)
   }
 }
 
+static void render_timings (GString *out, VivariumReport *self);
+
 static void
 render_verification (GString *out, VivariumReport *self)
 {
@@ -262,6 +269,16 @@ render_verification (GString *out, VivariumReport *self)
   trusted_linef (out, "Guard", "%" G_GUINT64_FORMAT " packets, %" G_GUINT64_FORMAT
                  " bytes dropped", vivarium_report_get_guard_dropped_packets (self),
                  vivarium_report_get_guard_dropped_bytes (self));
+  render_timings (out, self);
+  {
+    guint64 m[VIVARIUM_REPORT_MODEL_N];
+    if (vivarium_report_get_model_usage (self, m))
+      trusted_linef (out, "Model", "%" G_GUINT64_FORMAT " requests through the gateway (%" G_GUINT64_FORMAT
+                     " refused); %" G_GUINT64_FORMAT " prompt and %" G_GUINT64_FORMAT
+                     " completion tokens as the model server reported", m[VIVARIUM_REPORT_MODEL_REQUESTS],
+                     m[VIVARIUM_REPORT_MODEL_REFUSED], m[VIVARIUM_REPORT_MODEL_PROMPT_TOKENS],
+                     m[VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS]);
+  }
 }
 
 static void
@@ -276,6 +293,8 @@ render_command (GString *out, guint n, const VivariumReportCommand *c)
   detail_argv (out, (const gchar * const *) c->argv, c->argv_truncated);
   if (c->error != NULL && c->error[0] != '\0')
     detail_line (out, "error", c->error);
+  if (c->stderr_head != NULL)
+    detail_line (out, "stderr", c->stderr_head);
 }
 
 static void
@@ -291,6 +310,52 @@ render_commands (GString *out, VivariumReport *self)
   if (omitted > 0)
     trusted_linef (out, "Commands omitted", "%" G_GUINT64_FORMAT " (a report lists the first %u)",
                    omitted, commands->len);
+}
+
+/* What the daemon refused to commit: the worker's tampering, said. */
+static void
+render_not_committed (GString *out, VivariumReport *self)
+{
+  GPtrArray *skipped = vivarium_report_get_not_committed (self);
+  guint64 omitted = vivarium_report_get_not_committed_omitted (self);
+
+  if (skipped->len == 0 && omitted == 0)
+    return;
+  trusted_linef (out, "Not committed", "%" G_GUINT64_FORMAT " (left in the tree, never in the repository)",
+                 skipped->len + omitted);
+  for (guint i = 0; i < skipped->len; i++) {
+    const VivariumReportSkipped *k = g_ptr_array_index (skipped, i);
+    detail_line (out, "path", k->path);
+    detail_line (out, "kind", k->kind);
+    detail_line (out, "reason", k->reason);
+  }
+  if (omitted > 0)
+    trusted_linef (out, "Not committed omitted", "%" G_GUINT64_FORMAT " (a report lists the first %u)",
+                   omitted, skipped->len);
+}
+
+static void
+render_dataset (GString *out, VivariumReport *self)
+{
+  guint64 used = 0, quota = 0;
+  gboolean full = FALSE;
+
+  if (!vivarium_report_get_dataset (self, &used, &quota, &full))
+    return;
+  trusted_linef (out, "Dataset", "%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " bytes used%s", used, quota,
+                 full ? ", FULL: the quota was reached, writes past it failed in the guest" : "");
+}
+
+static void
+render_timings (GString *out, VivariumReport *self)
+{
+  gint64 t[4];
+
+  if (!vivarium_report_get_timings (self, &t[0], &t[1], &t[2], &t[3]))
+    return;
+  trusted_linef (out, "Timings", "work session start %" G_GINT64_FORMAT " ms, worker %" G_GINT64_FORMAT
+                 " ms, commit %" G_GINT64_FORMAT " ms, verification %" G_GINT64_FORMAT " ms",
+                 t[0] / 1000, t[1] / 1000, t[2] / 1000, t[3] / 1000);
 }
 
 static void
@@ -315,6 +380,8 @@ render_files (GString *out, VivariumReport *self)
   if (omitted > 0)
     trusted_linef (out, "Files omitted", "%" G_GUINT64_FORMAT " (a report lists the first %u)",
                    omitted, files->len);
+  render_not_committed (out, self);
+  render_dataset (out, self);
 }
 
 static const gchar *

@@ -36,11 +36,25 @@ struct _VivariumReport {
   gchar           *verify_session_id;
   guint64          guard_packets;
   guint64          guard_bytes;
+  gboolean         has_model;       /* an agent task: the gateway's counts */
+  guint64          model_usage[VIVARIUM_REPORT_MODEL_N];
   gchar           *summary;
   gboolean         summary_truncated;
   guint64          summary_size;
   gchar           *question;
+  GPtrArray       *not_committed;     /* of VivariumReportSkipped */
+  guint64          not_committed_omitted;
+  gboolean         has_dataset;
+  guint64          dataset_used;
+  guint64          dataset_quota;
+  gboolean         dataset_full;
+  gboolean         has_timings;
+  gint64           timings[4];        /* session-start, worker, commit, verification */
 };
+
+/* Members a report may lack (added after format 1's first reports, which
+ * must still read and verify): written only when set. */
+static const gchar *const timing_names[] = { "work-session-start", "worker", "commit", "verification", NULL };
 
 G_DEFINE_TYPE (VivariumReport, vivarium_report, G_TYPE_OBJECT)
 
@@ -106,7 +120,17 @@ report_command_free (VivariumReportCommand *c)
   g_free (c->kind);
   g_strfreev (c->argv);
   g_free (c->error);
+  g_free (c->stderr_head);
   g_free (c);
+}
+
+static void
+report_skipped_free (VivariumReportSkipped *k)
+{
+  g_free (k->path);
+  g_free (k->kind);
+  g_free (k->reason);
+  g_free (k);
 }
 
 static void
@@ -137,6 +161,7 @@ vivarium_report_finalize (GObject *object)
   g_free (self->verify_session_id);
   g_free (self->summary);
   g_free (self->question);
+  g_ptr_array_unref (self->not_committed);
   G_OBJECT_CLASS (vivarium_report_parent_class)->finalize (object);
 }
 
@@ -151,6 +176,7 @@ vivarium_report_init (VivariumReport *self)
 {
   self->commands = g_ptr_array_new_with_free_func ((GDestroyNotify) report_command_free);
   self->files = g_ptr_array_new_with_free_func ((GDestroyNotify) report_file_free);
+  self->not_committed = g_ptr_array_new_with_free_func ((GDestroyNotify) report_skipped_free);
   self->daemon_version = g_strdup (PACKAGE_VERSION);
   self->outcome = VIVARIUM_OUTCOME_IN_PROGRESS;
   self->verify_whose = VIVARIUM_VERIFY_WHOSE_NONE;
@@ -343,6 +369,8 @@ vivarium_report_add_command_from_log (VivariumReport *self, GVariant *entry, GEr
   g_autoptr(GVariantDict) d = NULL;
   const gchar *kind = NULL;
   const gchar *message = "";
+  const gchar *stderr_head = NULL;
+  guint before;
   g_autofree const gchar **argv = NULL;
   guint64 started_at = 0, duration = 0, out_size = 0, err_size = 0;
   gint32 exit_status = -1;
@@ -362,9 +390,15 @@ vivarium_report_add_command_from_log (VivariumReport *self, GVariant *entry, GEr
     return FALSE;
   }
   g_variant_dict_lookup (d, "error", "&s", &message);
+  g_variant_dict_lookup (d, "stderr-head", "&s", &stderr_head);
+  before = self->commands->len;
   vivarium_report_add_command (self, kind, argv, (gint64) clamp_u64 (started_at),
                                (gint64) clamp_u64 (duration), exit_status, out_size, err_size,
                                message);
+  if (self->commands->len > before && stderr_head != NULL && stderr_head[0] != '\0') {
+    VivariumReportCommand *c = g_ptr_array_index (self->commands, self->commands->len - 1);
+    c->stderr_head = cap_text (stderr_head, -1, VIVARIUM_REPORT_STDERR_HEAD_MAX, NULL);
+  }
   return TRUE;
 }
 
@@ -389,6 +423,86 @@ vivarium_report_add_file (VivariumReport *self, const gchar *path, VivariumFileC
   f->lines_added = MAX (lines_added, -1);
   f->lines_removed = MAX (lines_removed, -1);
   g_ptr_array_add (self->files, f);
+}
+
+void
+vivarium_report_add_not_committed (VivariumReport *self, const gchar *path, const gchar *kind,
+                                   const gchar *reason)
+{
+  VivariumReportSkipped *k;
+
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  g_return_if_fail (path != NULL && kind != NULL);
+  if (self->not_committed->len >= VIVARIUM_REPORT_FILES_MAX) {
+    self->not_committed_omitted++;
+    return;
+  }
+  k = g_new0 (VivariumReportSkipped, 1);
+  k->path = cap_text (path, -1, VIVARIUM_REPORT_PATH_MAX, NULL);
+  k->kind = cap_text (kind, -1, VIVARIUM_REPORT_KIND_MAX, NULL);
+  k->reason = cap_text (reason != NULL ? reason : "", -1, VIVARIUM_REPORT_REASON_MAX, NULL);
+  g_ptr_array_add (self->not_committed, k);
+}
+
+void
+vivarium_report_set_dataset (VivariumReport *self, guint64 used_bytes, guint64 quota_bytes)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  self->has_dataset = TRUE;
+  self->dataset_used = clamp_u64 (used_bytes);
+  self->dataset_quota = clamp_u64 (quota_bytes);
+  self->dataset_full = quota_bytes > 0 &&
+                       (used_bytes >= quota_bytes ||
+                        quota_bytes - used_bytes < quota_bytes / VIVARIUM_REPORT_DATASET_FULL_DIVISOR);
+}
+
+void
+vivarium_report_set_timings (VivariumReport *self, gint64 session_start, gint64 worker, gint64 commit,
+                             gint64 verification)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  self->has_timings = TRUE;
+  self->timings[0] = MAX (session_start, 0);
+  self->timings[1] = MAX (worker, 0);
+  self->timings[2] = MAX (commit, 0);
+  self->timings[3] = MAX (verification, 0);
+}
+
+GPtrArray *
+vivarium_report_get_not_committed (VivariumReport *self)
+{
+  return self->not_committed;
+}
+
+guint64
+vivarium_report_get_not_committed_omitted (VivariumReport *self)
+{
+  return self->not_committed_omitted;
+}
+
+gboolean
+vivarium_report_get_dataset (VivariumReport *self, guint64 *used_bytes, guint64 *quota_bytes, gboolean *full)
+{
+  if (used_bytes != NULL)
+    *used_bytes = self->dataset_used;
+  if (quota_bytes != NULL)
+    *quota_bytes = self->dataset_quota;
+  if (full != NULL)
+    *full = self->dataset_full;
+  return self->has_dataset;
+}
+
+gboolean
+vivarium_report_get_timings (VivariumReport *self, gint64 *session_start, gint64 *worker, gint64 *commit,
+                             gint64 *verification)
+{
+  gint64 *outs[] = { session_start, worker, commit, verification };
+
+  for (guint i = 0; i < G_N_ELEMENTS (outs); i++) {
+    if (outs[i] != NULL)
+      *outs[i] = self->timings[i];
+  }
+  return self->has_timings;
 }
 
 void
@@ -419,6 +533,27 @@ vivarium_report_set_guard_drops (VivariumReport *self, guint64 packets, guint64 
   g_return_if_fail (VIVARIUM_IS_REPORT (self));
   self->guard_packets = clamp_u64 (packets);
   self->guard_bytes = clamp_u64 (bytes);
+}
+
+void
+vivarium_report_set_model_usage (VivariumReport *self, guint64 requests, guint64 refused, guint64 prompt_tokens,
+                                 guint64 completion_tokens)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  self->has_model = TRUE;
+  self->model_usage[VIVARIUM_REPORT_MODEL_REQUESTS] = clamp_u64 (requests);
+  self->model_usage[VIVARIUM_REPORT_MODEL_REFUSED] = clamp_u64 (refused);
+  self->model_usage[VIVARIUM_REPORT_MODEL_PROMPT_TOKENS] = clamp_u64 (prompt_tokens);
+  self->model_usage[VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS] = clamp_u64 (completion_tokens);
+}
+
+gboolean
+vivarium_report_get_model_usage (VivariumReport *self, guint64 out[VIVARIUM_REPORT_MODEL_N])
+{
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), FALSE);
+  for (guint i = 0; i < VIVARIUM_REPORT_MODEL_N; i++)
+    out[i] = self->model_usage[i];
+  return self->has_model;
 }
 
 void
@@ -531,6 +666,18 @@ add_command_json (JsonBuilder *b, const VivariumReportCommand *c)
   add_int (b, "stdout-size", (gint64) c->stdout_size);
   add_int (b, "stderr-size", (gint64) c->stderr_size);
   add_string_or_null (b, "error", c->error);
+  if (c->stderr_head != NULL)
+    add_string_or_null (b, "stderr-head", c->stderr_head);
+  json_builder_end_object (b);
+}
+
+static void
+add_skipped_json (JsonBuilder *b, const VivariumReportSkipped *k)
+{
+  json_builder_begin_object (b);
+  add_string_or_null (b, "path", k->path);
+  add_string_or_null (b, "kind", k->kind);
+  add_string_or_null (b, "reason", k->reason);
   json_builder_end_object (b);
 }
 
@@ -583,6 +730,30 @@ add_work_json (JsonBuilder *b, VivariumReport *self)
   json_builder_end_array (b);
   add_int (b, "files-omitted", (gint64) self->files_omitted);
   add_string_or_null (b, "commit", self->commit);
+  if (self->not_committed->len > 0 || self->not_committed_omitted > 0) {
+    json_builder_set_member_name (b, "not-committed");
+    json_builder_begin_array (b);
+    for (guint i = 0; i < self->not_committed->len; i++)
+      add_skipped_json (b, g_ptr_array_index (self->not_committed, i));
+    json_builder_end_array (b);
+    add_int (b, "not-committed-omitted", (gint64) self->not_committed_omitted);
+  }
+  if (self->has_dataset) {
+    json_builder_set_member_name (b, "dataset");
+    json_builder_begin_object (b);
+    add_int (b, "used-bytes", (gint64) self->dataset_used);
+    add_int (b, "quota-bytes", (gint64) self->dataset_quota);
+    json_builder_set_member_name (b, "full");
+    json_builder_add_boolean_value (b, self->dataset_full);
+    json_builder_end_object (b);
+  }
+  if (self->has_timings) {
+    json_builder_set_member_name (b, "timings");
+    json_builder_begin_object (b);
+    for (guint i = 0; timing_names[i] != NULL; i++)
+      add_int (b, timing_names[i], self->timings[i]);
+    json_builder_end_object (b);
+  }
 }
 
 static void
@@ -600,6 +771,21 @@ add_checks_json (JsonBuilder *b, VivariumReport *self)
   json_builder_begin_object (b);
   add_int (b, "dropped-packets", (gint64) self->guard_packets);
   add_int (b, "dropped-bytes", (gint64) self->guard_bytes);
+  json_builder_end_object (b);
+}
+
+/* Only an agent task's report has it: every other report is unchanged. */
+static const gchar *const model_members[] = { "requests", "refused", "prompt-tokens", "completion-tokens", NULL };
+
+static void
+add_model_json (JsonBuilder *b, VivariumReport *self)
+{
+  if (!self->has_model)
+    return;
+  json_builder_set_member_name (b, "model");
+  json_builder_begin_object (b);
+  for (guint i = 0; i < VIVARIUM_REPORT_MODEL_N; i++)
+    add_int (b, model_members[i], (gint64) self->model_usage[i]);
   json_builder_end_object (b);
 }
 
@@ -626,6 +812,7 @@ vivarium_report_to_json (VivariumReport *self)
   add_identity_json (b, self);
   add_work_json (b, self);
   add_checks_json (b, self);
+  add_model_json (b, self);
   add_claims_json (b, self);
   json_builder_end_object (b);
   return json_builder_get_root (b);
@@ -645,6 +832,11 @@ refuse (GError **error, const gchar *where, const gchar *name, const gchar *what
 
 /* Unknown members are refused: the signature covers the canonical form of
  * what was read, so anything ignored here would ride along unsigned. */
+static const gchar *const optional_members[] = {
+  "not-committed", "not-committed-omitted", "dataset", "timings", "stderr-head", NULL
+};
+
+/* The optional members are optional only where they belong (@allowed). */
 static gboolean
 check_members (JsonObject *obj, const gchar *where, const gchar * const *allowed, GError **error)
 {
@@ -655,7 +847,7 @@ check_members (JsonObject *obj, const gchar *where, const gchar * const *allowed
       return refuse (error, where, l->data, "is not a member a report has");
   }
   for (guint i = 0; allowed[i] != NULL; i++) {
-    if (!json_object_has_member (obj, allowed[i]))
+    if (!json_object_has_member (obj, allowed[i]) && !g_strv_contains (optional_members, allowed[i]))
       return refuse (error, where, allowed[i], "is missing");
   }
   return TRUE;
@@ -808,12 +1000,15 @@ get_word (JsonObject *obj, const gchar *where, const gchar *name, gchar **out, G
 static const gchar *const report_members[] = {
   "version", "id", "task", "session", "image", "project", "started-at", "ended-at", "host",
   "daemon-version", "outcome", "outcome-reason", "commands", "commands-omitted", "files",
-  "files-omitted", "commit", "verification", "guard", "summary", "question", NULL
+  "files-omitted", "commit", "verification", "guard", "summary", "question",
+  "not-committed", "not-committed-omitted", "dataset", "timings", NULL
 };
+static const gchar *const skipped_members[] = { "path", "kind", "reason", NULL };
+static const gchar *const dataset_members[] = { "used-bytes", "quota-bytes", "full", NULL };
 static const gchar *const image_members[] = { "name", "digest", NULL };
 static const gchar *const command_members[] = {
   "kind", "argv", "argv-truncated", "started-at", "duration", "exit-status", "stdout-size",
-  "stderr-size", "error", NULL
+  "stderr-size", "error", "stderr-head", NULL
 };
 static const gchar *const file_members[] = {
   "path", "change", "kind", "lines-added", "lines-removed", NULL
@@ -869,6 +1064,9 @@ read_command (JsonNode *node, const gchar *where, VivariumReport *self, GError *
       !get_int (obj, where, "stdout-size", 0, G_MAXINT64, &out, error) ||
       !get_int (obj, where, "stderr-size", 0, G_MAXINT64, &err, error) ||
       !get_string (obj, where, "error", FALSE, VIVARIUM_REPORT_ERROR_MAX, &c->error, error))
+    return FALSE;
+  if (json_object_has_member (obj, "stderr-head") &&
+      !get_string (obj, where, "stderr-head", FALSE, VIVARIUM_REPORT_STDERR_HEAD_MAX, &c->stderr_head, error))
     return FALSE;
   c->exit_status = (gint) exit_status;
   c->stdout_size = (guint64) out;
@@ -956,6 +1154,85 @@ read_identity (JsonObject *obj, VivariumReport *self, GError **error)
 }
 
 static gboolean
+read_skipped (JsonNode *node, const gchar *where, VivariumReport *self, GError **error)
+{
+  g_autoptr(GPtrArray) holder = g_ptr_array_new_with_free_func ((GDestroyNotify) report_skipped_free);
+  VivariumReportSkipped *k = g_new0 (VivariumReportSkipped, 1);
+  JsonObject *obj;
+
+  g_ptr_array_add (holder, k);
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    return refuse (error, where, "", "must be an object");
+  obj = json_node_get_object (node);
+  if (!check_members (obj, where, skipped_members, error) ||
+      !get_string (obj, where, "path", FALSE, VIVARIUM_REPORT_PATH_MAX, &k->path, error) ||
+      !get_word (obj, where, "kind", &k->kind, error) ||
+      !get_string (obj, where, "reason", FALSE, VIVARIUM_REPORT_REASON_MAX, &k->reason, error))
+    return FALSE;
+  g_ptr_array_add (self->not_committed, g_ptr_array_steal_index (holder, 0));
+  return TRUE;
+}
+
+/* Both or neither: the writer puts them together. */
+static gboolean
+read_not_committed (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  gint64 omitted = 0;
+  gboolean has_list = json_object_has_member (obj, "not-committed");
+
+  if (has_list != json_object_has_member (obj, "not-committed-omitted"))
+    return refuse (error, "", "not-committed", "comes without not-committed-omitted, or the other way round");
+  if (!has_list)
+    return TRUE;
+  if (!read_list (obj, "not-committed", VIVARIUM_REPORT_FILES_MAX, read_skipped, self, error) ||
+      !get_int (obj, "", "not-committed-omitted", 0, G_MAXINT64, &omitted, error))
+    return FALSE;
+  if (self->not_committed->len == 0 && omitted == 0)
+    return refuse (error, "", "not-committed", "is empty (the writer leaves it out then)");
+  self->not_committed_omitted = (guint64) omitted;
+  return TRUE;
+}
+
+static gboolean
+read_dataset (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  JsonObject *d = NULL;
+  gint64 used = 0, quota = 0;
+  gboolean full = FALSE;
+
+  if (!json_object_has_member (obj, "dataset"))
+    return TRUE;
+  if (!get_object (obj, "", "dataset", dataset_members, &d, error) ||
+      !get_int (d, "dataset", "used-bytes", 0, G_MAXINT64, &used, error) ||
+      !get_int (d, "dataset", "quota-bytes", 0, G_MAXINT64, &quota, error) ||
+      !get_bool (d, "dataset", "full", &full, error))
+    return FALSE;
+  vivarium_report_set_dataset (self, (guint64) used, (guint64) quota);
+  /* "full" follows from the numbers; a file that says otherwise is not ours. */
+  if (full != self->dataset_full)
+    return refuse (error, "dataset", "full", "does not follow from used-bytes and quota-bytes");
+  return TRUE;
+}
+
+static gboolean
+read_timings (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  JsonObject *t = NULL;
+  gint64 v[4] = { 0 };
+
+  if (!json_object_has_member (obj, "timings"))
+    return TRUE;
+  if (!get_object (obj, "", "timings", timing_names, &t, error))
+    return FALSE;
+  for (guint i = 0; timing_names[i] != NULL; i++) {
+    if (!get_int (t, "timings", timing_names[i], 0, G_MAXINT64, &v[i], error))
+      return FALSE;
+  }
+  vivarium_report_set_timings (self, v[0], v[1], v[2], v[3]);
+  return TRUE;
+}
+
+static gboolean
 read_work (JsonObject *obj, VivariumReport *self, GError **error)
 {
   gint64 commands_omitted = 0, files_omitted = 0;
@@ -968,7 +1245,8 @@ read_work (JsonObject *obj, VivariumReport *self, GError **error)
     return FALSE;
   self->commands_omitted = (guint64) commands_omitted;
   self->files_omitted = (guint64) files_omitted;
-  return TRUE;
+  return read_not_committed (obj, self, error) && read_dataset (obj, self, error) &&
+         read_timings (obj, self, error);
 }
 
 static gboolean
@@ -1017,10 +1295,40 @@ read_claims (JsonObject *obj, VivariumReport *self, GError **error)
   return TRUE;
 }
 
+/* The optional "model" object: read it, then check the rest without it. */
+static gboolean
+read_model (JsonObject *obj, VivariumReport *self, JsonObject **rest, GError **error)
+{
+  JsonObject *m = NULL;
+
+  *rest = json_object_ref (obj);
+  if (!json_object_has_member (obj, "model"))
+    return TRUE;
+  if (!get_object (obj, "", "model", model_members, &m, error))
+    return FALSE;
+  for (guint i = 0; i < VIVARIUM_REPORT_MODEL_N; i++) {
+    gint64 v = 0;
+    if (!get_int (m, "model", model_members[i], 0, G_MAXINT64, &v, error))
+      return FALSE;
+    self->model_usage[i] = (guint64) v;
+  }
+  self->has_model = TRUE;
+  json_object_unref (*rest);
+  *rest = json_object_new ();
+  {
+    g_autoptr(GList) names = json_object_get_members (obj);
+    for (GList *l = names; l != NULL; l = l->next)
+      if (!g_str_equal (l->data, "model"))
+        json_object_set_member (*rest, l->data, json_node_copy (json_object_get_member (obj, l->data)));
+  }
+  return TRUE;
+}
+
 VivariumReport *
 vivarium_report_from_json (JsonNode *node, GError **error)
 {
   g_autoptr(VivariumReport) self = vivarium_report_new ();
+  g_autoptr(JsonObject) rest = NULL;
   JsonObject *obj;
 
   if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node)) {
@@ -1028,7 +1336,9 @@ vivarium_report_from_json (JsonNode *node, GError **error)
                          "A report must be a JSON object");
     return NULL;
   }
-  obj = json_node_get_object (node);
+  if (!read_model (json_node_get_object (node), self, &rest, error))
+    return NULL;
+  obj = rest;
   if (!check_members (obj, "", report_members, error) ||
       !read_identity (obj, self, error) ||
       !read_work (obj, self, error) ||

@@ -83,6 +83,7 @@ typedef struct {
   guint64   stdout_size;
   guint64   stderr_size;
   gchar    *error;           /* "" when the call succeeded */
+  gchar    *stderr_head;     /* the first bytes of its stderr (untrusted), or NULL */
 } VivariumReportCommand;
 
 typedef struct {
@@ -92,6 +93,21 @@ typedef struct {
   gint64              lines_added;    /* -1 when not text (binary, symlink, special) */
   gint64              lines_removed;  /* -1 likewise */
 } VivariumReportFile;
+
+/* A path of the tree the daemon did not commit (a .git entry, a name git
+ * refuses, a fifo...), and why: the worker's tampering is reported, not
+ * silently dropped. */
+typedef struct {
+  gchar *path;     /* untrusted */
+  gchar *kind;     /* "git", "file", "symlink", "special" */
+  gchar *reason;   /* the daemon's words */
+} VivariumReportSkipped;
+
+#define VIVARIUM_REPORT_STDERR_HEAD_MAX 512  /* bytes of a command's stderr kept */
+/* The dataset counts as full when less than 1/32 of its quota is left:
+ * qgroup accounting and metadata make ENOSPC come a little before the
+ * last byte. */
+#define VIVARIUM_REPORT_DATASET_FULL_DIVISOR 32
 
 #define VIVARIUM_TYPE_REPORT (vivarium_report_get_type ())
 G_DECLARE_FINAL_TYPE (VivariumReport, vivarium_report, VIVARIUM, REPORT, GObject)
@@ -139,6 +155,23 @@ void         vivarium_report_add_file              (VivariumReport     *self,
                                                     gint64              lines_added,
                                                     gint64              lines_removed);
 void         vivarium_report_set_commit            (VivariumReport *self, const gchar *commit);
+/* Past VIVARIUM_REPORT_FILES_MAX an entry is only counted. */
+void         vivarium_report_add_not_committed     (VivariumReport *self,
+                                                    const gchar    *path,
+                                                    const gchar    *kind,
+                                                    const gchar    *reason);
+/* The project's dataset at the end of the work, as the daemon measured it;
+ * full is computed (VIVARIUM_REPORT_DATASET_FULL_DIVISOR). */
+void         vivarium_report_set_dataset           (VivariumReport *self,
+                                                    guint64         used_bytes,
+                                                    guint64         quota_bytes);
+/* Daemon-measured phase durations (µs): the work session's start, the
+ * worker, the commit, the verification session (start, run, stop). */
+void         vivarium_report_set_timings           (VivariumReport *self,
+                                                    gint64          session_start,
+                                                    gint64          worker,
+                                                    gint64          commit,
+                                                    gint64          verification);
 /* @command: the shell command re-run (NULL with WHOSE_NONE); @exit_status as
  * the fresh session's guest agent reported it, -1 if none; @session_id: the
  * fresh session, NULL if none was booted. */
@@ -151,6 +184,24 @@ void         vivarium_report_set_verification      (VivariumReport      *self,
 void         vivarium_report_set_guard_drops       (VivariumReport *self,
                                                     guint64         packets,
                                                     guint64         bytes);
+/* An agent task: what vivarium-gateway counted (requests, refused) and
+ * the tokens the model server reported (its statement). Reports of other
+ * tasks have no "model" member. */
+enum {
+  VIVARIUM_REPORT_MODEL_REQUESTS,
+  VIVARIUM_REPORT_MODEL_REFUSED,
+  VIVARIUM_REPORT_MODEL_PROMPT_TOKENS,
+  VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS,
+  VIVARIUM_REPORT_MODEL_N
+};
+void         vivarium_report_set_model_usage       (VivariumReport *self,
+                                                    guint64         requests,
+                                                    guint64         refused,
+                                                    guint64         prompt_tokens,
+                                                    guint64         completion_tokens);
+/* FALSE (and zeros) when the report has none. */
+gboolean     vivarium_report_get_model_usage       (VivariumReport *self,
+                                                    guint64         out[VIVARIUM_REPORT_MODEL_N]);
 
 /* --- untrusted: the worker's words ----------------------------------- */
 /* Any bytes (@len -1: NUL-terminated): invalid UTF-8 and NULs become U+FFFD,
@@ -192,6 +243,19 @@ const gchar     *vivarium_report_get_summary          (VivariumReport *self);
 gboolean         vivarium_report_get_summary_truncated (VivariumReport *self);
 guint64          vivarium_report_get_summary_size     (VivariumReport *self);
 const gchar     *vivarium_report_get_question         (VivariumReport *self);
+GPtrArray       *vivarium_report_get_not_committed    (VivariumReport *self); /* of VivariumReportSkipped */
+guint64          vivarium_report_get_not_committed_omitted (VivariumReport *self);
+/* FALSE when the report has no dataset fact (older reports, no project). */
+gboolean         vivarium_report_get_dataset          (VivariumReport *self,
+                                                       guint64        *used_bytes,
+                                                       guint64        *quota_bytes,
+                                                       gboolean       *full);
+/* FALSE when the report has no timings; each out may be NULL. */
+gboolean         vivarium_report_get_timings          (VivariumReport *self,
+                                                       gint64         *session_start,
+                                                       gint64         *worker,
+                                                       gint64         *commit,
+                                                       gint64         *verification);
 
 /* --- JSON -------------------------------------------------------------- */
 JsonNode        *vivarium_report_to_json              (VivariumReport *self);

@@ -42,6 +42,14 @@ main (int argc, char **argv)
   }
   if (verbose)
     g_log_set_debug_enabled (TRUE);
+  /* libgit2 1.5 reads $HOME/.ssh/known_hosts before its host-key callback
+   * (the project's pin, vd-repo.c) runs, and fails every ssh:// push or
+   * clone outright ("error loading known_hosts") when HOME is unset, as it
+   * is for a system service. Root's own home (unreadable under
+   * ProtectHome=, which libgit2 takes as "no known hosts"), set before any
+   * thread exists. */
+  if (g_getenv ("HOME") == NULL)
+    g_setenv ("HOME", g_get_home_dir (), FALSE);
   /* Register the error domain before anything can fail over the bus. */
   (void) VIVARIUM_ERROR;
 

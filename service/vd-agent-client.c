@@ -208,6 +208,24 @@ vd_agent_request_new (const gchar *command, JsonObject *arguments)
   return request;
 }
 
+/* One plain command (guest-set-time, guest-get-time): the "return" value,
+ * which is the guest's statement. */
+void
+vd_agent_client_command_async (VdAgentClient *self, const gchar *command, JsonObject *arguments, guint timeout_ms,
+                               GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(JsonObject) request = vd_agent_request_new (command, arguments);
+
+  vd_agent_client_request_async (self, request, g_get_monotonic_time () + (gint64) timeout_ms * 1000,
+                                 cancellable, callback, user_data);
+}
+
+JsonNode *
+vd_agent_client_command_finish (VdAgentClient *self, GAsyncResult *result, GError **error)
+{
+  return vd_agent_client_request_finish (self, result, error);
+}
+
 static GError *
 vd_agent_error_from_reply (JsonObject *message)
 {

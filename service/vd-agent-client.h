@@ -100,6 +100,16 @@ void               vd_agent_client_write_file_async      (VdAgentClient       *s
 gboolean           vd_agent_client_write_file_finish     (VdAgentClient       *self,
                                                           GAsyncResult        *result,
                                                           GError             **error);
+void               vd_agent_client_command_async         (VdAgentClient       *self,
+                                                          const gchar         *command,
+                                                          JsonObject          *arguments,
+                                                          guint                timeout_ms,
+                                                          GCancellable        *cancellable,
+                                                          GAsyncReadyCallback  callback,
+                                                          gpointer             user_data);
+JsonNode          *vd_agent_client_command_finish        (VdAgentClient       *self,
+                                                          GAsyncResult        *result,
+                                                          GError             **error);
 void               vd_agent_client_close                 (VdAgentClient       *self);
 gboolean           vd_agent_client_is_closed             (VdAgentClient       *self);
 

@@ -45,6 +45,8 @@ static const VdActionRow action_map[] = {
   M ("Session", "Screenshot",      A ("session-exec")),
   M ("Session", "GetCommandLog",   A ("read-reports")),
   M ("Session", "Resume",          A ("session-exec")),  /* drives the machine on; runs nothing new */
+  M ("Session", "Pause",           A ("session-exec")),  /* holds the machine still; runs nothing new */
+  M ("Session", "SaveAsImage",     A ("session-save")),
   M ("Session", "Stop",            A ("session-stop")),
   /* A command log entry: whoever may not read the log may not hear it. */
   S ("Session", "CommandFinished", A ("read-reports")),
@@ -63,6 +65,9 @@ static const VdActionRow action_map[] = {
    * polkit; task-work allows nobody. */
   M ("Task",    "Ask",             VD_AUTHORITY_WORKER_ONLY),
   M ("Task",    "Finish",          VD_AUTHORITY_WORKER_ONLY),
+  M ("Task",    "Record",          VD_AUTHORITY_WORKER_ONLY),
+  /* The agent's transcript holds guest output, like the command log. */
+  M ("Task",    "GetTranscript",   A ("read-reports")),
   R ("Report",  A ("read-reports")),
   M ("Report",  "GetJson",         A ("read-reports")),
   M ("Report",  "GetText",         A ("read-reports")),

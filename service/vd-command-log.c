@@ -62,6 +62,7 @@ struct _VdCommandEntry {
   guint64         stdout_size;
   guint64         stderr_size;
   gchar          *error;
+  gchar          *stderr_head;    /* the first bytes of an exec's stderr, or NULL */
 };
 
 struct _VdCommandLog {
@@ -116,6 +117,7 @@ vd_command_entry_unref (VdCommandEntry *entry)
   g_strfreev (entry->argv);
   g_free (entry->cwd);
   g_free (entry->error);
+  g_free (entry->stderr_head);
   g_free (entry);
 }
 
@@ -186,6 +188,8 @@ vd_command_entry_to_variant (VdCommandEntry *entry)
   g_variant_dict_insert (&d, "stdout-size", "t", entry->stdout_size);
   g_variant_dict_insert (&d, "stderr-size", "t", entry->stderr_size);
   g_variant_dict_insert (&d, "error", "s", entry->error);
+  if (entry->stderr_head != NULL)
+    g_variant_dict_insert (&d, "stderr-head", "s", entry->stderr_head);
   return g_variant_dict_end (&d);
 }
 
@@ -386,6 +390,23 @@ vd_command_log_update (VdCommandLog *self, VdCommandEntry *entry, VdCommandState
   g_free (entry->error);
   entry->error = utf8_prefix (error != NULL ? error : "", VIVARIUM_LOG_ERROR_BYTES_MAX);
   changed (self, entry);
+}
+
+/* Before the update that finishes the entry, so the line written has it.
+ * The guest's bytes: made valid UTF-8, capped; escaped wherever shown. */
+void
+vd_command_log_set_stderr_head (VdCommandLog *self, VdCommandEntry *entry, GBytes *err)
+{
+  gsize len = 0;
+  const gchar *data = err != NULL ? g_bytes_get_data (err, &len) : NULL;
+  g_autofree gchar *valid = NULL;
+
+  g_free (entry->stderr_head);
+  entry->stderr_head = NULL;
+  if (data == NULL || len == 0)
+    return;
+  valid = g_utf8_make_valid (data, (gssize) MIN (len, VD_COMMAND_STDERR_HEAD_MAX));
+  entry->stderr_head = utf8_prefix (valid, VD_COMMAND_STDERR_HEAD_MAX);
 }
 
 GVariant *

@@ -52,6 +52,12 @@ void            vd_command_log_update        (VdCommandLog        *self,
                                               guint64              stdout_size,
                                               guint64              stderr_size,
                                               const gchar         *error);
+/* The first VD_COMMAND_STDERR_HEAD_MAX bytes of an exec's stderr, for the
+ * report (why a command failed: ENOSPC, ...). */
+#define VD_COMMAND_STDERR_HEAD_MAX 512
+void            vd_command_log_set_stderr_head (VdCommandLog      *self,
+                                                VdCommandEntry    *entry,
+                                                GBytes            *err);
 /* Entries with seq >= @offset, at most @limit and under the reply budget;
  * @next is the seq to ask for next (== total when there is no more). */
 GVariant       *vd_command_log_get_page      (VdCommandLog        *self,

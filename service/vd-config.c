@@ -275,6 +275,16 @@ vd_config_get_accelerator (VdConfig *self)
   return get_choice (self, "Sessions", "Accelerator", known);
 }
 
+/* Whether Freeze boots the image once to save a boot snapshot. */
+gboolean
+vd_config_get_boot_snapshots (VdConfig *self)
+{
+  g_autoptr(GError) error = NULL;
+  gboolean value = g_key_file_get_boolean (self->merged, "Sessions", "BootSnapshots", &error);
+
+  return error != NULL ? TRUE : value;
+}
+
 gboolean
 vd_config_use_kvm (VdConfig *self)
 {

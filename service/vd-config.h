@@ -31,5 +31,6 @@ const gchar *vd_config_get_dns_relay           (VdConfig *self);
 guint        vd_config_get_agent_timeout_sec   (VdConfig *self);
 const gchar *vd_config_get_accelerator         (VdConfig *self);
 gboolean     vd_config_use_kvm                 (VdConfig *self);
+gboolean     vd_config_get_boot_snapshots      (VdConfig *self);
 
 G_END_DECLS

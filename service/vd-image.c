@@ -19,12 +19,19 @@
 #include "vd-image.h"
 #include "vd-log.h"
 
-/* The files a guest boots from; the digest covers exactly these. */
-static const gchar *boot_files[] = { "cmdline", "disk.qcow2", "initrd.img", "vmlinuz", NULL };
+/* The files a guest boots from; the digest covers exactly these, in name
+ * order. The boot snapshot (boot.json: what it was saved with; boot.qcow2:
+ * the disk as the saved guest left it, over disk.qcow2; boot.state: the
+ * saved machine) is there when Freeze took one. */
+static const gchar *boot_files[] = { "boot.json", "boot.qcow2", "boot.state", "cmdline", "disk.qcow2",
+                                     "initrd.img", "vmlinuz", NULL };
+static const gchar *snapshot_files[] = { "boot.json", "boot.qcow2", "boot.state", NULL };
 
 #define MANIFEST      "manifest.json"
 #define METADATA      "image.json"
 #define BUILD_LOG     "build.log"
+#define LINEAGE       "lineage.json"   /* a saved session's origin (SaveAsImage) */
+#define LINEAGE_SHOWN 200              /* commands the Lineage property lists */
 #define HASH_CHUNK    (1024 * 1024)
 
 struct _VdImage {
@@ -35,7 +42,9 @@ struct _VdImage {
   JsonObject         *manifest;   /* NULL until frozen */
   VivariumDBusImage  *skeleton;
   GPtrArray          *users;      /* session object paths */
-  gboolean            freezing;   /* a freeze thread owns the files */
+  gboolean            freezing;   /* a freeze (or its boot snapshot) owns the files */
+  gboolean            snapshotting; /* the boot snapshot is being taken */
+  JsonObject         *snapshot;   /* boot.json of a frozen image, or NULL */
 };
 
 G_DEFINE_TYPE (VdImage, vd_image, G_TYPE_OBJECT)
@@ -47,6 +56,7 @@ vd_image_finalize (GObject *object)
 
   g_clear_object (&self->skeleton);
   g_clear_pointer (&self->manifest, json_object_unref);
+  g_clear_pointer (&self->snapshot, json_object_unref);
   g_ptr_array_unref (self->users);
   g_free (self->name);
   g_free (self->dir);
@@ -88,6 +98,45 @@ read_json_object (const gchar *path, GError **error)
 
 static gchar   *json_text      (JsonObject *object);
 static gboolean recover_freeze (const gchar *dir, const gchar *name, GError **error);
+static gboolean remove_node    (const gchar *path, GError **error);
+
+/* An unfrozen image has no boot snapshot: files left by a freeze that
+ * never committed (a failure, a crash) go, so that a freeze is all or
+ * nothing for them too. */
+static gboolean
+remove_snapshot_files (const gchar *dir, GError **error)
+{
+  for (guint i = 0; snapshot_files[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (dir, snapshot_files[i], NULL);
+    g_autofree gchar *tmp = g_strconcat (path, ".tmp", NULL);
+
+    if (!remove_node (path, error) || !remove_node (tmp, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* A paused session saved as an image brings its memory as the boot
+ * snapshot from the start: that one is no leftover. */
+static gboolean
+saved_with_memory (const gchar *dir)
+{
+  g_autofree gchar *path = g_build_filename (dir, LINEAGE, NULL);
+  g_autoptr(JsonObject) lineage = g_file_test (path, G_FILE_TEST_EXISTS) ? read_json_object (path, NULL) : NULL;
+
+  return lineage != NULL && json_object_get_boolean_member_with_default (lineage, "memory", FALSE);
+}
+
+static void
+load_snapshot (VdImage *self)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, "boot.json", NULL);
+  g_autofree gchar *state = g_build_filename (self->dir, "boot.state", NULL);
+
+  g_clear_pointer (&self->snapshot, json_object_unref);
+  if (g_file_test (path, G_FILE_TEST_EXISTS) && g_file_test (state, G_FILE_TEST_EXISTS))
+    self->snapshot = read_json_object (path, NULL);
+}
 
 /* Atomic: a crash leaves the old file or the new one, never half of one. */
 static gboolean
@@ -158,6 +207,65 @@ dir_size (const gchar *dir)
   return total;
 }
 
+/* One escaped line per command: "exit STATUS: ARGV" (or its state). The
+ * argv is the guest's business, so it is escaped and capped here. */
+static gchar *
+command_line (JsonObject *entry)
+{
+  JsonArray *argv = json_object_get_array_member (entry, "argv");
+  g_autoptr(GString) line = g_string_new (NULL);
+  const gchar *state = json_object_get_string_member_with_default (entry, "state", "");
+  g_autofree gchar *capped = NULL;
+
+  if (g_strcmp0 (state, "finished") == 0)
+    g_string_append_printf (line, "exit %" G_GINT64_FORMAT ":", json_object_get_int_member_with_default (entry, "exit-status", -1));
+  else
+    g_string_append_printf (line, "%s:", state);
+  for (guint i = 0; argv != NULL && i < json_array_get_length (argv); i++) {
+    g_autofree gchar *item = g_strescape (json_array_get_string_element (argv, i), NULL);
+    g_string_append_printf (line, " %s", item);
+  }
+  capped = g_utf8_make_valid (line->str, MIN (line->len, 512));
+  return g_steal_pointer (&capped);
+}
+
+static void
+publish_lineage (VdImage *self)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, LINEAGE, NULL);
+  g_autoptr(JsonObject) lineage = g_file_test (path, G_FILE_TEST_EXISTS) ? read_json_object (path, NULL) : NULL;
+  GVariantBuilder b;
+  g_autoptr(GStrvBuilder) lines = g_strv_builder_new ();
+  g_auto(GStrv) shown = NULL;
+  JsonArray *commands;
+  guint n, first;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{sv}"));
+  if (lineage == NULL) {
+    vivarium_dbus_image_set_lineage (self->skeleton, g_variant_builder_end (&b));
+    return;
+  }
+  commands = json_object_get_array_member (lineage, "commands");
+  n = commands != NULL ? json_array_get_length (commands) : 0;
+  first = n > LINEAGE_SHOWN ? n - LINEAGE_SHOWN : 0;
+  for (guint i = first; i < n; i++) {
+    JsonNode *node = json_array_get_element (commands, i);
+    if (JSON_NODE_HOLDS_OBJECT (node)) {
+      g_autofree gchar *line = command_line (json_node_get_object (node));
+      g_strv_builder_add (lines, line);
+    }
+  }
+  shown = g_strv_builder_end (lines);
+  g_variant_builder_add (&b, "{sv}", "parent", g_variant_new_string (json_object_get_string_member_with_default (lineage, "parent", "")));
+  g_variant_builder_add (&b, "{sv}", "parent-digest", g_variant_new_string (json_object_get_string_member_with_default (lineage, "parent-digest", "")));
+  g_variant_builder_add (&b, "{sv}", "session", g_variant_new_string (json_object_get_string_member_with_default (lineage, "session", "")));
+  g_variant_builder_add (&b, "{sv}", "saved-at", g_variant_new_uint64 ((guint64) json_object_get_int_member_with_default (lineage, "saved-at", 0)));
+  g_variant_builder_add (&b, "{sv}", "memory", g_variant_new_boolean (json_object_get_boolean_member_with_default (lineage, "memory", FALSE)));
+  g_variant_builder_add (&b, "{sv}", "commands-total", g_variant_new_uint64 ((guint64) json_object_get_int_member_with_default (lineage, "commands-total", 0)));
+  g_variant_builder_add (&b, "{sv}", "commands", g_variant_new_strv ((const gchar * const *) shown, -1));
+  vivarium_dbus_image_set_lineage (self->skeleton, g_variant_builder_end (&b));
+}
+
 static void
 update_skeleton (VdImage *self, JsonObject *info, JsonObject *meta)
 {
@@ -173,6 +281,7 @@ update_skeleton (VdImage *self, JsonObject *info, JsonObject *meta)
     vivarium_dbus_image_set_format (s, json_object_get_string_member_with_default (info, "format", ""));
     vivarium_dbus_image_set_virtual_size (s, (guint64) json_object_get_int_member_with_default (info, "virtual-size", 0));
   }
+  publish_lineage (self);
   if (meta != NULL) {
     vivarium_dbus_image_set_recipe (s, json_object_get_string_member_with_default (meta, "recipe", ""));
     vivarium_dbus_image_set_created_at (s, (guint64) json_object_get_int_member_with_default (meta, "created-at", 0));
@@ -200,6 +309,9 @@ vd_image_load (const gchar *dir, GError **error)
     self->manifest = read_json_object (manifest, error);
     if (self->manifest == NULL)
       return NULL;
+    load_snapshot (self);
+  } else if (!saved_with_memory (dir) && !remove_snapshot_files (dir, error)) {
+    return NULL;
   }
   info = vd_image_query_disk (disk, error);
   if (info == NULL)
@@ -227,6 +339,48 @@ vd_image_get_file (VdImage *self, const gchar *name)
 {
   g_autofree gchar *path = g_build_filename (self->dir, name, NULL);
   return g_file_test (path, G_FILE_TEST_EXISTS) ? g_steal_pointer (&path) : NULL;
+}
+
+/* What the boot snapshot was saved with (memory-mib, cpus, device-set,
+ * accelerator, ...), or NULL when the image has none. Covered by the
+ * digest: a session start verifies it with the rest. */
+JsonObject *
+vd_image_get_boot_snapshot (VdImage *self)
+{
+  return self->snapshot;
+}
+
+/* Freeze's first half: the files are the snapshot's until the freeze
+ * commits or vd_image_snapshot_abort() removes what it left. */
+gboolean
+vd_image_snapshot_begin (VdImage *self, GError **error)
+{
+  if (self->manifest != NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The image “%s” is already frozen", self->name);
+    return FALSE;
+  }
+  if (self->freezing) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "The image “%s” is being frozen already", self->name);
+    return FALSE;
+  }
+  if (!remove_snapshot_files (self->dir, error))
+    return FALSE;
+  self->freezing = TRUE;
+  self->snapshotting = TRUE;
+  return TRUE;
+}
+
+void
+vd_image_snapshot_abort (VdImage *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!self->snapshotting)
+    return;
+  self->snapshotting = FALSE;
+  self->freezing = FALSE;
+  if (!remove_snapshot_files (self->dir, &error))
+    vd_log_image (G_LOG_LEVEL_WARNING, self->name, "image %s: %s", self->name, error->message);
 }
 
 gchar *
@@ -368,7 +522,7 @@ describe_boot_files (const gchar *dir, gboolean with_hash, gchar **digest, GCanc
 
 /* Besides the boot files, these are sealed too: they say where the image
  * came from. */
-static const gchar *sealed_extra[] = { METADATA, BUILD_LOG, NULL };
+static const gchar *sealed_extra[] = { METADATA, BUILD_LOG, LINEAGE, NULL };
 
 static gchar *
 json_text (JsonObject *object)
@@ -544,6 +698,32 @@ hash_build_log (const gchar *dir, GCancellable *c)
   return hash_file (path, c, NULL);
 }
 
+/* A saved session's origin, in the manifest itself: parent, its digest,
+ * the session, and the digest of the full record (lineage.json). */
+static gboolean
+add_lineage (JsonObject *m, const gchar *dir, GCancellable *c, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, LINEAGE, NULL);
+  g_autoptr(JsonObject) lineage = NULL;
+  g_autoptr(JsonObject) summary = json_object_new ();
+  g_autofree gchar *sha = NULL;
+  const gchar *keys[] = { "parent", "parent-digest", "session", NULL };
+
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    return TRUE;
+  lineage = read_json_object (path, error);
+  sha = lineage != NULL ? hash_file (path, c, error) : NULL;
+  if (sha == NULL)
+    return FALSE;
+  for (guint i = 0; keys[i] != NULL; i++)
+    json_object_set_string_member (summary, keys[i], json_object_get_string_member_with_default (lineage, keys[i], ""));
+  json_object_set_boolean_member (summary, "memory", json_object_get_boolean_member_with_default (lineage, "memory", FALSE));
+  json_object_set_int_member (summary, "commands-total", json_object_get_int_member_with_default (lineage, "commands-total", 0));
+  json_object_set_string_member (summary, "sha256", sha);
+  json_object_set_object_member (m, "lineage", g_steal_pointer (&summary));
+  return TRUE;
+}
+
 static JsonObject *
 build_manifest (VdImage *self, JsonObject *info, GCancellable *c, GError **error)
 {
@@ -568,6 +748,8 @@ build_manifest (VdImage *self, JsonObject *info, GCancellable *c, GError **error
   json_object_set_string_member (m, "recipe", meta != NULL ? json_object_get_string_member_with_default (meta, "recipe", "") : "");
   json_object_set_int_member (m, "created-at", meta != NULL ? json_object_get_int_member_with_default (meta, "created-at", 0) : 0);
   json_object_set_string_member (m, "build-log-sha256", log_sha != NULL ? log_sha : "");
+  if (!add_lineage (m, self->dir, c, error))
+    return NULL;
   json_object_set_int_member (m, "frozen-at", g_get_real_time ());
   json_object_set_array_member (m, "files", files);
   return g_steal_pointer (&m);
@@ -746,8 +928,11 @@ vd_image_freeze_async (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, g
                              "The image “%s” is already frozen", self->name);
     return;
   }
-  /* Two freezes at once would each undo the other's work. */
-  if (self->freezing) {
+  /* Two freezes at once would each undo the other's work. The one that
+   * took the boot snapshot goes on to seal it. */
+  if (self->snapshotting) {
+    self->snapshotting = FALSE;
+  } else if (self->freezing) {
     g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
                              "The image “%s” is being frozen already", self->name);
     return;
@@ -766,9 +951,14 @@ vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
   if (g_task_get_source_tag (G_TASK (res)) == vd_image_freeze_async)
     self->freezing = FALSE;
   manifest = g_task_propagate_pointer (G_TASK (res), error);
-  if (manifest == NULL)
+  if (manifest == NULL) {
+    g_autoptr(GError) local_error = NULL;
+    if (self->manifest == NULL && !self->freezing && !remove_snapshot_files (self->dir, &local_error))
+      vd_log_image (G_LOG_LEVEL_WARNING, self->name, "image %s: %s", self->name, local_error->message);
     return FALSE;
+  }
   self->manifest = manifest;
+  load_snapshot (self);
   update_skeleton (self, NULL, manifest);
   vd_log_image (G_LOG_LEVEL_INFO, self->name, "froze image %s: %s", self->name,
                 json_object_get_string_member (manifest, "digest"));

@@ -32,6 +32,7 @@
 #include "vd-selftest.h"
 #include "vd-session.h"
 #include "vd-session-pool.h"
+#include "vd-session-save.h"
 #include "vd-systemd.h"
 #include "vd-task-runner.h"
 #include "vd-worker-grants.h"
@@ -349,13 +350,75 @@ image_for_skeleton (VdManager *self, VivariumDBusImage *iface)
 }
 
 static void
+freeze_step_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  GError *error = NULL;
+
+  if (!vd_image_freeze_finish (VD_IMAGE (source), res, &error))
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+static void
+boot_snapshot_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdImage *image = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_session_pool_take_boot_snapshot_finish (VD_SESSION_POOL (source), res, &error)) {
+    vd_image_snapshot_abort (image);
+    g_prefix_error (&error, "Cannot freeze the image “%s”: the boot snapshot failed (nothing was changed; "
+                    "BootSnapshots=false in the configuration freezes without one): ", vd_image_get_name (image));
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  vd_image_freeze_async (image, NULL, freeze_step_done_cb, task);
+}
+
+/* With boot snapshots on, the image boots once before it is sealed, and
+ * the saved guest is sealed with it (see the XML); an image that already
+ * carries one (a paused session saved with its memory) is sealed as it is. */
+static void
+freeze_image_async (VdManager *self, VdImage *image, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (image, NULL, callback, user_data);
+  g_autofree gchar *state = vd_image_get_file (image, "boot.state");
+  g_autofree gchar *kernel = vd_image_get_file (image, "vmlinuz");
+  GError *error = NULL;
+
+  /* Only a direct-kernel-boot image (what the builder makes, guest agent
+   * included) is known to reach a guest agent; an imported disk may never
+   * answer, and boots cold. */
+  if (!vd_config_get_boot_snapshots (self->config) || vd_image_is_frozen (image) || state != NULL || kernel == NULL) {
+    vd_image_freeze_async (image, NULL, freeze_step_done_cb, task);
+    return;
+  }
+  if (!vd_image_snapshot_begin (image, &error)) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  vd_session_pool_take_boot_snapshot_async (self->pool, image, NULL, boot_snapshot_done_cb, task);
+}
+
+static gboolean
+freeze_image_finish (GAsyncResult *res, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (res), error);
+}
+
+static void
 freeze_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GDBusMethodInvocation) invocation = user_data;
-  VdImage *image = VD_IMAGE (source);
   GError *error = NULL;
 
-  if (!vd_image_freeze_finish (image, res, &error)) {
+  if (!freeze_image_finish (res, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
@@ -365,9 +428,9 @@ freeze_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static gboolean
 handle_image_freeze (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
 {
-  VdImage *image = image_for_skeleton (VD_MANAGER (user_data), iface);
+  VdManager *self = VD_MANAGER (user_data);
 
-  vd_image_freeze_async (image, NULL, freeze_done_cb, g_object_ref (invocation));
+  freeze_image_async (self, image_for_skeleton (self, iface), freeze_done_cb, g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -775,43 +838,64 @@ project_hold_free (gpointer data, GClosure *closure)
   g_free (hold);
 }
 
+/* The tree goes back to root in a thread (a long walk for a big tree), and
+ * only then is the project free for the next holder. */
+typedef struct {
+  VdManager *manager;
+  gchar     *project;
+} GiveBack;
+
+static void
+given_back_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GiveBack *gb = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error))
+    g_warning ("project %s: cannot take the tree back: %s", gb->project, error->message);
+  if (gb->manager->projects != NULL)
+    vd_project_store_release (gb->manager->projects, gb->project);
+  g_object_unref (gb->manager);
+  g_free (gb->project);
+  g_free (gb);
+}
+
+static void
+give_back_project (VdManager *self, const gchar *name)
+{
+  VdProject *project = self->projects != NULL ? vd_project_store_lookup (self->projects, name, NULL) : NULL;
+  GiveBack *gb;
+
+  if (project == NULL) {
+    if (self->projects != NULL)
+      vd_project_store_release (self->projects, name);
+    return;
+  }
+  gb = g_new0 (GiveBack, 1);
+  gb->manager = g_object_ref (self);
+  gb->project = g_strdup (name);
+  vd_project_revoke_async (project, given_back_cb, gb);
+}
+
 static void
 session_ended_release_cb (VdSession *session, gpointer user_data)
 {
   ProjectHold *hold = user_data;
-  VdProject *project;
-  g_autoptr(GError) error = NULL;
 
-  if (hold->manager->projects == NULL)
-    return;
-  project = vd_project_store_lookup (hold->manager->projects, hold->project, NULL);
-  if (project != NULL && !vd_project_revoke (project, &error))
-    g_warning ("project %s: cannot take the tree back from session %s: %s", hold->project,
-               vd_session_get_id (session), error->message);
-  vd_project_store_release (hold->manager->projects, hold->project);
+  if (hold->manager->projects != NULL)
+    give_back_project (hold->manager, hold->project);
   g_signal_handlers_disconnect_by_data (session, hold);
 }
 
-/* Takes the project for @session (Busy when someone holds it), gives its
- * tree to the session's uid, and gives both back when the session ends. */
-static gboolean
-hold_project (VdManager *self, VdSession *session, const gchar *name, const gchar *holder, GError **error)
+/* Once the tree is the session's uid's: gives both back when it ends. */
+static void
+hold_project (VdManager *self, VdSession *session, const gchar *name)
 {
-  VdProject *project = vd_project_store_lookup (self->projects, name, error);
-  ProjectHold *hold;
+  ProjectHold *hold = g_new0 (ProjectHold, 1);
 
-  if (project == NULL || !vd_project_store_acquire (self->projects, name, holder, error))
-    return FALSE;
-  if (!vd_project_grant (project, vd_session_get_uid (session), error)) {
-    vd_project_revoke (project, NULL);
-    vd_project_store_release (self->projects, name);
-    return FALSE;
-  }
-  hold = g_new0 (ProjectHold, 1);
   hold->manager = self;
   hold->project = g_strdup (name);
   g_signal_connect_data (session, "ended", G_CALLBACK (session_ended_release_cb), hold, project_hold_free, 0);
-  return TRUE;
 }
 
 typedef struct {
@@ -833,6 +917,51 @@ session_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   vivarium_dbus_manager_complete_start_session (self->skeleton, invocation, vd_session_get_object_path (session));
+}
+
+/* The project is held for @session: its tree becomes the session's uid's
+ * (in a thread), then the session starts and StartSession returns. */
+typedef struct {
+  VdManager             *manager;
+  GDBusMethodInvocation *invocation;
+  VdSession             *session;
+  gchar                 *project;
+} GrantData;
+
+static void
+session_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GrantData *g = user_data;
+  GError *error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
+    vd_session_stop_async (g->session, NULL, NULL);
+    give_back_project (g->manager, g->project);
+    g_dbus_method_invocation_take_error (g->invocation, error);
+  } else {
+    StartData *data = g_new0 (StartData, 1);
+    hold_project (g->manager, g->session, g->project);
+    data->manager = g->manager;
+    data->invocation = g_object_ref (g->invocation);
+    vd_session_start_async (g->session, NULL, session_started_cb, data);
+  }
+  g_object_unref (g->invocation);
+  g_object_unref (g->session);
+  g_free (g->project);
+  g_free (g);
+}
+
+static void
+grant_project (VdManager *self, GDBusMethodInvocation *invocation, VdSession *session, const gchar *name)
+{
+  GrantData *g = g_new0 (GrantData, 1);
+
+  g->manager = self;
+  g->invocation = g_object_ref (invocation);
+  g->session = g_object_ref (session);
+  g->project = g_strdup (name);
+  vd_project_grant_async (vd_project_store_lookup (self->projects, name, NULL), vd_session_get_uid (session),
+                          session_granted_cb, g);
 }
 
 static gboolean
@@ -867,9 +996,12 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
                                     &error);
   if (session != NULL && project_dir != NULL) {
     g_autofree gchar *holder = g_strdup_printf ("session %s", vd_session_get_id (session));
-    if (!hold_project (self, session, project, holder, &error)) {
+    if (!vd_project_store_acquire (self->projects, project, holder, &error)) {
       vd_session_stop_async (session, NULL, NULL);
       g_clear_object (&session);
+    } else {
+      grant_project (self, invocation, session, project);
+      return G_DBUS_METHOD_INVOCATION_HANDLED;
     }
   }
   if (session == NULL) {
@@ -883,10 +1015,124 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* --- Session.SaveAsImage ---------------------------------------------- */
+
+typedef struct {
+  VdManager *manager;
+  VdJob     *job;
+  gchar     *name;
+} SaveJob;
+
+static void
+save_job_free (SaveJob *d)
+{
+  g_hash_table_remove (d->manager->pending, d->name);
+  g_clear_object (&d->job);
+  g_free (d->name);
+  g_free (d);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (SaveJob, save_job_free)
+
+/* A saved image that could not be frozen goes again: SaveAsImage makes a
+ * frozen image or none. */
+static void
+drop_image (VdManager *self, VdImage *image)
+{
+  g_autofree gchar *path = g_strdup (vd_image_get_object_path (image));
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_image_delete (image, &error))
+    g_warning ("cannot remove the unfrozen saved image %s: %s", vd_image_get_name (image), error->message);
+  vd_exported_remove (self->exported, path);
+  g_hash_table_remove (self->images, vd_image_get_name (image));
+  vivarium_dbus_manager_emit_image_removed (self->skeleton, path);
+}
+
+static void
+saved_image_frozen_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(SaveJob) d = user_data;
+  VdImage *image = VD_IMAGE (source);
+  g_autoptr(GError) error = NULL;
+
+  if (!freeze_image_finish (res, &error)) {
+    vd_job_fail (d->job, error);
+    drop_image (d->manager, image);
+    return;
+  }
+  vd_log_image (G_LOG_LEVEL_INFO, d->name, "saved a session as the image %s", d->name);
+  vd_job_succeed (d->job, vd_image_get_object_path (image));
+}
+
+static void
+session_saved_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(SaveJob) d = user_data;
+  VdManager *self = d->manager;
+  g_autofree gchar *dir = NULL;
+  g_autoptr(VdImage) image = NULL;
+  g_autoptr(GError) error = NULL;
+
+  dir = vd_session_save_as_image_finish (res, &error);
+  if (dir != NULL)
+    image = vd_image_load (dir, &error);
+  if (image == NULL || !add_image (self, image, TRUE, &error)) {
+    if (dir != NULL && image == NULL)
+      vd_fs_rm_rf (dir, NULL);
+    vd_job_fail (d->job, error);
+    return;
+  }
+  vd_job_progress (d->job, 80, "Freezing the new image");
+  freeze_image_async (self, image, saved_image_frozen_cb, g_steal_pointer (&d));
+}
+
+static gboolean
+handle_session_save_as_image (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar *name,
+                              gpointer user_data)
+{
+  VdSession *session = VD_SESSION (user_data);
+  VdManager *self = g_object_get_data (G_OBJECT (session), "vd-manager");
+  g_autoptr(VdJob) job = NULL;
+  SaveJob *d;
+  GError *error = NULL;
+  VivariumSessionState state = vd_session_get_session_state (session);
+
+  if (!check_new_image_name (self, name, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (state != VIVARIUM_SESSION_STATE_RUNNING && state != VIVARIUM_SESSION_STATE_PAUSED) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                                           "The session %s is %s, not running or paused",
+                                           vd_session_get_id (session), vd_session_get_state (session));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  job = new_job (self, "save-session", FALSE, &error);
+  if (job == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  d = g_new0 (SaveJob, 1);
+  d->manager = self;
+  d->job = g_object_ref (job);
+  d->name = g_strdup (name);
+  g_hash_table_add (self->pending, g_strdup (name));
+  vd_log_session (G_LOG_LEVEL_INFO, vd_session_get_id (session), "saving session %s as the image %s (job %s)",
+                  vd_session_get_id (session), name, vd_job_get_id (job));
+  vd_session_save_as_image_async (session, self->config, job, name, session_saved_cb, d);
+  vivarium_dbus_session_complete_save_as_image (iface, invocation, vd_job_get_object_path (job));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 static void
 session_added_cb (VdSessionPool *pool, VdSession *session, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
+
+  g_object_set_data (G_OBJECT (session), "vd-manager", self);
+  g_signal_connect_object (vd_session_get_skeleton (session), "handle-save-as-image",
+                           G_CALLBACK (handle_session_save_as_image), session, 0);
 
   vivarium_dbus_manager_emit_session_added (self->skeleton, vd_session_get_object_path (session));
 }
@@ -1166,6 +1412,8 @@ sweep_units (VdManager *self, const gchar *pattern)
     g_warning ("sweep: stopping leftover unit %s", units[i]);
     if (!vd_systemd_stop_unit_sync (self->systemd, units[i], 30000, &stop_error))
       g_warning ("sweep: cannot stop %s: %s", units[i], stop_error->message);
+    /* A worker unit that failed stays loaded until reset (vd-worker.c). */
+    vd_systemd_reset_failed_unit (self->systemd, units[i]);
   }
 }
 

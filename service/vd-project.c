@@ -917,3 +917,54 @@ vd_project_commit_finish (VdProject *self, GAsyncResult *result, gchar **commit_
     *changes = g_steal_pointer (&d->changes);
   return TRUE;
 }
+
+/* ---- grant and revoke in a thread -------------------------------------- */
+
+/* The chown walks the whole tree (bounded by the quota and the depth
+ * limit): a worker's thousands of files must not stall the bus. */
+static void
+owner_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  uid_t uid = (uid_t) GPOINTER_TO_UINT (data);
+  GError *error = NULL;
+  gboolean ok = uid == 0 ? vd_project_revoke (VD_PROJECT (source), &error)
+                         : vd_project_grant (VD_PROJECT (source), uid, &error);
+
+  if (ok)
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+static void
+owner_async (VdProject *self, uid_t uid, gpointer tag, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, NULL, callback, user_data);
+
+  g_task_set_source_tag (task, tag);
+  g_task_set_task_data (task, GUINT_TO_POINTER ((guint) uid), NULL);
+  g_task_run_in_thread (task, owner_thread);
+}
+
+void
+vd_project_grant_async (VdProject *self, uid_t uid, GAsyncReadyCallback callback, gpointer user_data)
+{
+  if (uid == 0) {
+    g_task_report_new_error (self, callback, user_data, vd_project_grant_async, VIVARIUM_ERROR,
+                             VIVARIUM_ERROR_INVALID_ARGUMENT, "A project is granted to a session's uid, never to root");
+    return;
+  }
+  owner_async (self, uid, vd_project_grant_async, callback, user_data);
+}
+
+void
+vd_project_revoke_async (VdProject *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  owner_async (self, 0, vd_project_revoke_async, callback, user_data);
+}
+
+gboolean
+vd_project_owner_finish (VdProject *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}

@@ -104,6 +104,18 @@ gboolean     vd_project_grant           (VdProject *self,
                                          GError   **error);
 gboolean     vd_project_revoke          (VdProject *self,
                                          GError   **error);
+/* The same, in a thread (the walk is long for a big tree); both end in
+ * vd_project_owner_finish(). */
+void         vd_project_grant_async     (VdProject           *self,
+                                         uid_t                uid,
+                                         GAsyncReadyCallback  callback,
+                                         gpointer             user_data);
+void         vd_project_revoke_async    (VdProject           *self,
+                                         GAsyncReadyCallback  callback,
+                                         gpointer             user_data);
+gboolean     vd_project_owner_finish    (VdProject           *self,
+                                         GAsyncResult        *result,
+                                         GError             **error);
 
 /* The task runner's calls.
  *

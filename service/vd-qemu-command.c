@@ -91,6 +91,16 @@ vd_qemu_command_build (const VdQemuCommand *cmd)
   if (cmd->project_dir != NULL)
     take (b, "-virtfs", g_strdup_printf ("local,path=%s,mount_tag=project,security_model=none,id=project0%s",
                                          cmd->project_dir, cmd->project_readonly ? ",readonly=on" : ""));
+  /* A fresh generation id per session: Linux reseeds its random pool when
+   * it changes, which is what makes two guests restored from one saved
+   * state differ. */
+  if (cmd->vmgenid != NULL)
+    take (b, "-device", g_strdup_printf ("vmgenid,guid=%s", cmd->vmgenid));
   take (b, "-qmp", g_strdup_printf ("unix:%s,server=on,wait=off", qmp));
+  /* The state comes later over QMP (migrate-incoming with a descriptor the
+   * daemon passes): QEMU never opens the saved state by name, and never
+   * needs to spawn anything for it. */
+  if (cmd->incoming)
+    add (b, "-incoming", "defer");
   return g_strv_builder_end (b);
 }

@@ -19,7 +19,14 @@ typedef struct {
   guint        memory_mib;
   guint        cpus;
   gboolean     kvm;
+  const gchar *vmgenid;        /* the guest's generation id (a UUID), or NULL */
+  gboolean     incoming;       /* wait for a saved state (-incoming defer) */
 } VdQemuCommand;
+
+/* Names the device list vd_qemu_command_build() produces when a share and
+ * a vmgenid are present. A boot snapshot records it: a saved state restores
+ * only into the same devices, so a change to the list must change this. */
+#define VD_QEMU_COMMAND_DEVICE_SET "q35+vga+virtio-blk+virtio-serial+qga+virtio-net+9p:project+vmgenid/1"
 
 GStrv  vd_qemu_command_build        (const VdQemuCommand *cmd);
 gchar *vd_qemu_command_qmp_socket   (const gchar *runtime_dir);

@@ -3,6 +3,8 @@
 
 #include "config.h"
 
+#include <gio/gunixfdmessage.h>
+
 #include "vivarium-error.h"
 #include "vd-deadline.h"
 #include "vd-json-stream.h"
@@ -11,6 +13,7 @@
 struct _VdQmpClient {
   GObject       parent_instance;
   VdJsonStream *stream;
+  GIOStream    *io;             /* for passing descriptors (getfd) */
   GHashTable   *calls;          /* id → GTask, in flight */
   GTask        *handshake;      /* waiting for the greeting, or NULL */
   guint64       next_id;
@@ -335,6 +338,35 @@ vd_qmp_client_set_max_response_size (VdQmpClient *self, gsize max_size)
   vd_json_stream_set_max_message_size (self->stream, max_size);
 }
 
+/* Passing a descriptor -------------------------------------------------- */
+
+/* QEMU keeps the descriptors that arrive with any bytes on the monitor
+ * socket until a "getfd" names them; one space (which the JSON parser
+ * skips) carries it. The caller sends this only while no command is being
+ * written, so the space never lands inside another message. */
+gboolean
+vd_qmp_client_send_fd (VdQmpClient *self, int fd, GError **error)
+{
+  g_autoptr(GSocketControlMessage) msg = NULL;
+  GOutputVector vec = { " ", 1 };
+  GSocket *socket;
+
+  g_return_val_if_fail (VD_IS_QMP_CLIENT (self), FALSE);
+  if (self->closed || !G_IS_SOCKET_CONNECTION (self->io)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The QMP connection cannot pass a descriptor");
+    return FALSE;
+  }
+  socket = g_socket_connection_get_socket (G_SOCKET_CONNECTION (self->io));
+  msg = g_unix_fd_message_new ();
+  if (!g_unix_fd_message_append_fd (G_UNIX_FD_MESSAGE (msg), fd, error) ||
+      g_socket_send_message (socket, NULL, &vec, 1, &msg, 1, G_SOCKET_MSG_NONE, NULL, error) != 1) {
+    g_prefix_error (error, "Cannot pass a descriptor to QEMU: ");
+    vivarium_error_convert (error);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Executing ------------------------------------------------------------- */
 
 static void
@@ -554,6 +586,7 @@ vd_qmp_client_finalize (GObject *object)
   g_clear_object (&self->handshake);
   g_hash_table_unref (self->calls);
   g_clear_object (&self->stream);
+  g_clear_object (&self->io);
   G_OBJECT_CLASS (vd_qmp_client_parent_class)->finalize (object);
 }
 
@@ -594,6 +627,7 @@ vd_qmp_client_new_for_stream (GIOStream *stream)
   g_return_val_if_fail (G_IS_IO_STREAM (stream), NULL);
 
   self = g_object_new (VD_TYPE_QMP_CLIENT, NULL);
+  self->io = g_object_ref (stream);
   self->stream = vd_json_stream_new (stream, VD_QMP_CLIENT_DEFAULT_MAX_RESPONSE);
   /* The stream only holds a borrowed pointer to us: dispose closes it,
    * which drops the callbacks, before we go away. */

@@ -42,6 +42,10 @@ void         vd_qmp_client_execute_async           (VdQmpClient         *self,
 JsonNode    *vd_qmp_client_execute_finish          (VdQmpClient         *self,
                                                     GAsyncResult        *result,
                                                     GError             **error);
+/* Hands @fd (the caller keeps its copy) to QEMU for a following "getfd". */
+gboolean     vd_qmp_client_send_fd                 (VdQmpClient         *self,
+                                                    int                  fd,
+                                                    GError             **error);
 void         vd_qmp_client_close                   (VdQmpClient         *self);
 gboolean     vd_qmp_client_is_closed               (VdQmpClient         *self);
 

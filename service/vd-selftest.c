@@ -608,6 +608,9 @@ phase_evidence (VdSelfTest *self, guint64 packets, guint64 bytes, gboolean count
   }
   json_object_set_int_member (ev, "session-uid", vd_session_get_uid (self->session));
   json_object_set_string_member (ev, "unit", vd_session_get_unit (self->session));
+  /* The guard is per QEMU process, restored or booted: the matrix says
+   * which kind of guest each configuration's probes ran in. */
+  json_object_set_string_member (ev, "start-mode", vd_session_get_start_mode (self->session));
   if (counters && self->counters_before) {
     json_object_set_int_member (ev, "nft-dropped-packets-delta", (gint64) (packets - self->packets_before));
     json_object_set_int_member (ev, "nft-dropped-bytes-delta", (gint64) (bytes - self->bytes_before));
@@ -641,6 +644,8 @@ add_row (VdSelfTest *self, const Probe *probe, const gchar *transport, JsonObjec
   outcome = judge (self, probe, transport, expected, observed);
   json_object_set_string_member (row, "probe", probe->name);
   json_object_set_string_member (row, "configuration", current (self)->name);
+  if (self->session != NULL)
+    json_object_set_string_member (row, "start-mode", vd_session_get_start_mode (self->session));
   json_object_set_string_member (row, "transport", transport);
   json_object_set_string_member (row, "address", probe->guest_address);
   json_object_set_string_member (row, "expected", expected);
@@ -702,6 +707,7 @@ record_phase (VdSelfTest *self)
   if (self->session != NULL) {
     json_object_set_string_member (obj, "session", vd_session_get_id (self->session));
     json_object_set_int_member (obj, "session-uid", vd_session_get_uid (self->session));
+    json_object_set_string_member (obj, "start-mode", vd_session_get_start_mode (self->session));
   }
   if (self->phase_error != NULL)
     json_object_set_string_member (obj, "error", self->phase_error);

@@ -146,7 +146,11 @@ session_ended_cb (VdSession *session, gpointer user_data)
     vd_idle_uninhibit (self->idle, GPOINTER_TO_UINT (token));
   f->pool = g_object_ref (self);
   f->session = g_object_ref (session);
-  g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, FORGET_AFTER_SEC, forget_session_cb, f, forget_data_free);
+  /* Freeze's scratch boot is the daemon's own business: it leaves the list
+   * as soon as it has ended, so that callers only ever see their sessions
+   * linger. */
+  g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, vd_session_get_options (session)->boot_snapshot ? 0 : FORGET_AFTER_SEC,
+                              forget_session_cb, f, forget_data_free);
 }
 
 static gboolean
@@ -321,4 +325,100 @@ VdSession *
 vd_session_pool_start_scratch_finish (VdSessionPool *self, GAsyncResult *result, GError **error)
 {
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* --- Freeze's boot snapshot ------------------------------------------- */
+
+typedef struct {
+  VdSession *session;
+  gchar     *image_dir;
+  GError    *error;
+} SnapshotData;
+
+static void
+snapshot_data_free (SnapshotData *data)
+{
+  g_clear_object (&data->session);
+  g_free (data->image_dir);
+  g_clear_error (&data->error);
+  g_free (data);
+}
+
+static void
+snapshot_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  SnapshotData *data = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_session_stop_finish (VD_SESSION (source), res, &error))
+    g_debug ("stopping the scratch session: %s", error->message);
+  if (data->error != NULL) {
+    g_task_return_error (task, g_steal_pointer (&data->error));
+    return;
+  }
+  g_task_return_boolean (task, TRUE);
+}
+
+/* Saved or not, the scratch guest goes before the freeze goes on. */
+static void
+snapshot_saved_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  SnapshotData *data = g_task_get_task_data (task);
+
+  vd_session_save_boot_snapshot_finish (VD_SESSION (source), res, &data->error);
+  vd_session_stop_async (data->session, snapshot_stopped_cb, task);
+}
+
+static void
+snapshot_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSessionPool *self = g_task_get_source_object (task);
+  SnapshotData *data = g_task_get_task_data (task);
+  GError *error = NULL;
+
+  if (!vd_session_pool_start_finish (self, VD_SESSION (source), res, &error)) {
+    g_prefix_error (&error, "The scratch guest did not boot: ");
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  vd_session_save_boot_snapshot_async (data->session, data->image_dir, g_task_get_cancellable (task),
+                                       snapshot_saved_cb, task);
+}
+
+/* Boots the (not yet frozen) image once with the options a default session
+ * has, both guard layers in force, and saves it into the image directory
+ * (see VdSessionOptions.boot_snapshot). */
+void
+vd_session_pool_take_boot_snapshot_async (VdSessionPool *self, VdImage *image, GCancellable *cancellable,
+                                          GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  SnapshotData *data = g_new0 (SnapshotData, 1);
+  VdSessionOptions opts = { 0 };
+  GError *error = NULL;
+
+  g_task_set_task_data (task, data, (GDestroyNotify) snapshot_data_free);
+  opts.memory_mib = vd_config_get_default_memory_mib (self->config);
+  opts.cpus = vd_config_get_default_cpus (self->config);
+  opts.guard_layer1 = TRUE;
+  opts.guard_layer2 = TRUE;
+  opts.boot_snapshot = TRUE;
+  data->image_dir = g_strdup (vd_image_get_dir (image));
+  data->session = vd_session_pool_create (self, image, &opts, 0, NULL, NULL, &error);
+  if (data->session == NULL) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  vd_session_start_async (data->session, cancellable, snapshot_started_cb, task);
+}
+
+gboolean
+vd_session_pool_take_boot_snapshot_finish (VdSessionPool *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
 }

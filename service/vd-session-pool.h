@@ -66,4 +66,13 @@ VdSession   *vd_session_pool_start_scratch_finish (VdSessionPool *self,
                                                    GAsyncResult  *result,
                                                    GError       **error);
 
+void         vd_session_pool_take_boot_snapshot_async  (VdSessionPool      *self,
+                                                        VdImage            *image,
+                                                        GCancellable       *cancellable,
+                                                        GAsyncReadyCallback callback,
+                                                        gpointer            user_data);
+gboolean     vd_session_pool_take_boot_snapshot_finish (VdSessionPool *self,
+                                                        GAsyncResult  *result,
+                                                        GError       **error);
+
 G_END_DECLS

@@ -23,6 +23,7 @@
 #include "vd-qemu-command.h"
 #include "vd-qmp-client.h"
 #include "vd-session.h"
+#include "vd-session-snapshot.h"
 
 #define QMP_TIMEOUT_MS        10000
 #define SOCKET_WAIT_MS        15000
@@ -54,6 +55,11 @@ struct _VdSession {
   gchar                *overlay;
   gchar                *project_dir;
   gchar                *resolv_conf;   /* the DNS relay's, or NULL */
+  gchar                *share_dir;     /* the empty share a snapshot's device set needs, or NULL */
+  gchar                *vmgenid;       /* this guest's generation id */
+  gboolean              restored;      /* started from the image's boot snapshot */
+  gboolean              kvm;
+  gboolean              pause_requested; /* the STOP that follows is the caller's Pause() */
   guint32               uid;
   VdQmpClient          *qmp;
   VdAgentClient        *agent;
@@ -97,6 +103,8 @@ vd_session_finalize (GObject *object)
   g_free (self->overlay);
   g_free (self->project_dir);
   g_free (self->resolv_conf);
+  g_free (self->share_dir);
+  g_free (self->vmgenid);
   G_OBJECT_CLASS (vd_session_parent_class)->finalize (object);
 }
 
@@ -121,6 +129,7 @@ vd_session_init (VdSession *self)
   self->state = VIVARIUM_SESSION_STATE_STARTING;
   self->reapers = g_cancellable_new ();
   self->timings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->vmgenid = g_uuid_string_random ();
 }
 
 const gchar *vd_session_get_id (VdSession *self) { return self->id; }
@@ -218,6 +227,7 @@ static gboolean handle_write_file (VivariumDBusSession *, GDBusMethodInvocation 
 static gboolean handle_screenshot (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
 static gboolean handle_get_command_log (VivariumDBusSession *, GDBusMethodInvocation *, guint64, guint, gpointer);
 static gboolean handle_resume (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_pause (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
 static gboolean handle_stop (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
 static void log_changed_cb (VdCommandLog *, GVariant *, gpointer);
 
@@ -267,6 +277,7 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   vivarium_dbus_session_set_uid (s, uid);
   vivarium_dbus_session_set_unit (s, self->unit);
   vivarium_dbus_session_set_accelerator (s, "");
+  vivarium_dbus_session_set_start_mode (s, "");
   vivarium_dbus_session_set_leftovers (s, none);
   g_signal_connect (s, "handle-exec", G_CALLBACK (handle_exec), self);
   g_signal_connect (s, "handle-read-file", G_CALLBACK (handle_read_file), self);
@@ -274,6 +285,7 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   g_signal_connect (s, "handle-screenshot", G_CALLBACK (handle_screenshot), self);
   g_signal_connect (s, "handle-get-command-log", G_CALLBACK (handle_get_command_log), self);
   g_signal_connect (s, "handle-resume", G_CALLBACK (handle_resume), self);
+  g_signal_connect (s, "handle-pause", G_CALLBACK (handle_pause), self);
   g_signal_connect (s, "handle-stop", G_CALLBACK (handle_stop), self);
   return self;
 }
@@ -372,11 +384,13 @@ qemu_argv (VdSession *self, gboolean kvm)
     .initrd = initrd,
     .cmdline = cmdline,
     .runtime_dir = self->runtime_dir,
-    .project_dir = self->project_dir,
-    .project_readonly = self->options.project_readonly,
+    .project_dir = self->project_dir != NULL ? self->project_dir : self->share_dir,
+    .project_readonly = self->options.project_readonly || self->project_dir == NULL,
     .memory_mib = self->options.memory_mib,
     .cpus = self->options.cpus,
     .kvm = kvm,
+    .vmgenid = self->vmgenid,
+    .incoming = self->restored,
   };
   return vd_qemu_command_build (&cmd);
 }
@@ -561,12 +575,13 @@ qmp_guest_stopped_cb (VdQmpClient *qmp, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
 
-  /* Only the daemon holds the QMP socket and it never sends "stop": a STOP
-   * is QEMU's own doing. */
+  /* Only the daemon holds the QMP socket, and it sends "stop" only for
+   * Pause() and a save: any other STOP is QEMU's own doing. */
   if (self->state != VIVARIUM_SESSION_STATE_RUNNING)
     return;
   set_state_with_reason (self, VIVARIUM_SESSION_STATE_PAUSED,
-                         self->io_error != NULL ? self->io_error : "QEMU stopped the guest");
+                         self->io_error != NULL ? self->io_error :
+                         self->pause_requested ? "paused by Pause()" : "QEMU stopped the guest");
 }
 
 static void
@@ -575,6 +590,7 @@ qmp_guest_resumed_cb (VdQmpClient *qmp, gpointer user_data)
   VdSession *self = VD_SESSION (user_data);
 
   g_clear_pointer (&self->io_error, g_free);
+  self->pause_requested = FALSE;
   if (self->state == VIVARIUM_SESSION_STATE_PAUSED)
     set_state (self, VIVARIUM_SESSION_STATE_RUNNING);
 }
@@ -611,6 +627,62 @@ start_failed (GTask *task, GError *error)
   teardown_async (self, TRUE, error->message, start_teardown_done_cb, task);
 }
 
+static void agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+
+/* The caller sees the session only now: a restored guest has its own
+ * random pool, clock and machine id by this point. */
+static void
+start_done (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+
+  vivarium_dbus_session_set_start_mode (self->skeleton, self->restored ? "restored" : "cold");
+  set_state (self, VIVARIUM_SESSION_STATE_RUNNING);
+  g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+static void
+reseeded_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_session_snapshot_reseed_finish (res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "reseed");
+  start_done (task);
+}
+
+static void
+wait_agent (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  g_autofree gchar *socket = vd_qemu_command_agent_socket (self->runtime_dir);
+
+  vd_agent_client_wait_ready_async (socket, vd_config_get_agent_timeout_sec (self->config) * 1000,
+                                    g_task_get_cancellable (task), agent_ready_cb, task);
+}
+
+static void
+restored_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_session_snapshot_restore_finish (res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "restore");
+  step_begin (self);
+  wait_agent (task);
+}
+
 static void
 agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -624,9 +696,16 @@ agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   step_end (self, "agent-ready");
-  set_state (self, VIVARIUM_SESSION_STATE_RUNNING);
-  g_task_return_boolean (task, TRUE);
-  g_object_unref (task);
+  if (self->restored) {
+    step_begin (self);
+    /* An older boot.json without the answer: renew, to be sure. */
+    vd_session_snapshot_reseed_async (self->agent, self->project_dir != NULL,
+                                      json_object_get_boolean_member_with_default (vd_image_get_boot_snapshot (self->image),
+                                                                                   "machine-id", TRUE),
+                                      g_task_get_cancellable (task), reseeded_cb, task);
+    return;
+  }
+  start_done (task);
 }
 
 static void
@@ -635,7 +714,6 @@ query_kvm_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
   g_autoptr(JsonNode) reply = NULL;
-  g_autofree gchar *socket = vd_qemu_command_agent_socket (self->runtime_dir);
   GError *error = NULL;
   gboolean kvm = FALSE;
 
@@ -647,8 +725,14 @@ query_kvm_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (JSON_NODE_HOLDS_OBJECT (reply))
     kvm = json_object_get_boolean_member_with_default (json_node_get_object (reply), "enabled", FALSE);
   vivarium_dbus_session_set_accelerator (self->skeleton, kvm ? "kvm" : "tcg");
-  vd_agent_client_wait_ready_async (socket, vd_config_get_agent_timeout_sec (self->config) * 1000,
-                                    g_task_get_cancellable (task), agent_ready_cb, task);
+  if (self->restored) {
+    g_autofree gchar *state = g_build_filename (vd_image_get_dir (self->image), VD_BOOT_SNAPSHOT_STATE, NULL);
+
+    step_begin (self);
+    vd_session_snapshot_restore_async (self->qmp, state, g_task_get_cancellable (task), restored_cb, task);
+    return;
+  }
+  wait_agent (task);
 }
 
 static void try_connect_qmp (GTask *task);
@@ -763,26 +847,46 @@ overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
                                     NULL, g_task_get_cancellable (task), unit_started_cb, task);
 }
 
-static void
-image_verified_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+/* A saved state restores only into the machine it was saved from: same
+ * memory, cpus, devices and accelerator. Anything else boots cold. */
+static gboolean
+snapshot_matches (VdSession *self)
 {
-  GTask *task = G_TASK (user_data);
+  JsonObject *snap = vd_image_get_boot_snapshot (self->image);
+
+  if (snap == NULL || self->options.boot_snapshot)
+    return FALSE;
+  return json_object_get_int_member_with_default (snap, "memory-mib", 0) == self->options.memory_mib &&
+         json_object_get_int_member_with_default (snap, "cpus", 0) == self->options.cpus &&
+         g_strcmp0 (json_object_get_string_member_with_default (snap, "device-set", ""), VD_QEMU_COMMAND_DEVICE_SET) == 0 &&
+         json_object_get_boolean_member_with_default (snap, "kvm", FALSE) == self->kvm;
+}
+
+/* The snapshot's device set has the share device; without a project it
+ * points at an empty read-only directory the guest never mounts. */
+static gboolean
+prepare_share (VdSession *self, GError **error)
+{
+  if (self->project_dir != NULL || (!self->restored && !self->options.boot_snapshot))
+    return TRUE;
+  self->share_dir = g_build_filename (self->state_dir, "share", NULL);
+  return vd_fs_mkdir (self->share_dir, 0555, 0, 0, error);
+}
+
+static void
+create_overlay (GTask *task)
+{
   VdSession *self = g_task_get_source_object (task);
   g_autofree gchar *base = NULL;
   g_autoptr(GSubprocess) proc = NULL;
   GError *error = NULL;
 
-  if (!vd_image_verify_finish (self->image, res, &error)) {
+  self->restored = snapshot_matches (self);
+  if (!prepare_dirs (self, &error) || !prepare_share (self, &error)) {
     start_failed (task, error);
     return;
   }
-  step_end (self, "image-check");
-  step_begin (self);
-  if (!prepare_dirs (self, &error)) {
-    start_failed (task, error);
-    return;
-  }
-  base = g_build_filename (vd_image_get_dir (self->image), "disk.qcow2", NULL);
+  base = g_build_filename (vd_image_get_dir (self->image), self->restored ? VD_BOOT_SNAPSHOT_DISK : "disk.qcow2", NULL);
   /* The overlay names its backing file and format explicitly, so QEMU
    * never probes a format from data the guest could have written. */
   proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE, &error,
@@ -794,6 +898,22 @@ image_verified_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_subprocess_communicate_async (proc, NULL, g_task_get_cancellable (task), overlay_created_cb, task);
 }
 
+static void
+image_verified_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_image_verify_finish (self->image, res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "image-check");
+  step_begin (self);
+  create_overlay (task);
+}
+
 void
 vd_session_start_async (VdSession *self, GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
@@ -801,9 +921,16 @@ vd_session_start_async (VdSession *self, GCancellable *cancellable, GAsyncReadyC
   StartData *data = g_new0 (StartData, 1);
 
   data->kvm = vd_config_use_kvm (self->config);
+  self->kvm = data->kvm;
   g_task_set_task_data (task, data, g_free);
   vd_image_add_user (self->image, self->object_path);
   step_begin (self);
+  /* Freeze's scratch boot runs before there is a digest to check: the
+   * freeze that follows hashes what it booted from. */
+  if (self->options.boot_snapshot) {
+    create_overlay (task);
+    return;
+  }
   vd_image_verify_async (self->image, FALSE, cancellable, image_verified_cb, task);
 }
 
@@ -1013,6 +1140,7 @@ exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   out_size = g_bytes_get_size (result->out);
   err_size = g_bytes_get_size (result->err);
+  vd_command_log_set_stderr_head (call->self->log, call->entry, result->err);
   call_finished (call, result->exit_status, out_size, err_size);
   vivarium_dbus_session_complete_exec (call->self->skeleton, call->invocation, result->exit_status,
                                        g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_bytes_get_data (result->out, NULL), out_size, 1),
@@ -1252,6 +1380,38 @@ handle_resume (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gp
 }
 
 static void
+pause_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  g_autoptr(JsonNode) reply = NULL;
+  GError *error = NULL;
+
+  reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &error);
+  if (reply == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  /* QEMU's STOP event, which comes before this reply, made it "paused". */
+  g_dbus_method_invocation_return_value (invocation, NULL);
+}
+
+static gboolean
+handle_pause (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  if (self->state != VIVARIUM_SESSION_STATE_RUNNING || self->qmp == NULL) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                                           "The session %s is %s, not running", self->id, vd_session_get_state (self));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  self->pause_requested = TRUE;
+  vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: pausing on request", self->id);
+  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, pause_done_cb, g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
 stop_call_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GDBusMethodInvocation) invocation = user_data;
@@ -1278,6 +1438,304 @@ const VdSessionOptions *
 vd_session_get_options (VdSession *self)
 {
   return &self->options;
+}
+
+const gchar *
+vd_session_get_start_mode (VdSession *self)
+{
+  return vivarium_dbus_session_get_start_mode (self->skeleton);
+}
+
+static void
+snapshot_saved_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  GError *error = NULL;
+
+  if (!vd_session_snapshot_save_finish (res, &error)) {
+    g_task_return_error (task, error);
+    return;
+  }
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+vd_session_save_boot_snapshot_async (VdSession *self, const gchar *image_dir, GCancellable *cancellable,
+                                     GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  g_autoptr(JsonObject) info = json_object_new ();
+  GError *error = NULL;
+
+  if (!self->options.boot_snapshot || !check_running (self, &error)) {
+    if (error == NULL)
+      error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE, "The session %s is not a scratch boot", self->id);
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  json_object_set_int_member (info, "schema", 1);
+  json_object_set_int_member (info, "memory-mib", self->options.memory_mib);
+  json_object_set_int_member (info, "cpus", self->options.cpus);
+  json_object_set_string_member (info, "device-set", VD_QEMU_COMMAND_DEVICE_SET);
+  json_object_set_boolean_member (info, "kvm", self->kvm);
+  json_object_set_string_member (info, "accelerator", vivarium_dbus_session_get_accelerator (self->skeleton));
+  json_object_set_string_member (info, "session", self->id);
+  json_object_set_int_member (info, "boot-usec", g_get_real_time () - (gint64) vivarium_dbus_session_get_started_at (self->skeleton));
+  vd_session_snapshot_save_async (self->qmp, self->agent, self->overlay, image_dir, info, cancellable,
+                                  snapshot_saved_cb, task);
+}
+
+gboolean
+vd_session_save_boot_snapshot_finish (VdSession *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+/* --- SaveAsImage: the disk, and the memory of a paused guest ---------- */
+
+typedef struct {
+  gchar      *dir;          /* where the new image's files go */
+  gchar      *final_dir;    /* where they will be once it is an image */
+  gboolean    was_running;  /* held still for the copy, let go after */
+  gboolean    memory;       /* the memory is being saved too */
+  gchar      *memory_note;  /* why not, when it is not */
+  GError     *error;
+} SaveDiskData;
+
+static void
+save_disk_data_free (SaveDiskData *d)
+{
+  g_free (d->dir);
+  g_free (d->final_dir);
+  g_free (d->memory_note);
+  g_clear_error (&d->error);
+  g_free (d);
+}
+
+static void
+save_disk_end (GTask *task)
+{
+  SaveDiskData *d = g_task_get_task_data (task);
+
+  if (d->error != NULL)
+    g_task_return_error (task, g_steal_pointer (&d->error));
+  else
+    g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+static void
+save_disk_resumed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autoptr(JsonNode) reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, d->error == NULL ? &d->error : NULL);
+
+  save_disk_end (task);
+}
+
+/* Whatever happened, a guest that was running runs again. */
+static void
+save_disk_let_go (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  SaveDiskData *d = g_task_get_task_data (task);
+
+  if (!d->was_running || self->qmp == NULL) {
+    save_disk_end (task);
+    return;
+  }
+  vd_qmp_client_execute_async (self->qmp, "cont", NULL, QMP_TIMEOUT_MS, NULL, save_disk_resumed_cb, task);
+}
+
+static void
+save_memory_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autofree gchar *info_path = g_build_filename (d->dir, VD_BOOT_SNAPSHOT_INFO, NULL);
+  g_autoptr(JsonObject) info = json_object_new ();
+  g_autoptr(JsonNode) node = NULL;
+  g_autofree gchar *text = NULL;
+
+  if (!vd_session_snapshot_save_finish (res, &d->error)) {
+    save_disk_let_go (task);
+    return;
+  }
+  json_object_set_int_member (info, "schema", 1);
+  json_object_set_int_member (info, "memory-mib", self->options.memory_mib);
+  json_object_set_int_member (info, "cpus", self->options.cpus);
+  json_object_set_string_member (info, "device-set", VD_QEMU_COMMAND_DEVICE_SET);
+  json_object_set_boolean_member (info, "kvm", self->kvm);
+  json_object_set_string_member (info, "accelerator", vivarium_dbus_session_get_accelerator (self->skeleton));
+  json_object_set_string_member (info, "session", self->id);
+  json_object_set_int_member (info, "saved-at", g_get_real_time ());
+  node = json_node_init_object (json_node_alloc (), info);
+  text = json_to_string (node, TRUE);
+  vd_fs_write_durably (info_path, text, 0644, &d->error);
+  save_disk_let_go (task);
+}
+
+static void
+boot_overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autofree gchar *state = g_build_filename (d->dir, VD_BOOT_SNAPSHOT_STATE, NULL);
+
+  if (!g_subprocess_wait_check_finish (G_SUBPROCESS (source), res, &d->error)) {
+    g_prefix_error (&d->error, "Cannot create the new image's boot.qcow2: ");
+    save_disk_let_go (task);
+    return;
+  }
+  vd_session_snapshot_save_state_async (self->qmp, state, NULL, save_memory_done_cb, task);
+}
+
+/* The saved memory goes with an empty overlay over the new disk: the guest
+ * saw exactly the disk that was just copied. */
+static void
+save_memory (GTask *task)
+{
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
+  g_autofree gchar *final_disk = g_build_filename (d->final_dir, "disk.qcow2", NULL);
+  g_autofree gchar *boot = g_build_filename (d->dir, VD_BOOT_SNAPSHOT_DISK, NULL);
+  g_autoptr(JsonObject) info = vd_image_query_disk (disk, &d->error);
+  g_autofree gchar *size = NULL;
+  g_autoptr(GSubprocess) proc = NULL;
+
+  if (info == NULL) {
+    save_disk_let_go (task);
+    return;
+  }
+  size = g_strdup_printf ("%" G_GINT64_FORMAT, json_object_get_int_member_with_default (info, "virtual-size", 0));
+  /* -u: the backing file is named where it will be, not where it is now. */
+  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, &d->error,
+                           "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F", "qcow2", "-b", final_disk, boot, size, NULL);
+  if (proc == NULL) {
+    save_disk_let_go (task);
+    return;
+  }
+  g_subprocess_wait_check_async (proc, NULL, boot_overlay_created_cb, task);
+}
+
+static void
+disk_converted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  SaveDiskData *d = g_task_get_task_data (task);
+
+  if (!g_subprocess_wait_check_finish (G_SUBPROCESS (source), res, &d->error)) {
+    g_prefix_error (&d->error, "Cannot copy the session's disk: ");
+    vivarium_error_convert (&d->error);
+    save_disk_let_go (task);
+    return;
+  }
+  if (d->memory) {
+    save_memory (task);
+    return;
+  }
+  save_disk_let_go (task);
+}
+
+/* The overlay chain (session → boot.qcow2 → disk.qcow2) flattened into one
+ * self-contained disk, as Freeze requires; -U because QEMU holds it. */
+static void
+convert_disk (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
+  g_autoptr(GSubprocess) proc = NULL;
+
+  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, &d->error,
+                           "qemu-img", "convert", "-U", "-f", "qcow2", "-O", "qcow2", self->overlay, disk, NULL);
+  if (proc == NULL) {
+    save_disk_let_go (task);
+    return;
+  }
+  g_subprocess_wait_check_async (proc, NULL, disk_converted_cb, task);
+}
+
+static void
+save_disk_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autoptr(JsonNode) reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &d->error);
+
+  if (reply == NULL) {
+    save_disk_end (task);
+    return;
+  }
+  convert_disk (task);
+}
+
+static void
+save_disk_synced_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, NULL, &error);
+
+  /* A guest that cannot sync still has a consistent disk as QEMU holds it
+   * once stopped; it may only lose what it had not written yet. */
+  if (result == NULL)
+    vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: sync before the save failed: %s", self->id, error->message);
+  self->pause_requested = TRUE;
+  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, save_disk_stopped_cb, task);
+}
+
+void
+vd_session_save_disk_async (VdSession *self, const gchar *dir, const gchar *final_dir, GCancellable *cancellable,
+                            GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  SaveDiskData *d = g_new0 (SaveDiskData, 1);
+  const gchar *sync_argv[] = { "sync", NULL };
+
+  g_task_set_task_data (task, d, (GDestroyNotify) save_disk_data_free);
+  d->dir = g_strdup (dir);
+  d->final_dir = g_strdup (final_dir);
+  if ((self->state != VIVARIUM_SESSION_STATE_RUNNING && self->state != VIVARIUM_SESSION_STATE_PAUSED) ||
+      self->qmp == NULL || self->agent == NULL) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                             "The session %s is %s, not running or paused", self->id, vd_session_get_state (self));
+    g_object_unref (task);
+    return;
+  }
+  d->was_running = self->state == VIVARIUM_SESSION_STATE_RUNNING;
+  /* QEMU saves memory only into the device set a boot snapshot has, and
+   * not while a 9p share is mounted. */
+  if (d->was_running)
+    d->memory_note = g_strdup ("the session was running, not paused");
+  else if (self->project_dir != NULL)
+    d->memory_note = g_strdup ("the project share is mounted in the guest");
+  else if (!self->restored)
+    d->memory_note = g_strdup ("the session booted cold, without the boot snapshot's device set");
+  d->memory = d->memory_note == NULL;
+  if (!d->was_running) {
+    convert_disk (task);
+    return;
+  }
+  vd_agent_client_exec_async (self->agent, sync_argv, NULL, NULL, 30000, 4096, NULL, save_disk_synced_cb, task);
+}
+
+/* @memory_note: (out) why the memory was not saved, or NULL when it was */
+gboolean
+vd_session_save_disk_finish (VdSession *self, GAsyncResult *result, gchar **memory_note, GError **error)
+{
+  SaveDiskData *d = g_task_get_task_data (G_TASK (result));
+
+  if (!g_task_propagate_boolean (G_TASK (result), error))
+    return FALSE;
+  if (memory_note != NULL)
+    *memory_note = g_strdup (d->memory_note);
+  return TRUE;
 }
 
 guint32

@@ -19,6 +19,7 @@ typedef struct {
   gboolean  guard_layer1;      /* IPAddressDeny= on the unit (self-test may drop it) */
   gboolean  guard_layer2;      /* uid covered by the nftables table */
   gboolean  project_readonly;  /* the project share is read-only (a task's verification) */
+  gboolean  boot_snapshot;     /* Freeze's scratch boot of the unfrozen image, to be saved */
 } VdSessionOptions;
 
 #define VD_TYPE_SESSION (vd_session_get_type ())
@@ -61,6 +62,17 @@ void         vd_session_record_timing   (VdSession *self, const gchar *step, gui
 void         vd_session_set_resolv_conf (VdSession *self, const gchar *path);
 
 const VdSessionOptions *vd_session_get_options (VdSession *self);
+const gchar *vd_session_get_start_mode  (VdSession *self);
+/* A running boot_snapshot session: stops the guest and saves boot.state,
+ * boot.qcow2 and boot.json into @image_dir. Stop the session afterwards. */
+void         vd_session_save_boot_snapshot_async  (VdSession          *self,
+                                                   const gchar        *image_dir,
+                                                   GCancellable       *cancellable,
+                                                   GAsyncReadyCallback callback,
+                                                   gpointer            user_data);
+gboolean     vd_session_save_boot_snapshot_finish (VdSession     *self,
+                                                   GAsyncResult  *result,
+                                                   GError       **error);
 guint32      vd_session_get_main_pid    (VdSession *self);
 void         vd_session_exec_async      (VdSession           *self,
                                          const gchar * const *argv,
@@ -71,6 +83,20 @@ void         vd_session_exec_async      (VdSession           *self,
 VdAgentExecResult *vd_session_exec_finish (VdSession     *self,
                                          GAsyncResult  *result,
                                          GError       **error);
+
+/* SaveAsImage's part in the session: writes disk.qcow2 (flattened) into
+ * @dir, and for a paused restored guest without a project also boot.state,
+ * boot.qcow2 (over @final_dir/disk.qcow2) and boot.json. */
+void         vd_session_save_disk_async  (VdSession          *self,
+                                          const gchar        *dir,
+                                          const gchar        *final_dir,
+                                          GCancellable       *cancellable,
+                                          GAsyncReadyCallback callback,
+                                          gpointer            user_data);
+gboolean     vd_session_save_disk_finish (VdSession     *self,
+                                          GAsyncResult  *result,
+                                          gchar        **memory_note,
+                                          GError       **error);
 
 /* signal "ended": the session reached "stopped" or "failed" */
 

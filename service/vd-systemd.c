@@ -361,3 +361,33 @@ vd_systemd_list_units (VdSystemd *self, const gchar *pattern, GError **error)
     g_strv_builder_add (builder, name);
   return g_strv_builder_end (builder);
 }
+
+GVariant *
+vd_systemd_get_unit_properties (VdSystemd *self, const gchar *unit, const gchar *interface_name, GError **error)
+{
+  g_autofree gchar *path = unit_object_path (self, unit, error);
+  g_autoptr(GVariant) reply = NULL;
+  GVariant *value = NULL;
+
+  if (path == NULL || !check_connected (self, error))
+    return NULL;
+  reply = g_dbus_connection_call_sync (self->connection, SYSTEMD_NAME, path,
+                                       "org.freedesktop.DBus.Properties", "GetAll",
+                                       g_variant_new ("(s)", interface_name),
+                                       G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE,
+                                       SYSTEMD_CALL_MS, NULL, error);
+  if (reply == NULL)
+    return NULL;
+  g_variant_get (reply, "(@a{sv})", &value);
+  return value;
+}
+
+void
+vd_systemd_reset_failed_unit (VdSystemd *self, const gchar *unit)
+{
+  if (self->connection == NULL)
+    return;
+  g_dbus_connection_call (self->connection, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "ResetFailedUnit",
+                          g_variant_new ("(s)", unit), NULL, G_DBUS_CALL_FLAGS_NONE, SYSTEMD_CALL_MS,
+                          NULL, NULL, NULL);
+}

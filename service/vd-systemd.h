@@ -46,5 +46,14 @@ gboolean   vd_systemd_unit_is_loaded         (VdSystemd     *self,
 GStrv      vd_systemd_list_units             (VdSystemd     *self,
                                               const gchar   *pattern,
                                               GError       **error);
+/* Every property of @interface_name on @unit (a{sv}), or NULL when the unit
+ * is not loaded. */
+GVariant  *vd_systemd_get_unit_properties    (VdSystemd     *self,
+                                              const gchar   *unit,
+                                              const gchar   *interface_name,
+                                              GError       **error);
+/* A failed unit stays loaded (to be asked why) until this; errors ignored. */
+void       vd_systemd_reset_failed_unit      (VdSystemd     *self,
+                                              const gchar   *unit);
 
 G_END_DECLS

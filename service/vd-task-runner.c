@@ -12,8 +12,10 @@
 #include "vivarium-names.h"
 #include "vivarium-report.h"
 #include "vd-fs.h"
+#include "vd-gateway-client.h"
 #include "vd-log.h"
 #include "vd-task-runner.h"
+#include "vd-transcript.h"
 #include "vd-worker.h"
 
 #define I(x) VIVARIUM_DBUS_IFACE_PREFIX "." x
@@ -67,11 +69,22 @@ typedef struct {
   GStrv               tools;
   gchar              *base_commit;
   gint64              started_at;
+  /* Monotonic times each phase ended (0: not reached), for the timings. */
+  gint64              mono_submitted;
+  gint64              mono_session_up;
+  gint64              mono_worker_end;
+  gint64              mono_committed;
+  gint64              mono_verified;
+  gboolean            has_dataset;
+  guint64             dataset_used;
+  guint64             dataset_quota;
   guint               inhibit;
   VdSession          *session;
   gchar              *session_id;
   guint32             session_uid;
   VdWorker           *worker;
+  gboolean            agent;          /* worker "agent": vivarium-agent */
+  VdTranscript       *transcript;
   gint                slot;
   guint               timeout_id;
   gboolean            winding_down;
@@ -113,6 +126,7 @@ run_free (Run *run)
   g_clear_object (&run->session);
   g_free (run->session_id);
   g_clear_object (&run->worker);
+  g_clear_object (&run->transcript);
   g_free (run->end_reason);
   g_free (run->summary);
   g_free (run->worker_verify);
@@ -220,6 +234,41 @@ write_record (VdTaskRunner *self, Run *run, GError **error)
   if (!vd_fs_mkdir (dir, 0700, 0, 0, error))
     return FALSE;
   return vd_fs_write_durably (path, text, 0600, error);
+}
+
+/* --- records of finished tasks: ListTasks across restarts ----------------- */
+
+static gchar *
+done_path (VdTaskRunner *self, const gchar *id)
+{
+  g_autofree gchar *name = g_strconcat (id, ".json", NULL);
+
+  return vd_config_build_state_path (self->config, "tasks", "done", name, NULL);
+}
+
+static void
+write_done_record (VdTaskRunner *self, VdTask *task)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", "done", NULL);
+  g_autofree gchar *path = done_path (self, vd_task_get_id (task));
+  g_autoptr(JsonNode) root = vd_task_to_record (task);
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autofree gchar *text = NULL;
+  g_autoptr(GError) error = NULL;
+
+  json_generator_set_root (gen, root);
+  text = json_generator_to_data (gen, NULL);
+  if (!vd_fs_mkdir (dir, 0700, 0, 0, &error) || !vd_fs_write_durably (path, text, 0600, &error))
+    g_warning ("task %s: its record will not survive a restart: %s", vd_task_get_id (task), error->message);
+}
+
+static void
+remove_done_record (VdTaskRunner *self, const gchar *id)
+{
+  g_autofree gchar *path = done_path (self, id);
+
+  if (g_unlink (path) != 0 && errno != ENOENT)
+    g_warning ("cannot remove the task record %s: %s", path, g_strerror (errno));
 }
 
 static void
@@ -340,11 +389,13 @@ parse_options (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
       return FALSE;
   }
   if (g_str_equal (worker, "agent")) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_SUPPORTED, "The agent worker is not available yet");
-    return FALSE;
+    run->agent = TRUE;
+    if (run->script != NULL)
+      return opt_fail (error, "script", "is for a script worker; an agent worker runs vivarium-agent");
+    return TRUE;
   }
   if (!g_str_equal (worker, "script"))
-    return opt_fail (error, "worker", "must be “script”");
+    return opt_fail (error, "worker", "must be “script” or “agent”");
   if (run->script == NULL)
     return opt_fail (error, "script", "is required for a script worker");
   return TRUE;
@@ -373,6 +424,28 @@ file_kind_of (VdChangeKind kind)
   }
 }
 
+/* A phase that never began or never ended took no time. */
+static gint64
+phase (gint64 from, gint64 to)
+{
+  return from > 0 && to >= from ? to - from : 0;
+}
+
+static void
+publish_timings (Run *run, gint64 report_done)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{st}"));
+  g_variant_builder_add (&b, "{st}", "work-session-start", (guint64) phase (run->mono_submitted, run->mono_session_up));
+  g_variant_builder_add (&b, "{st}", "worker", (guint64) phase (run->mono_session_up, run->mono_worker_end));
+  g_variant_builder_add (&b, "{st}", "commit", (guint64) phase (run->mono_worker_end, run->mono_committed));
+  g_variant_builder_add (&b, "{st}", "verification", (guint64) phase (run->mono_committed, run->mono_verified));
+  g_variant_builder_add (&b, "{st}", "report", (guint64) phase (run->mono_verified, report_done));
+  g_variant_builder_add (&b, "{st}", "total", (guint64) phase (run->mono_submitted, report_done));
+  vd_task_set_timings (run->task, g_variant_builder_end (&b));
+}
+
 static VivariumReport *
 assemble_report (Run *run)
 {
@@ -396,8 +469,10 @@ assemble_report (Run *run)
   }
   for (guint i = 0; run->changes != NULL && i < run->changes->len; i++) {
     VdChange *c = g_ptr_array_index (run->changes, i);
-    if (c->status == VD_CHANGE_SKIPPED)
+    if (c->status == VD_CHANGE_SKIPPED) {
+      vivarium_report_add_not_committed (r, c->path, vd_change_kind_to_string (c->kind), c->reason);
       continue;
+    }
     gboolean text = c->kind == VD_CHANGE_KIND_FILE && !c->binary;
     vivarium_report_add_file (r, c->path, file_change_of (c->status), file_kind_of (c->kind),
                               text ? (gint64) c->lines_added : -1, text ? (gint64) c->lines_removed : -1);
@@ -406,6 +481,12 @@ assemble_report (Run *run)
   vivarium_report_set_verification (r, run->verify_command, run->verify_whose, run->verify_exit, run->verdict,
                                     run->verify_session_id);
   vivarium_report_set_guard_drops (r, run->drop_packets, run->drop_bytes);
+  if (run->has_dataset)
+    vivarium_report_set_dataset (r, run->dataset_used, run->dataset_quota);
+  vivarium_report_set_timings (r, phase (run->mono_submitted, run->mono_session_up),
+                               phase (run->mono_session_up, run->mono_worker_end),
+                               phase (run->mono_worker_end, run->mono_committed),
+                               phase (run->mono_committed, run->mono_verified));
   if (run->summary != NULL)
     vivarium_report_set_summary (r, run->summary, -1);
   return r;
@@ -436,9 +517,32 @@ prune_tasks (VdTaskRunner *self)
     g_autofree gchar *object_path = g_strdup (vd_task_get_object_path (oldest));
 
     g_ptr_array_remove_index_fast (finished, at);
+    remove_done_record (self, vd_task_get_id (oldest));
     g_hash_table_remove (self->tasks, vd_task_get_id (oldest));
     g_signal_emit (self, signals[SIGNAL_TASK_REMOVED], 0, object_path);
   }
+}
+
+/* The gateway's counts go into the report (and the transcript); its
+ * socket directory goes. */
+static void
+add_model_usage (Run *run, VivariumReport *report)
+{
+  const gchar *runtime = vd_config_get_runtime_dir (run->runner->config);
+  const gchar *id = vd_task_get_id (run->task);
+  guint64 u[4];
+
+  if (vd_gateway_task_read_usage (runtime, id, u)) {
+    g_autofree gchar *note = g_strdup_printf ("The gateway forwarded %" G_GUINT64_FORMAT " model requests (%"
+                                              G_GUINT64_FORMAT " refused); the model reported %" G_GUINT64_FORMAT
+                                              " prompt and %" G_GUINT64_FORMAT " completion tokens.",
+                                              u[0], u[1], u[2], u[3]);
+    vd_transcript_add (run->transcript, "note", note);
+    vivarium_report_set_model_usage (report, u[0], u[1], u[2], u[3]);
+  } else {
+    vivarium_report_set_model_usage (report, 0, 0, 0, 0);
+  }
+  vd_gateway_task_close (runtime, id);
 }
 
 /* Everything the task held goes back, whatever happened before. */
@@ -454,7 +558,12 @@ end_run (Run *run)
   const gchar *path;
 
   vd_task_set_step (run->task, "report");
+  run->mono_verified = g_get_monotonic_time ();
+  if (run->mono_committed == 0)
+    run->mono_committed = run->mono_verified;
   report = assemble_report (run);
+  if (run->agent)
+    add_model_usage (run, report);
   path = vd_report_store_add (self->reports, report, &error);
   if (path == NULL) {
     g_warning ("task %s: no report: %s", id, error->message);
@@ -463,6 +572,7 @@ end_run (Run *run)
     run->end_outcome = VIVARIUM_OUTCOME_FAILED;
   }
   vd_task_set_report (run->task, path);
+  publish_timings (run, g_get_monotonic_time ());
   if (project != NULL && !vd_project_set_last_task (project, id, &last_error))
     g_warning ("task %s: cannot record the last task: %s", id, last_error->message);
   vd_project_store_release (self->projects, run->project);
@@ -475,6 +585,7 @@ end_run (Run *run)
   vd_log_task (G_LOG_LEVEL_INFO, id, "task %s ended: %s%s%s", id, vivarium_outcome_to_string (run->end_outcome),
                run->end_reason != NULL ? ", " : "", run->end_reason != NULL ? run->end_reason : "");
   vd_task_finish (run->task, run->end_outcome, run->end_reason);
+  write_done_record (self, run->task);
   g_hash_table_remove (self->runs, id);
   prune_tasks (self);
 }
@@ -482,16 +593,28 @@ end_run (Run *run)
 /* --- the end: verification in a fresh session ---------------------------------- */
 
 static void
+verify_revoked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error))
+    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
+  end_run (run);
+}
+
+static void
 verify_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   Run *run = user_data;
   VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
-  g_autoptr(GError) error = NULL;
 
   vd_session_stop_finish (VD_SESSION (source), res, NULL);
-  if (project != NULL && !vd_project_revoke (project, &error))
-    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
-  end_run (run);
+  if (project == NULL) {
+    end_run (run);
+    return;
+  }
+  vd_project_revoke_async (project, verify_revoked_cb, run);
 }
 
 static void
@@ -536,6 +659,24 @@ verify_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static void
+verify_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
+    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    vd_session_stop_async (run->verify_session, NULL, NULL);
+    g_clear_object (&run->verify_session);
+    vd_project_revoke_async (VD_PROJECT (source), verify_revoked_cb, run);
+    return;
+  }
+  run->verify_session_id = g_strdup (vd_session_get_id (run->verify_session));
+  vd_session_start_async (run->verify_session, NULL, verify_started_cb, run);
+}
+
+static void
 start_verification (Run *run)
 {
   VdTaskRunner *self = run->runner;
@@ -557,17 +698,13 @@ start_verification (Run *run)
   opts.timeout_sec = VD_TASK_VERIFY_TIMEOUT + 300;
   run->verify_session = vd_session_pool_create (self->pool, run->image, &opts, 0, run->project,
                                                 vd_project_get_work_path (project), &error);
-  if (run->verify_session != NULL && !vd_project_grant (project, vd_session_get_uid (run->verify_session), &error))
-    g_clear_object (&run->verify_session);
   if (run->verify_session == NULL) {
     g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
     run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
-    vd_project_revoke (project, NULL);
     end_run (run);
     return;
   }
-  run->verify_session_id = g_strdup (vd_session_get_id (run->verify_session));
-  vd_session_start_async (run->verify_session, NULL, verify_started_cb, run);
+  vd_project_grant_async (project, vd_session_get_uid (run->verify_session), verify_granted_cb, run);
 }
 
 /* --- the end: commit -------------------------------------------------------------- */
@@ -578,6 +715,7 @@ committed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   Run *run = user_data;
   g_autoptr(GError) error = NULL;
 
+  run->mono_committed = g_get_monotonic_time ();
   if (!vd_project_commit_finish (VD_PROJECT (source), res, &run->commit_id, &run->changes, &error)) {
     g_free (run->end_reason);
     run->end_reason = g_strdup_printf ("the daemon could not commit the work: %s", error->message);
@@ -586,23 +724,45 @@ committed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   start_verification (run);
 }
 
+/* After the work session, before the commit: how full the worker left it. */
+static void
+measure_dataset (Run *run, VdProject *project)
+{
+  g_autoptr(GError) error = NULL;
+
+  run->dataset_quota = vd_project_get_quota (project);
+  run->has_dataset = vd_project_get_used_bytes (project, &run->dataset_used, &error);
+  if (!run->has_dataset)
+    g_warning ("task %s: cannot measure the dataset: %s", vd_task_get_id (run->task), error->message);
+}
+
+static void
+revoked_for_commit_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  VdProject *project = VD_PROJECT (source);
+  g_autofree gchar *message = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (project, res, &error))
+    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
+  measure_dataset (run, project);
+  message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
+                             vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
+  vd_project_commit_async (project, message, NULL, committed_cb, run);
+}
+
 static void
 commit_work (Run *run)
 {
   VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
-  g_autofree gchar *message = NULL;
-  g_autoptr(GError) error = NULL;
 
   if (project == NULL) {
     start_verification (run);
     return;
   }
   /* The tree is root's again before the daemon reads it. */
-  if (!vd_project_revoke (project, &error))
-    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
-  message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
-                             vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
-  vd_project_commit_async (project, message, NULL, committed_cb, run);
+  vd_project_revoke_async (project, revoked_for_commit_cb, run);
 }
 
 static void
@@ -647,12 +807,14 @@ wind_down (Run *run, VivariumOutcome outcome, const gchar *reason)
   if (run->winding_down)
     return;
   run->winding_down = TRUE;
+  run->mono_worker_end = g_get_monotonic_time ();
   run->end_outcome = outcome;
   run->end_reason = g_strdup (reason);
   if (run->timeout_id != 0)
     g_source_remove (run->timeout_id);
   run->timeout_id = 0;
   vd_task_close_worker (run->task);
+  vd_transcript_close (run->transcript);
   vd_task_set_step (run->task, "commit");
   if (run->worker != NULL) {
     vd_worker_grants_remove (run->runner->grants, vd_worker_get_uid (run->worker));
@@ -698,8 +860,24 @@ static void
 worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
 {
   Run *run = user_data;
+  const gchar *failure = vd_worker_get_failure (worker);
 
   g_signal_handlers_disconnect_by_data (worker, run);
+  /* Without Finish, only a clean exit of a script is DONE; the rest says
+   * what went wrong. An agent ends by Task.Finish; an agent that exits
+   * without it gave up (its reason, its own words, is the transcript's last
+   * "failed" entry). */
+  if (failure != NULL) {
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, failure);
+    return;
+  }
+  if (run->agent) {
+    g_autofree gchar *why = vd_transcript_dup_failure (run->transcript);
+    g_autofree gchar *reason = g_strdup_printf ("the agent stopped without finishing: %s",
+                                                why != NULL ? why : "it exited without saying why");
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
   wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
 }
 
@@ -747,6 +925,22 @@ grant_worker (Run *run, guint32 uid)
       vd_worker_grants_allow (grants, uid, tool_calls[i].interface_name, tool_calls[i].method, path);
   }
   vd_worker_grants_allow (grants, uid, I ("Task"), "Finish", vd_task_get_object_path (run->task));
+  if (run->agent)
+    vd_worker_grants_allow (grants, uid, I ("Task"), "Record", vd_task_get_object_path (run->task));
+}
+
+static gboolean
+open_model_socket (Run *run, guint32 uid, GError **error)
+{
+  VdConfig *config = run->runner->config;
+  g_autofree gchar *program = g_build_filename (vd_config_get_libexec_dir (config), "vivarium-agent", NULL);
+  g_autofree gchar *socket = vd_gateway_task_open (vd_config_get_runtime_dir (config), vd_task_get_id (run->task),
+                                                   uid, error);
+
+  if (socket == NULL)
+    return FALSE;
+  vd_worker_set_agent (run->worker, program, socket);
+  return TRUE;
 }
 
 static void
@@ -763,6 +957,11 @@ start_worker (Run *run)
   }
   uid = VIVARIUM_WORKER_UID_BASE + (guint32) run->slot;
   run->worker = vd_worker_new (self->systemd, vd_config_get_runtime_dir (self->config), vd_task_get_id (run->task), uid);
+  if (run->agent && !open_model_socket (run, uid, &error)) {
+    g_autofree gchar *reason = g_strdup_printf ("the agent's model socket could not be made: %s", error->message);
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
   grant_worker (run, uid);
   g_signal_connect (run->worker, "exited", G_CALLBACK (worker_exited_cb), run);
   if (!vd_worker_start (run->worker, run->script, run->instructions, vd_task_get_object_path (run->task),
@@ -784,6 +983,8 @@ work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   gboolean started = vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error);
 
   run->session_starting = FALSE;
+  if (started && run->mono_session_up == 0)
+    run->mono_session_up = g_get_monotonic_time ();
   if (run->winding_down) {
     stop_work (run);
     return;
@@ -794,6 +995,34 @@ work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   start_worker (run);
+}
+
+static void
+work_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
+    g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
+    /* Never started: nothing of it to stop but its files; the commit
+     * path gives the tree back to root. */
+    vd_session_stop_async (run->session, NULL, NULL);
+    g_clear_object (&run->session);
+    run->session_starting = FALSE;
+    if (run->winding_down)
+      stop_work (run);
+    else
+      wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  if (run->winding_down) {
+    run->session_starting = FALSE;
+    stop_work (run);
+    return;
+  }
+  vd_task_set_session (run->task, vd_session_get_object_path (run->session));
+  vd_session_start_async (run->session, NULL, work_started_cb, run);
 }
 
 static gboolean
@@ -807,15 +1036,9 @@ start_work_session (Run *run, VdProject *project, GError **error)
     return FALSE;
   run->session_id = g_strdup (vd_session_get_id (run->session));
   run->session_uid = vd_session_get_uid (run->session);
-  if (!vd_project_grant (project, run->session_uid, error)) {
-    vd_project_revoke (project, NULL);
-    vd_session_stop_async (run->session, NULL, NULL);
-    g_clear_object (&run->session);
-    return FALSE;
-  }
-  vd_task_set_session (run->task, vd_session_get_object_path (run->session));
+  /* From here the start is under way: a Cancel waits for its end. */
   run->session_starting = TRUE;
-  vd_session_start_async (run->session, NULL, work_started_cb, run);
+  vd_project_grant_async (project, run->session_uid, work_granted_cb, run);
   return TRUE;
 }
 
@@ -859,6 +1082,7 @@ vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *i
   run->project = g_strdup (project_name);
   run->instructions = g_strdup (instructions);
   run->started_at = g_get_real_time ();
+  run->mono_submitted = g_get_monotonic_time ();
   if (!check_instructions (instructions, error) || !parse_options (self, run, options, error) ||
       (project = vd_project_store_lookup (self->projects, project_name, error)) == NULL ||
       !vd_project_store_acquire (self->projects, project_name, holder, error)) {
@@ -866,7 +1090,8 @@ vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *i
     return NULL;
   }
   run->base_commit = vd_project_get_head (project, NULL);
-  run->task = vd_task_new (id, project_name, vd_image_get_name (image), "script");
+  run->task = vd_task_new (id, project_name, vd_image_get_name (image), run->agent ? "agent" : "script");
+  run->transcript = vd_transcript_new (vd_task_get_skeleton (run->task));
   if (!self->export_func (vd_task_get_skeleton (run->task), vd_task_get_object_path (run->task), self->export_data,
                           error) ||
       !write_record (self, run, error)) {
@@ -922,6 +1147,7 @@ recover_one (VdTaskRunner *self, const gchar *id, JsonObject *o)
   g_autoptr(GError) error = NULL;
   const gchar *project = json_object_get_string_member_with_default (o, "project", "");
   VdProject *p = vd_project_store_lookup (self->projects, project, NULL);
+  const gchar *report_path;
 
   vivarium_report_set_id (r, id);
   vivarium_report_set_task_id (r, id);
@@ -934,13 +1160,58 @@ recover_one (VdTaskRunner *self, const gchar *id, JsonObject *o)
   vivarium_report_set_daemon_version (r, PACKAGE_VERSION);
   vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_FAILED, "the daemon stopped while it ran");
   vivarium_report_set_verification (r, NULL, VIVARIUM_VERIFY_WHOSE_NONE, -1, VIVARIUM_VERDICT_NEVER_RUN, NULL);
-  if (vd_report_store_add (self->reports, r, &error) == NULL)
+  report_path = vd_report_store_add (self->reports, r, &error);
+  if (report_path == NULL)
     g_warning ("task %s: no report of the interrupted task: %s", id, error->message);
+  {
+    /* Listed again, FAILED, like any finished task. */
+    g_autoptr(VdTask) t = vd_task_new (id, project, json_object_get_string_member_with_default (o, "image", ""),
+                                       json_object_get_string_member_with_default (o, "worker", "script"));
+    vd_task_set_report (t, report_path);
+    vd_task_finish (t, VIVARIUM_OUTCOME_FAILED, "the daemon stopped while it ran");
+    write_done_record (self, t);
+  }
   if (p != NULL && !vd_project_set_last_task (p, id, NULL))
     g_warning ("task %s: cannot record the last task", id);
   if (p != NULL)
     vd_project_store_refresh (self->projects, project);
   vd_log_task (G_LOG_LEVEL_WARNING, id, "task %s was interrupted by the daemon's end: reported FAILED", id);
+}
+
+static void
+load_one_done (VdTaskRunner *self, const gchar *dir, const gchar *name)
+{
+  g_autofree gchar *id = g_strndup (name, strlen (name) - strlen (".json"));
+  g_autofree gchar *path = g_build_filename (dir, name, NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdTask) task = NULL;
+  GStatBuf st;
+
+  /* A record is small; a big one is not ours. */
+  if (g_stat (path, &st) != 0 || st.st_size > 64 * 1024 || !vivarium_name_validate ("task", id, &error) ||
+      g_hash_table_contains (self->tasks, id) || !json_parser_load_from_file (parser, path, &error) ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)) ||
+      (task = vd_task_new_from_record (id, json_node_get_object (json_parser_get_root (parser)), &error)) == NULL ||
+      !self->export_func (vd_task_get_skeleton (task), vd_task_get_object_path (task), self->export_data, &error)) {
+    g_warning ("task record %s left out: %s", path, error != NULL ? error->message : "too large, or a duplicate");
+    return;
+  }
+  g_hash_table_insert (self->tasks, g_strdup (id), g_steal_pointer (&task));
+}
+
+/* The finished tasks of earlier runs, back on the bus. */
+static void
+load_done (VdTaskRunner *self)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", "done", NULL);
+  g_auto(GStrv) names = vd_fs_list_dir (dir);
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    if (names[i][0] != '.' && g_str_has_suffix (names[i], ".json"))
+      load_one_done (self, dir, names[i]);
+  }
+  prune_tasks (self);
 }
 
 void
@@ -965,6 +1236,7 @@ vd_task_runner_recover (VdTaskRunner *self)
       recover_one (self, id, json_node_get_object (json_parser_get_root (parser)));
     remove_record (self, id);
   }
+  load_done (self);
 }
 
 void

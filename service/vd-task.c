@@ -10,6 +10,8 @@
 #include "vivarium-names.h"
 #include "vd-task.h"
 
+#include <json-glib/json-glib.h>
+
 typedef struct {
   VdTask                *task;
   GDBusMethodInvocation *invocation;
@@ -256,6 +258,7 @@ vd_task_new (const gchar *id, const gchar *project, const gchar *image, const gc
   vivarium_dbus_task_set_report (s, "/");
   vivarium_dbus_task_set_submitted_at (s, (guint64) g_get_real_time ());
   vivarium_dbus_task_set_finished_at (s, 0);
+  vivarium_dbus_task_set_timings (s, g_variant_new_array (G_VARIANT_TYPE ("{st}"), NULL, 0));
   g_signal_connect (s, "handle-wait", G_CALLBACK (handle_wait), self);
   g_signal_connect (s, "handle-ask", G_CALLBACK (handle_ask), self);
   g_signal_connect (s, "handle-answer", G_CALLBACK (handle_answer), self);
@@ -313,6 +316,12 @@ vd_task_set_session (VdTask *self, const gchar *session_path)
 }
 
 void
+vd_task_set_timings (VdTask *self, GVariant *timings)
+{
+  vivarium_dbus_task_set_timings (self->skeleton, timings);
+}
+
+void
 vd_task_set_report (VdTask *self, const gchar *report_path)
 {
   vivarium_dbus_task_set_report (self->skeleton, report_path != NULL ? report_path : "/");
@@ -346,4 +355,112 @@ vd_task_finish (VdTask *self, VivariumOutcome outcome, const gchar *reason)
     set_outcome (self, outcome);
   if (outcome == VIVARIUM_OUTCOME_IN_PROGRESS)
     release_waits (self);
+}
+
+/* --- the record of a finished task (it outlives the daemon) ----------------- */
+
+static void
+add_member (JsonBuilder *b, const gchar *name, const gchar *value)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_add_string_value (b, value);
+}
+
+JsonNode *
+vd_task_to_record (VdTask *self)
+{
+  VivariumDBusTask *s = self->skeleton;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  GVariantIter iter;
+  const gchar *key;
+  guint64 value;
+
+  json_builder_begin_object (b);
+  add_member (b, "id", self->id);
+  add_member (b, "project", vivarium_dbus_task_get_project (s));
+  add_member (b, "image", vivarium_dbus_task_get_image (s));
+  add_member (b, "worker", vivarium_dbus_task_get_worker (s));
+  add_member (b, "outcome", vivarium_outcome_to_string (self->outcome));
+  add_member (b, "reason", vivarium_dbus_task_get_reason (s));
+  add_member (b, "report", vivarium_dbus_task_get_report (s));
+  json_builder_set_member_name (b, "submitted-at");
+  json_builder_add_int_value (b, (gint64) vivarium_dbus_task_get_submitted_at (s));
+  json_builder_set_member_name (b, "finished-at");
+  json_builder_add_int_value (b, (gint64) vivarium_dbus_task_get_finished_at (s));
+  json_builder_set_member_name (b, "timings");
+  json_builder_begin_object (b);
+  g_variant_iter_init (&iter, vivarium_dbus_task_get_timings (s));
+  while (g_variant_iter_next (&iter, "{&st}", &key, &value)) {
+    json_builder_set_member_name (b, key);
+    json_builder_add_int_value (b, (gint64) MIN (value, (guint64) G_MAXINT64));
+  }
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+static gboolean
+record_refuse (GError **error, const gchar *id, const gchar *what)
+{
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The record of task %s: %s", id, what);
+  return FALSE;
+}
+
+static const gchar *
+record_string (JsonObject *o, const gchar *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING ||
+      strlen (json_node_get_string (n)) > VD_TASK_RECORD_STRING_MAX)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+static GVariant *
+record_timings (JsonObject *o)
+{
+  JsonNode *n = json_object_get_member (o, "timings");
+  GVariantBuilder b;
+  g_autoptr(GList) names = NULL;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{st}"));
+  if (n == NULL || !JSON_NODE_HOLDS_OBJECT (n))
+    return g_variant_builder_end (&b);
+  names = json_object_get_members (json_node_get_object (n));
+  for (GList *l = names; l != NULL && g_list_position (names, l) < 16; l = l->next) {
+    gint64 v = json_object_get_int_member_with_default (json_node_get_object (n), l->data, -1);
+    if (v >= 0 && strlen (l->data) <= 32)
+      g_variant_builder_add (&b, "{st}", (const gchar *) l->data, (guint64) v);
+  }
+  return g_variant_builder_end (&b);
+}
+
+/* A finished task as its record has it: refused when anything is off. */
+VdTask *
+vd_task_new_from_record (const gchar *id, JsonObject *o, GError **error)
+{
+  const gchar *project = record_string (o, "project"), *image = record_string (o, "image");
+  const gchar *worker = record_string (o, "worker"), *outcome_s = record_string (o, "outcome");
+  const gchar *reason = record_string (o, "reason"), *report = record_string (o, "report");
+  const gchar *rid = record_string (o, "id");
+  gint64 submitted = json_object_get_int_member_with_default (o, "submitted-at", -1);
+  gint64 finished = json_object_get_int_member_with_default (o, "finished-at", -1);
+  VivariumOutcome outcome;
+  VdTask *self;
+
+  if (rid == NULL || g_strcmp0 (rid, id) != 0)
+    return record_refuse (error, id, "its id is not its file's name"), NULL;
+  if (project == NULL || image == NULL || worker == NULL || reason == NULL || report == NULL ||
+      outcome_s == NULL || !vivarium_outcome_from_string (outcome_s, &outcome) || submitted < 0 || finished < 0)
+    return record_refuse (error, id, "a member is missing, of the wrong type or too long"), NULL;
+  if (!g_variant_is_object_path (report))
+    return record_refuse (error, id, "its report is not an object path"), NULL;
+  self = vd_task_new (id, project, image, worker);
+  vd_task_set_report (self, report);
+  vd_task_set_timings (self, record_timings (o));
+  vd_task_finish (self, outcome, reason[0] != '\0' ? reason : NULL);
+  vivarium_dbus_task_set_submitted_at (self->skeleton, (guint64) submitted);
+  vivarium_dbus_task_set_finished_at (self->skeleton, (guint64) finished);
+  return self;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 #include "vivarium-state.h"
 
@@ -41,6 +42,9 @@ void             vd_task_set_step        (VdTask      *self,
                                           const gchar *step);
 void             vd_task_set_session     (VdTask      *self,
                                           const gchar *session_path);
+/* @timings: a{st}, floating or not (the Timings property). */
+void             vd_task_set_timings     (VdTask      *self,
+                                          GVariant    *timings);
 /* While the task runs: IN_PROGRESS or NEEDS_INPUT (Ask does that). */
 void             vd_task_set_report      (VdTask      *self,
                                           const gchar *report_path);
@@ -52,5 +56,14 @@ void             vd_task_finish          (VdTask          *self,
 /* Refuses further Ask/Finish once the runner started to wind down, and
  * fails a pending Ask with Cancelled. */
 void             vd_task_close_worker    (VdTask *self);
+
+/* The record of a finished task (STATE/tasks/done/<id>.json): what it
+ * was, how it ended, its report, its times; the restarted daemon lists it
+ * again from there. */
+#define VD_TASK_RECORD_STRING_MAX 4096
+JsonNode        *vd_task_to_record        (VdTask      *self);
+VdTask          *vd_task_new_from_record  (const gchar *id,
+                                           JsonObject  *record,
+                                           GError     **error);
 
 G_END_DECLS

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <glib/gstdio.h>
 
 #include "vivarium-error.h"
@@ -22,6 +23,10 @@ struct _VdWorker {
   guint32    uid;
   gboolean   started;
   gboolean   exited;
+  gboolean   stopping;
+  gchar     *failure;   /* why the unit failed, in words; NULL if it did not */
+  gchar     *agent_program;   /* an agent worker runs this, not a script */
+  gchar     *model_socket;    /* and reaches its model through this */
 };
 
 G_DEFINE_TYPE (VdWorker, vd_worker, G_TYPE_OBJECT)
@@ -38,6 +43,9 @@ vd_worker_finalize (GObject *object)
   g_free (self->task_id);
   g_free (self->unit);
   g_free (self->dir);
+  g_free (self->failure);
+  g_free (self->agent_program);
+  g_free (self->model_socket);
   G_OBJECT_CLASS (vd_worker_parent_class)->finalize (object);
 }
 
@@ -91,6 +99,15 @@ write_file (const gchar *path, const gchar *data, gsize len, guint mode, GError 
   return TRUE;
 }
 
+void
+vd_worker_set_agent (VdWorker *self, const gchar *program, const gchar *model_socket)
+{
+  g_free (self->agent_program);
+  g_free (self->model_socket);
+  self->agent_program = g_strdup (program);
+  self->model_socket = g_strdup (model_socket);
+}
+
 static gboolean
 write_files (VdWorker *self, GBytes *script, const gchar *instructions, GError **error)
 {
@@ -103,6 +120,8 @@ write_files (VdWorker *self, GBytes *script, const gchar *instructions, GError *
    * worker's uid, which may read and run it and nothing more. */
   if (g_mkdir_with_parents (self->dir, 0755) != 0 || g_chmod (parent, 0755) != 0 || g_chmod (self->dir, 0755) != 0)
     return vd_fs_set_error_errno (error, errno, "Cannot create %s", self->dir);
+  if (self->agent_program != NULL)
+    return write_file (text, instructions, strlen (instructions), 0644, error);
   return write_file (program, g_bytes_get_data (script, NULL), g_bytes_get_size (script), 0755, error) &&
          write_file (text, instructions, strlen (instructions), 0644, error);
 }
@@ -112,14 +131,18 @@ unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_pa
 {
   g_autofree gchar *description = g_strdup_printf ("Vivarium worker of task %s", self->task_id);
   g_autofree gchar *user = g_strdup_printf ("%u", self->uid);
-  g_autofree gchar *program = g_build_filename (self->dir, "worker", NULL);
+  g_autofree gchar *program = self->agent_program != NULL ? g_strdup (self->agent_program)
+                                                          : g_build_filename (self->dir, "worker", NULL);
+  g_autofree gchar *env_model = g_strconcat ("VIVARIUM_MODEL_SOCKET=", self->model_socket, NULL);
   g_autofree gchar *env_task = g_strconcat ("VIVARIUM_TASK=", task_path, NULL);
   g_autofree gchar *env_session = g_strconcat ("VIVARIUM_SESSION=", session_path, NULL);
   g_autofree gchar *env_instructions = g_strconcat ("VIVARIUM_INSTRUCTIONS_FILE=", self->dir, "/instructions", NULL);
   const gchar *env[] = { env_task, env_session, env_instructions, "HOME=/", "LANG=C.UTF-8",
-                         "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+                         "PATH=/usr/local/bin:/usr/bin:/bin",
+                         self->model_socket != NULL ? env_model : NULL, NULL };
   const gchar *argv[] = { program, NULL };
   const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+  const gchar *gateway[] = { VIVARIUM_DAEMON_UNIT, "vivarium-gateway.service", NULL };
   GVariantBuilder b;
 
   g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
@@ -129,8 +152,14 @@ unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_pa
   g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 (G_MAXUINT64));
   g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
   g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
-  g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (bind_to, -1));
-  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  /* An agent's one path to its model: the gateway is up before it starts.
+   * The unix socket needs no network; PrivateNetwork= stays. */
+  if (self->agent_program != NULL)
+    g_variant_builder_add (&b, "(sv)", "Wants", g_variant_new_strv (gateway + 1, -1));
+  g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (self->agent_program != NULL ? gateway : bind_to, -1));
+  /* A failed unit stays loaded until the daemon has read why (ExecMain*,
+   * Result) and reset it: a collected unit could no longer say. */
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive"));
   g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
   g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", program, argv));
   g_variant_builder_add (&b, "(sv)", "Environment", g_variant_new_strv (env, -1));
@@ -153,6 +182,48 @@ unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_pa
   return g_variant_builder_end (&b);
 }
 
+/* systemd's own exit statuses for a unit it could not set up (EXIT_CHDIR
+ * and up, systemd.exec(5) "Process Exit Codes"); 203 is EXIT_EXEC. */
+#define SYSTEMD_EXIT_FIRST 200
+#define SYSTEMD_EXIT_LAST  243
+#define SYSTEMD_EXIT_EXEC  203
+
+static gchar *
+describe_exit (gint code, gint status, const gchar *result)
+{
+  if (code == CLD_EXITED && status == SYSTEMD_EXIT_EXEC)
+    return g_strdup ("the worker program could not be executed (systemd exit status 203/EXEC: "
+                     "it is not a program, or a script without a valid #! line)");
+  if (code == CLD_EXITED && status >= SYSTEMD_EXIT_FIRST && status <= SYSTEMD_EXIT_LAST)
+    return g_strdup_printf ("systemd could not set up the worker's unit (exit status %d, "
+                            "see systemd.exec(5))", status);
+  if (code == CLD_EXITED)
+    return g_strdup_printf ("the worker exited with status %d without calling Finish", status);
+  if (code == CLD_KILLED || code == CLD_DUMPED)
+    return g_strdup_printf ("the worker was killed by signal %d (%s) without calling Finish", status,
+                            g_strsignal (status));
+  return g_strdup_printf ("the worker's unit failed (systemd's result: %s)", result);
+}
+
+/* The unit is still loaded (CollectMode=inactive): ask systemd how it ended. */
+static gchar *
+describe_failure (VdWorker *self, const GError *job_error)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GVariant) props = vd_systemd_get_unit_properties (self->systemd, self->unit,
+                                                              "org.freedesktop.systemd1.Service", &error);
+  const gchar *result = "unknown";
+  gint32 code = 0, status = 0;
+
+  if (props == NULL)
+    return g_strdup_printf ("the worker's unit did not start: %s", job_error->message);
+  g_variant_lookup (props, "Result", "&s", &result);
+  if (!g_variant_lookup (props, "ExecMainCode", "i", &code) ||
+      !g_variant_lookup (props, "ExecMainStatus", "i", &status) || code == 0)
+    return g_strdup_printf ("the worker's unit did not start (systemd's result: %s)", result);
+  return describe_exit (code, status, result);
+}
+
 static void
 unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -160,10 +231,22 @@ unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
   gboolean ok = vd_systemd_start_transient_finish (VD_SYSTEMD (source), res, &error);
 
-  if (!ok)
+  if (!ok && !self->stopping) {
+    self->failure = describe_failure (self, error);
+    vd_log_task (G_LOG_LEVEL_INFO, self->task_id, "worker of task %s failed: %s", self->task_id, self->failure);
+  } else if (!ok) {
     vd_log_task (G_LOG_LEVEL_INFO, self->task_id, "worker of task %s ended: %s", self->task_id, error->message);
+  }
+  if (!ok && !self->stopping)
+    vd_systemd_reset_failed_unit (self->systemd, self->unit);
   self->exited = TRUE;
   g_signal_emit (self, signals[SIGNAL_EXITED], 0, ok);
+}
+
+const gchar *
+vd_worker_get_failure (VdWorker *self)
+{
+  return self->failure;
 }
 
 gboolean
@@ -178,11 +261,23 @@ vd_worker_start (VdWorker *self, GBytes *script, const gchar *instructions, cons
   return TRUE;
 }
 
+/* Stopped or not, a unit that ended failed is reset, so nothing is left. */
+static void
+stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdWorker) self = user_data;
+
+  vd_systemd_stop_unit_finish (VD_SYSTEMD (source), res, NULL);
+  vd_systemd_reset_failed_unit (self->systemd, self->unit);
+}
+
 void
 vd_worker_stop (VdWorker *self)
 {
-  if (self->started && !self->exited)
-    vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, NULL, NULL);
+  if (!self->started || self->exited)
+    return;
+  self->stopping = TRUE;
+  vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, stopped_cb, g_object_ref (self));
 }
 
 void

@@ -20,7 +20,10 @@ G_BEGIN_DECLS
  * to RUNTIME/workers/<task>/worker (root's, 0755) and the instructions next
  * to it (0644).
  *
- * signal "exited" (gboolean success): the program ended (or was stopped). */
+ * signal "exited" (gboolean success): the program ended (or was stopped).
+ * When it failed on its own (not stopped by the daemon), the unit stays
+ * loaded until the daemon has asked systemd why, and
+ * vd_worker_get_failure() says it in words. */
 
 #define VD_WORKER_SCRIPT_MAX (1024 * 1024)
 
@@ -33,6 +36,14 @@ VdWorker    *vd_worker_new        (VdSystemd   *systemd,
                                    guint32      uid);
 const gchar *vd_worker_get_unit   (VdWorker *self);
 guint32      vd_worker_get_uid    (VdWorker *self);
+/* Why the unit failed on its own (could not start, could not execute the
+ * program, exited non-zero, killed), or NULL. Valid once "exited" came. */
+const gchar *vd_worker_get_failure (VdWorker *self);
+/* Before start: run @program (vivarium-agent) instead of a script, with
+ * VIVARIUM_MODEL_SOCKET=@model_socket, after vivarium-gateway.service. */
+void         vd_worker_set_agent  (VdWorker    *self,
+                                   const gchar *program,
+                                   const gchar *model_socket);
 /* Writes the files and starts the unit; "exited" follows when it ends. */
 gboolean     vd_worker_start      (VdWorker    *self,
                                    GBytes      *script,

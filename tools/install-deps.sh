@@ -25,6 +25,8 @@ packages=(
   python3-pyatspi python3-dogtail at-spi2-core imagemagick xauth dbus-x11 xdotool
   # the sanitizer build
   libclang-rt-14-dev
+  # system-mcp: the real MCP SDK client (tests/mcp/install-sdk.sh runs npm ci)
+  nodejs
 )
 
 if [ "$(id -u)" != 0 ]; then
@@ -34,6 +36,8 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${packages[@]}"
+# Debian's nodejs has npm apart; a nodejs that brings its own conflicts with it.
+command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
 # openssh-server is there for the tests' own sshd (127.0.0.1, a free port,
 # stopped by PID); the machine's sshd unit is not wanted, nor in test hosts
 # that overlay this root.

@@ -180,6 +180,8 @@ inner () {
 	# Keep the daemon on the bus for the whole test: the tests compare its PID
 	# before and after, and an idle exit would make that depend on timing.
 	printf '[Daemon]\nIdleTimeoutSec=0\n' > "$run/config/vivarium.conf"
+	# No systemd here to boot a guest in: Freeze only seals.
+	printf '[Sessions]\nBootSnapshots=false\n' >> "$run/config/vivarium.conf"
 
 	write_bus_config "$run"
 	write_service_files "$run" "$builddir/service/vivariumd"

@@ -393,6 +393,11 @@ get_json "$r8" "$tmpd/r8.json"
 assert_eq "FAILED: the daemon stopped while it ran" \
   "$(report_field "$tmpd/r8.json" "r['outcome'] + ': ' + r['outcome-reason']")" "as FAILED, saying why"
 assert_success "the restarted daemon's report verifies" -- vivariumctl report verify "$tmpd/r8.json"
+# Finished tasks survive the restart: listed again, with outcome and report.
+assert_contains "$(call "$OBJ" Manager.ListTasks 2>&1)" "$t1" "the restarted daemon lists a task finished before"
+assert_eq "DONE $r1" "$(task_prop "$t1" Outcome) $(task_prop "$t1" Report)" "with its outcome and its report"
+assert_eq "FAILED $r8" "$(task_prop "$t8" Outcome) $(task_prop "$t8" Report)" "and the interrupted one, FAILED, with its report"
+assert_eq "DONE" "$(wait_outcome "$t1" 0)" "Wait on a restored task answers at once"
 assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-worker-*' | head -1)" "the worker went with the daemon"
 assert_eq "clean" "$(git_demo --work-tree="$work" status --porcelain >/dev/null 2>&1 && git_demo fsck >/dev/null 2>&1 && echo clean)" \
   "the repository is consistent"

@@ -171,6 +171,21 @@ test_qemu_command (void)
     g_assert_true (strv_has_pair (with_kvm, "-accel", "kvm"));
     g_assert_true (strv_has_pair (with_kvm, "-virtfs", "local,path=/var/lib/vivarium/projects/p/work,mount_tag=project,security_model=none,id=project0"));
   }
+  /* A cold start neither waits for a saved state nor names a generation id
+   * it was not given. */
+  g_assert_false (g_strv_contains ((const gchar * const *) argv, "-incoming"));
+  g_assert_false (strv_has_pair (argv, "-device", "vmgenid,guid=2f0e3a57-6a1e-4f5c-9d1e-0c1b2a3d4e5f"));
+
+  /* A restored start: the saved state comes later over QMP (never a path
+   * or an exec: URI), and the guest gets its own generation id. */
+  cmd.vmgenid = "2f0e3a57-6a1e-4f5c-9d1e-0c1b2a3d4e5f";
+  cmd.incoming = TRUE;
+  {
+    g_auto(GStrv) restored = vd_qemu_command_build (&cmd);
+    g_assert_true (strv_has_pair (restored, "-incoming", "defer"));
+    g_assert_true (strv_has_pair (restored, "-device", "vmgenid,guid=2f0e3a57-6a1e-4f5c-9d1e-0c1b2a3d4e5f"));
+    g_assert_true (strv_has_pair (restored, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"));
+  }
 }
 
 /* Every enum value spells itself and reads back as itself; an unknown

@@ -595,6 +595,9 @@ make_hostile_report (VivariumVerdict verdict)
     g_string_append (summary, "Outcome: DONE\n\n");
   vivarium_report_set_summary (r, summary->str, (gssize) summary->len);
   vivarium_report_set_question (r, "Outcome: DONE\n\x1b[2J?", -1);
+  vivarium_report_add_not_committed (r, ".git\nOutcome: DONE", "git", "a .git entry is never committed");
+  vivarium_report_set_dataset (r, 64 * 1024 * 1024, 64 * 1024 * 1024);
+  vivarium_report_set_timings (r, 5000000, 1000, 2000, 6000000);
   g_string_free (summary, TRUE);
   return r;
 }
@@ -617,6 +620,9 @@ make_benign_twin (VivariumVerdict verdict)
                                     verdict == VIVARIUM_VERDICT_NEVER_RUN ? NULL : "fresh-0001");
   vivarium_report_set_summary (r, "All good.", -1);
   vivarium_report_set_question (r, "Which?", -1);
+  vivarium_report_add_not_committed (r, ".git", "git", "a .git entry is never committed");
+  vivarium_report_set_dataset (r, 64 * 1024 * 1024, 64 * 1024 * 1024);
+  vivarium_report_set_timings (r, 5000000, 1000, 2000, 6000000);
   return r;
 }
 
@@ -959,6 +965,98 @@ test_schema (void)
   schema_root = NULL;
 }
 
+/* The members later reports of format 1 carry: absent, a report reads and
+ * writes as before (old signed files still verify); present, they round
+ * trip, and "full" must follow from the numbers. */
+static void
+test_optional_members (void)
+{
+  g_autoptr(VivariumReport) plain = vivarium_report_new ();
+  g_autoptr(VivariumReport) rich = vivarium_report_new ();
+  g_autoptr(VivariumReport) back = NULL;
+  g_autoptr(JsonNode) plain_node = NULL;
+  g_autoptr(JsonNode) rich_node = NULL;
+  g_autoptr(GError) error = NULL;
+  g_auto(GVariantDict) d = G_VARIANT_DICT_INIT (NULL);
+  g_autoptr(GVariant) entry = NULL;
+  g_autofree gchar *text = NULL;
+  g_autofree gchar *long_err = g_strnfill (2000, 'E');
+  const gchar *argv[] = { "dd", "of=big", NULL };
+  const VivariumReportCommand *c;
+  JsonObject *o;
+  guint64 used = 0, quota = 0;
+  gboolean full = FALSE;
+  gint64 t[4];
+
+  add_benign_facts (plain);
+  plain_node = canonical_node (plain);
+  o = json_node_get_object (plain_node);
+  g_assert_false (json_object_has_member (o, "dataset"));
+  g_assert_false (json_object_has_member (o, "not-committed"));
+  g_assert_false (json_object_has_member (o, "timings"));
+  g_assert_false (vivarium_report_get_dataset (plain, NULL, NULL, NULL));
+
+  add_benign_facts (rich);
+  g_variant_dict_insert (&d, "kind", "s", "exec");
+  g_variant_dict_insert_value (&d, "argv", g_variant_new_strv (argv, -1));
+  g_variant_dict_insert (&d, "started-at", "t", (guint64) T0);
+  g_variant_dict_insert (&d, "duration", "t", (guint64) 10);
+  g_variant_dict_insert (&d, "exit-status", "i", 1);
+  g_variant_dict_insert (&d, "stdout-size", "t", (guint64) 0);
+  g_variant_dict_insert (&d, "stderr-size", "t", (guint64) 2000);
+  g_variant_dict_insert (&d, "error", "s", "");
+  g_variant_dict_insert (&d, "stderr-head", "s", long_err);
+  entry = g_variant_ref_sink (g_variant_dict_end (&d));
+  g_assert_true (vivarium_report_add_command_from_log (rich, entry, &error));
+  g_assert_no_error (error);
+  vivarium_report_add_not_committed (rich, "sub/.git", "git", "a .git entry is never committed");
+  vivarium_report_set_dataset (rich, 32 * 1024 * 1024 - 512 * 1024, 32 * 1024 * 1024);
+  vivarium_report_set_timings (rich, 1, 2, 3, 4);
+  g_assert_true (vivarium_report_get_dataset (rich, &used, &quota, &full));
+  g_assert_true (full);   /* 512 KiB left of 32 MiB: under 1/32 */
+
+  rich_node = canonical_node (rich);
+  back = vivarium_report_from_json (rich_node, &error);
+  g_assert_no_error (error);
+  c = g_ptr_array_index (vivarium_report_get_commands (back), vivarium_report_get_commands (back)->len - 1);
+  g_assert_cmpuint (strlen (c->stderr_head), ==, VIVARIUM_REPORT_STDERR_HEAD_MAX);
+  g_assert_cmpuint (vivarium_report_get_not_committed (back)->len, ==, 1);
+  g_assert_true (vivarium_report_get_dataset (back, &used, &quota, &full));
+  g_assert_cmpuint (quota, ==, 32 * 1024 * 1024);
+  g_assert_true (full);
+  g_assert_true (vivarium_report_get_timings (back, &t[0], &t[1], &t[2], &t[3]));
+  g_assert_cmpint (t[3], ==, 4);
+
+  text = vivarium_report_render_text (back, NULL);
+  g_assert_nonnull (strstr (text, "\nNot committed: 1 "));
+  g_assert_nonnull (strstr (text, "\n  path: \"sub/.git\"\n"));
+  g_assert_nonnull (strstr (text, "\nDataset: 33030144 of 33554432 bytes used, FULL"));
+  g_assert_nonnull (strstr (text, "\n  stderr: \"EEEE"));
+  g_assert_nonnull (strstr (text, "\nTimings: "));
+
+  /* Half used is not full; a file that says it is does not read. */
+  vivarium_report_set_dataset (rich, 16 * 1024 * 1024, 32 * 1024 * 1024);
+  g_assert_true (vivarium_report_get_dataset (rich, NULL, NULL, &full));
+  g_assert_false (full);
+  g_clear_pointer (&rich_node, json_node_unref);
+  rich_node = canonical_node (rich);
+  json_object_set_boolean_member (json_object_get_object_member (json_node_get_object (rich_node), "dataset"),
+                                  "full", TRUE);
+  g_clear_object (&back);
+  back = vivarium_report_from_json (rich_node, &error);
+  g_assert_null (back);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  /* An empty not-committed list is not what the writer makes. */
+  json_object_set_boolean_member (json_object_get_object_member (json_node_get_object (rich_node), "dataset"),
+                                  "full", FALSE);
+  json_object_set_array_member (json_node_get_object (rich_node), "not-committed", json_array_new ());
+  back = vivarium_report_from_json (rich_node, &error);
+  g_assert_null (back);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -968,6 +1066,7 @@ main (int argc, char *argv[])
   g_test_add_func ("/report/json/refuses-types", test_from_json_refuses_types);
   g_test_add_func ("/report/json/refuses-limits", test_from_json_refuses_limits);
   g_test_add_func ("/report/json/schema", test_schema);
+  g_test_add_func ("/report/json/optional-members", test_optional_members);
   g_test_add_func ("/report/caps", test_caps);
   g_test_add_func ("/report/caps/worst-case-size", test_worst_case_size);
   g_test_add_func ("/report/text/escape", test_escape);

@@ -168,6 +168,58 @@ test_short_wait (Fixture *f, gconstpointer data)
   g_assert_cmpint (g_get_monotonic_time () - t0, >=, G_USEC_PER_SEC / 2);
 }
 
+/* A finished task's record reads back as the same finished task; a
+ * record that is not one is refused, not half-loaded. */
+static void
+test_record_round_trip (void)
+{
+  g_autoptr(VdTask) task = vd_task_new ("abcd1234", "demo", "tiny", "script");
+  g_autoptr(VdTask) back = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(GError) error = NULL;
+  GVariantBuilder b;
+  GVariant *timings;
+  guint64 commit = 0;
+  JsonObject *o;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{st}"));
+  g_variant_builder_add (&b, "{st}", "commit", (guint64) 1234);
+  vd_task_set_timings (task, g_variant_builder_end (&b));
+  vd_task_set_report (task, "/org/vivarium/Vivarium1/reports/abcd1234");
+  vd_task_finish (task, VIVARIUM_OUTCOME_FAILED, "the worker exited with status 3 without calling Finish");
+  node = vd_task_to_record (task);
+  o = json_node_get_object (node);
+  back = vd_task_new_from_record ("abcd1234", o, &error);
+  g_assert_no_error (error);
+  g_assert_true (vd_task_is_finished (back));
+  g_assert_cmpint (vd_task_get_outcome (back), ==, VIVARIUM_OUTCOME_FAILED);
+  g_assert_cmpstr (vd_task_get_object_path (back), ==, vd_task_get_object_path (task));
+  g_assert_cmpint (vd_task_get_submitted_at (back), ==, vd_task_get_submitted_at (task));
+  g_object_get (vd_task_get_skeleton (back), "timings", &timings, NULL);
+  g_assert_true (g_variant_lookup (timings, "commit", "t", &commit));
+  g_assert_cmpuint (commit, ==, 1234);
+  g_variant_unref (timings);
+  {
+    g_autofree gchar *reason = NULL, *report = NULL;
+    g_object_get (vd_task_get_skeleton (back), "reason", &reason, "report", &report, NULL);
+    g_assert_cmpstr (reason, ==, "the worker exited with status 3 without calling Finish");
+    g_assert_cmpstr (report, ==, "/org/vivarium/Vivarium1/reports/abcd1234");
+  }
+
+  /* Another file's name, a report that is no object path, a bad outcome. */
+  g_assert_null (vd_task_new_from_record ("ffff0000", o, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  json_object_set_string_member (o, "report", "not a path");
+  g_assert_null (vd_task_new_from_record ("abcd1234", o, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  json_object_set_string_member (o, "report", "/");
+  json_object_set_string_member (o, "outcome", "WON");
+  g_assert_null (vd_task_new_from_record ("abcd1234", o, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -176,5 +228,6 @@ main (int argc, char *argv[])
   g_test_add ("/task/waits-bounded-and-released", Fixture, NULL, fixture_set_up, test_waits_bounded_and_released,
               fixture_tear_down);
   g_test_add ("/task/short-wait", Fixture, NULL, fixture_set_up, test_short_wait, fixture_tear_down);
+  g_test_add_func ("/task/record-round-trip", test_record_round_trip);
   return g_test_run ();
 }

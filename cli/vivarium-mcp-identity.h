@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "vivarium-mcp-daemon.h"
+
+G_BEGIN_DECLS
+
+/* The identity block every result carries: which task, session and image,
+ * which report and signature, and the daemon's key. What the signed report
+ * says wins over what the task's properties said while it ran. */
+typedef struct _VmcpIdentity VmcpIdentity;
+/* Reads the daemon's key fingerprint now (null in the block if refused). */
+VmcpIdentity *vmcp_identity_new              (VmcpDaemon    *daemon);
+void          vmcp_identity_free             (VmcpIdentity  *self);
+void          vmcp_identity_set_task         (VmcpIdentity  *self,
+                                              const gchar   *task,
+                                              const gchar   *image);
+void          vmcp_identity_set_session      (VmcpIdentity  *self,
+                                              const gchar   *session,
+                                              const gchar   *image_digest);
+gboolean      vmcp_identity_has_image_digest (VmcpIdentity  *self);
+const gchar  *vmcp_identity_key_fingerprint  (VmcpIdentity  *self);
+/* Checks the signed report file (Report.GetJson) against the daemon's key
+ * and takes its identity; returns the report's structured fields (with
+ * @text, the daemon's rendering). DigestMismatch when it does not verify
+ * against the daemon's key, or the key is unknown. */
+JsonNode     *vmcp_identity_take_report      (VmcpIdentity  *self,
+                                              const gchar   *signed_file,
+                                              gsize          len,
+                                              const gchar   *text,
+                                              GError       **error);
+JsonNode     *vmcp_identity_to_json          (VmcpIdentity  *self);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmcpIdentity, vmcp_identity_free)
+
+G_END_DECLS

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdGatewayClient"
+
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <glib/gstdio.h>
+
+#include "vd-fs.h"
+#include "vd-gateway-client.h"
+
+static gchar *
+task_dir (const gchar *runtime_dir, const gchar *prefix, const gchar *task_id)
+{
+  g_autofree gchar *name = g_strconcat (prefix, task_id, NULL);
+
+  return g_build_filename (runtime_dir, "tasks", name, NULL);
+}
+
+gchar *
+vd_gateway_task_open (const gchar *runtime_dir, const gchar *task_id, guint32 uid, GError **error)
+{
+  g_autofree gchar *tasks = g_build_filename (runtime_dir, "tasks", NULL);
+  g_autofree gchar *staging = task_dir (runtime_dir, ".new-", task_id);
+  g_autofree gchar *final = task_dir (runtime_dir, "", task_id);
+  g_autofree gchar *uid_file = g_build_filename (staging, "uid", NULL);
+  g_autofree gchar *text = g_strdup_printf ("%u\n", uid);
+
+  /* 0711: the worker's uid passes through to its socket, lists nothing. */
+  if (!vd_fs_mkdir (tasks, 0711, 0, 0, error))
+    return NULL;
+  vd_fs_rm_rf (staging, NULL);
+  vd_fs_rm_rf (final, NULL);
+  if (!vd_fs_mkdir (staging, 0711, 0, 0, error) || !vd_fs_write_durably (uid_file, text, 0600, error))
+    return NULL;
+  if (g_rename (staging, final) != 0) {
+    vd_fs_set_error_errno (error, errno, "Cannot create %s", final);
+    return NULL;
+  }
+  return g_build_filename (final, VD_GATEWAY_SOCKET_NAME, NULL);
+}
+
+gboolean
+vd_gateway_task_read_usage (const gchar *runtime_dir, const gchar *task_id, guint64 usage[4])
+{
+  g_autofree gchar *dir = task_dir (runtime_dir, "", task_id);
+  g_autofree gchar *path = g_build_filename (dir, "usage", NULL);
+  g_autoptr(GKeyFile) kf = g_key_file_new ();
+  const gchar *keys[] = { "Requests", "Refused", "PromptTokens", "CompletionTokens" };
+
+  memset (usage, 0, 4 * sizeof (guint64));
+  if (!g_key_file_load_from_file (kf, path, G_KEY_FILE_NONE, NULL))
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    usage[i] = g_key_file_get_uint64 (kf, "Usage", keys[i], NULL);
+  return TRUE;
+}
+
+void
+vd_gateway_task_close (const gchar *runtime_dir, const gchar *task_id)
+{
+  g_autofree gchar *dir = task_dir (runtime_dir, "", task_id);
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_fs_rm_rf (dir, &error))
+    g_warning ("cannot remove %s: %s", dir, error->message);
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+/* The daemon's side of vivarium-gateway: no bus between them, only files
+ * under RUNTIME/tasks/ (root's, 0711). To give an agent task its model
+ * socket the daemon makes RUNTIME/tasks/<id>/ with a file "uid" (the
+ * worker's uid), complete before it appears (made as .new-<id>, renamed);
+ * the gateway watches RUNTIME/tasks/, binds <id>/model.sock owned by that
+ * uid, mode 0600 (so the worker's uid, and root, may connect, nobody else),
+ * and writes its counters to <id>/usage. Removing the directory closes the
+ * socket. */
+
+#define VD_GATEWAY_SOCKET_NAME "model.sock"
+
+/* Returns the socket's path (which the gateway binds soon after). */
+gchar    *vd_gateway_task_open       (const gchar *runtime_dir,
+                                      const gchar *task_id,
+                                      guint32      uid,
+                                      GError     **error);
+/* The gateway's counters: requests, refused, prompt and completion tokens
+ * (VIVARIUM_REPORT_MODEL_* order); FALSE when it wrote none. */
+gboolean  vd_gateway_task_read_usage (const gchar *runtime_dir,
+                                      const gchar *task_id,
+                                      guint64      usage[4]);
+void      vd_gateway_task_close      (const gchar *runtime_dir,
+                                      const gchar *task_id);
+
+G_END_DECLS

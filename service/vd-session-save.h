@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "vd-config.h"
+#include "vd-job.h"
+#include "vd-session.h"
+
+G_BEGIN_DECLS
+
+/* Session.SaveAsImage's files: stages the new image under
+ * images/.staging/save-<job> (the parent's kernel, initrd and cmdline, the
+ * session's disk flattened, the memory of a paused guest as a boot
+ * snapshot, lineage.json and image.json), then moves it to images/@name.
+ * Returns that directory; the caller loads and freezes it. */
+void   vd_session_save_as_image_async  (VdSession          *session,
+                                        VdConfig           *config,
+                                        VdJob              *job,
+                                        const gchar        *name,
+                                        GAsyncReadyCallback callback,
+                                        gpointer            user_data);
+gchar *vd_session_save_as_image_finish (GAsyncResult  *result,
+                                        GError       **error);
+
+G_END_DECLS

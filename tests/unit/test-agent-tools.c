@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The agent's checks on what a model sends, its limits, the HTTP it speaks
+ * to the gateway, and the daemon's transcript caps: no model, no bus. */
+
+#include "config.h"
+
+#include <string.h>
+
+#include "vivarium-agent-tools.h"
+#include "vivarium-dbus-generated.h"
+#include "vivarium-http.h"
+#include "vivarium-report.h"
+#include "vd-transcript.h"
+#include "vivarium-error.h"
+
+static JsonNode *
+parse (const gchar *text)
+{
+  g_autoptr(JsonParser) p = json_parser_new ();
+
+  g_assert_true (json_parser_load_from_data (p, text, -1, NULL));
+  return json_node_copy (json_parser_get_root (p));
+}
+
+static VivariumToolCall *
+call_of (const gchar *json, gchar **error_text)
+{
+  g_autoptr(JsonNode) node = parse (json);
+  VivariumAgentLimits limits;
+
+  vivarium_agent_limits_defaults (&limits);
+  limits.max_tool_call_bytes = 1024;
+  return vivarium_agent_parse_tool_call (node, &limits, error_text);
+}
+
+static void
+test_tool_call_valid (void)
+{
+  g_autofree gchar *why = NULL;
+  g_autoptr(VivariumToolCall) c = call_of ("{\"id\":\"c1\",\"function\":{\"name\":\"exec\","
+                                           "\"arguments\":\"{\\\"argv\\\":[\\\"ls\\\"]}\"}}", &why);
+
+  g_assert_nonnull (c);
+  g_assert_null (why);
+  g_assert_cmpstr (c->name, ==, "exec");
+  g_assert_true (json_object_has_member (c->args, "argv"));
+}
+
+static void
+test_tool_call_unknown (void)
+{
+  g_autofree gchar *why = NULL;
+  g_autoptr(VivariumToolCall) c = call_of ("{\"id\":\"c1\",\"function\":{\"name\":\"rm_rf\",\"arguments\":\"{}\"}}",
+                                           &why);
+
+  g_assert_nonnull (c);
+  g_assert_nonnull (strstr (why, "error: there is no tool rm_rf"));
+  g_assert_null (c->args);
+}
+
+static void
+test_tool_call_malformed (void)
+{
+  g_autofree gchar *why = NULL;
+  g_autofree gchar *why2 = NULL;
+  g_autoptr(VivariumToolCall) c = call_of ("{\"id\":\"c1\",\"function\":{\"name\":\"exec\",\"arguments\":\"{\\\"argv\\\"\"}}",
+                                           &why);
+  g_autoptr(VivariumToolCall) c2 = call_of ("{\"id\":\"c2\",\"function\":{\"name\":\"exec\",\"arguments\":\"[1]\"}}",
+                                            &why2);
+
+  g_assert_nonnull (strstr (why, "not a JSON object"));
+  g_assert_nonnull (strstr (why2, "not a JSON object"));
+}
+
+static void
+test_tool_call_oversize (void)
+{
+  g_autofree gchar *big = g_strnfill (2000, 'A');
+  g_autofree gchar *json = g_strdup_printf ("{\"id\":\"c1\",\"function\":{\"name\":\"write_file\","
+                                            "\"arguments\":\"%s\"}}", big);
+  g_autofree gchar *why = NULL;
+  g_autoptr(VivariumToolCall) c = call_of (json, &why);
+
+  g_assert_nonnull (c);
+  g_assert_nonnull (strstr (why, "are 2000 bytes; at most 1024"));
+  /* Refused arguments are not kept: never echoed, never stored twice. */
+  g_assert_null (c->arguments);
+}
+
+static void
+test_tool_call_no_id (void)
+{
+  g_autofree gchar *why = NULL;
+  g_autoptr(VivariumToolCall) c = call_of ("{\"function\":{\"name\":\"exec\",\"arguments\":\"{}\"}}", &why);
+  g_autofree gchar *why2 = NULL;
+  g_autoptr(VivariumToolCall) c2 = call_of ("\"not an object\"", &why2);
+
+  g_assert_null (c);
+  g_assert_nonnull (why);
+  g_assert_null (c2);
+}
+
+static void
+test_limits (void)
+{
+  VivariumAgentLimits l;
+  g_autoptr(GKeyFile) kf = g_key_file_new ();
+  g_autoptr(GKeyFile) bad = g_key_file_new ();
+  g_autoptr(GError) error = NULL;
+
+  vivarium_agent_limits_defaults (&l);
+  g_assert_true (g_key_file_load_from_data (kf, "[Agent]\nMaxTurns=7\nMaxToolCallKiB=2\nTemperature=0.5\nTakesImages=true\n",
+                                            -1, 0, NULL));
+  g_assert_true (vivarium_agent_limits_load (&l, kf, NULL));
+  g_assert_cmpuint (l.max_turns, ==, 7);
+  g_assert_cmpuint (l.max_tool_call_bytes, ==, 2048);
+  g_assert_cmpfloat (l.temperature, ==, 0.5);
+  g_assert_true (l.takes_images);
+  g_assert_true (g_key_file_load_from_data (bad, "[Agent]\nMaxTurns=100000\n", -1, 0, NULL));
+  g_assert_false (vivarium_agent_limits_load (&l, bad, &error));
+  g_assert_nonnull (strstr (error->message, "MaxTurns"));
+}
+
+static void
+test_guest_text (void)
+{
+  const guint8 data[] = { 'o', 'k', 0xff, 0xfe, 'x', 'y', 'z' };
+  gboolean cut = FALSE;
+  g_autofree gchar *t = vivarium_agent_guest_text (data, sizeof data, 5, &cut);
+
+  g_assert_true (cut);
+  g_assert_true (g_utf8_validate (t, -1, NULL));
+  g_assert_true (g_str_has_prefix (t, "ok"));
+  g_assert_null (strchr (t, 'y'));
+}
+
+static VivariumHttpMessage *
+read_text (const gchar *text, gboolean request, gsize max, GError **error)
+{
+  g_autoptr(GInputStream) in = g_memory_input_stream_new_from_data (g_strdup (text), strlen (text), g_free);
+
+  return vivarium_http_read (in, request, max, error);
+}
+
+static void
+test_http (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumHttpMessage) ok = read_text ("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n"
+                                                 "X-A: b\r\n\r\n{}", TRUE, 10, &error);
+  g_autoptr(VivariumHttpMessage) big = NULL;
+  g_autoptr(VivariumHttpMessage) chunked = NULL;
+  g_autoptr(VivariumHttpMessage) resp = NULL;
+  g_autofree gchar *huge_head = NULL;
+  g_autofree gchar *hs = NULL;
+  g_autoptr(VivariumHttpMessage) huge = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (ok->method, ==, "POST");
+  g_assert_cmpstr (ok->path, ==, "/v1/chat/completions");
+  g_assert_cmpstr (g_hash_table_lookup (ok->headers, "x-a"), ==, "b");
+  g_assert_cmpuint (g_bytes_get_size (ok->body), ==, 2);
+
+  big = read_text ("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n01234567890", TRUE, 10, &error);
+  g_assert_null (big);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE);
+  g_clear_error (&error);
+
+  chunked = read_text ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", TRUE, 10, &error);
+  g_assert_null (chunked);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+
+  /* A response without a length ends with the connection, still capped. */
+  resp = read_text ("HTTP/1.0 200 OK\r\n\r\nhello", FALSE, 10, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (resp->status, ==, 200);
+  g_assert_cmpuint (g_bytes_get_size (resp->body), ==, 5);
+
+  hs = g_strnfill (20000, 'h');
+  huge_head = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", hs);
+  huge = read_text (huge_head, TRUE, 10, &error);
+  g_assert_null (huge);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE);
+}
+
+static void
+test_transcript_caps (void)
+{
+  g_autoptr(VivariumDBusTask) skeleton = vivarium_dbus_task_skeleton_new ();
+  g_autoptr(VdTranscript) t = vd_transcript_new (G_DBUS_INTERFACE_SKELETON (skeleton));
+  g_autofree gchar *big = g_strnfill (VD_TRANSCRIPT_ENTRY_MAX + 10, 'x');
+  g_autoptr(GVariant) v = NULL;
+  g_autofree gchar *failure = NULL;
+  g_autofree gchar *long_failure = g_strnfill (5000, 'f');
+  const gchar *kind, *text;
+  gboolean truncated;
+  guint64 time;
+
+  vd_transcript_add (t, "tool-result", big);
+  vd_transcript_add (t, "model", "line\r\n\x1b[31mred");
+  v = vd_transcript_to_variant (t);
+  g_variant_get_child (v, 0, "(t&s&sb)", &time, &kind, &text, &truncated);
+  g_assert_true (truncated);
+  g_assert_cmpuint (strlen (text), ==, VD_TRANSCRIPT_ENTRY_MAX);
+  g_variant_get_child (v, 1, "(t&s&sb)", &time, &kind, &text, &truncated);
+  /* Escaped: no carriage return, no escape sequence survives. */
+  g_assert_null (strchr (text, '\r'));
+  g_assert_null (strchr (text, 0x1b));
+  g_clear_pointer (&v, g_variant_unref);
+
+  vd_transcript_add (t, "failed", long_failure);
+  failure = vd_transcript_dup_failure (t);
+  g_assert_cmpuint (g_utf8_strlen (failure, -1), ==, VD_TRANSCRIPT_REASON_MAX);
+
+  for (guint i = 0; i < VD_TRANSCRIPT_ENTRIES_MAX + 100; i++)
+    vd_transcript_add (t, "note", "n");
+  g_assert_cmpuint (vd_transcript_get_n_entries (t), <=, VD_TRANSCRIPT_ENTRIES_MAX);
+  v = vd_transcript_to_variant (t);
+  g_variant_get_child (v, g_variant_n_children (v) - 1, "(t&s&sb)", &time, &kind, &text, &truncated);
+  g_assert_true (truncated);
+  g_assert_nonnull (strstr (text, "reached its cap"));
+}
+
+static void
+test_transcript_total (void)
+{
+  g_autoptr(VivariumDBusTask) skeleton = vivarium_dbus_task_skeleton_new ();
+  g_autoptr(VdTranscript) t = vd_transcript_new (G_DBUS_INTERFACE_SKELETON (skeleton));
+  g_autofree gchar *entry = g_strnfill (VD_TRANSCRIPT_ENTRY_MAX, 'y');
+  g_autoptr(GVariant) v = NULL;
+  gsize total = 0;
+
+  for (guint i = 0; i < 200; i++)
+    vd_transcript_add (t, "tool-result", entry);
+  v = vd_transcript_to_variant (t);
+  for (gsize i = 0; i < g_variant_n_children (v); i++) {
+    const gchar *kind, *text;
+    gboolean truncated;
+    guint64 time;
+    g_variant_get_child (v, i, "(t&s&sb)", &time, &kind, &text, &truncated);
+    total += strlen (text);
+  }
+  g_assert_cmpuint (total, <=, VD_TRANSCRIPT_TOTAL_MAX);
+  g_assert_cmpuint (g_variant_n_children (v), <, 200);
+}
+
+static void
+fill_report (VivariumReport *r, const gchar *id)
+{
+  vivarium_report_set_id (r, id);
+  vivarium_report_set_task_id (r, id);
+  vivarium_report_set_session_id (r, "s-0001");
+  vivarium_report_set_image (r, "tiny", "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  vivarium_report_set_project (r, "demo");
+  vivarium_report_set_times (r, 1700000000000000, 1700000090000000);
+  vivarium_report_set_host (r, "h");
+  vivarium_report_set_daemon_version (r, "0.1.0");
+  vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_DONE, NULL);
+  vivarium_report_set_verification (r, NULL, VIVARIUM_VERIFY_WHOSE_NONE, -1, VIVARIUM_VERDICT_NEVER_RUN, NULL);
+}
+
+static void
+test_report_model (void)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autoptr(VivariumReport) plain = vivarium_report_new ();
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(JsonNode) plain_node = NULL;
+  g_autoptr(VivariumReport) back = NULL;
+  g_autoptr(GError) error = NULL;
+  guint64 u[VIVARIUM_REPORT_MODEL_N];
+  JsonObject *model;
+
+  fill_report (r, "a1");
+  vivarium_report_set_model_usage (r, 5, 1, 500, 50);
+  node = vivarium_report_to_json (r);
+  back = vivarium_report_from_json (node, &error);
+  g_assert_no_error (error);
+  g_assert_true (vivarium_report_get_model_usage (back, u));
+  g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_REQUESTS], ==, 5);
+  g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_REFUSED], ==, 1);
+  g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_PROMPT_TOKENS], ==, 500);
+  g_assert_cmpuint (u[VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS], ==, 50);
+
+  {
+    g_autofree gchar *text = vivarium_report_render_text (back, NULL);
+    g_assert_nonnull (strstr (text, "\nModel: 5 requests through the gateway (1 refused); 500 prompt and 50 completion"));
+  }
+
+  /* A script task's report is as before: no "model". */
+  fill_report (plain, "a2");
+  plain_node = vivarium_report_to_json (plain);
+  g_assert_false (json_object_has_member (json_node_get_object (plain_node), "model"));
+  g_clear_object (&back);
+  back = vivarium_report_from_json (plain_node, &error);
+  g_assert_no_error (error);
+  g_assert_false (vivarium_report_get_model_usage (back, u));
+
+  /* Its members are checked like every other object's. */
+  model = json_object_get_object_member (json_node_get_object (node), "model");
+  json_object_set_int_member (model, "extra", 1);
+  g_clear_object (&back);
+  back = vivarium_report_from_json (node, &error);
+  g_assert_null (back);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  json_object_remove_member (model, "extra");
+  json_object_set_int_member (model, "requests", -1);
+  back = vivarium_report_from_json (node, &error);
+  g_assert_null (back);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/agent/tool-call/valid", test_tool_call_valid);
+  g_test_add_func ("/agent/tool-call/unknown", test_tool_call_unknown);
+  g_test_add_func ("/agent/tool-call/malformed", test_tool_call_malformed);
+  g_test_add_func ("/agent/tool-call/oversize", test_tool_call_oversize);
+  g_test_add_func ("/agent/tool-call/no-id", test_tool_call_no_id);
+  g_test_add_func ("/agent/limits", test_limits);
+  g_test_add_func ("/agent/guest-text", test_guest_text);
+  g_test_add_func ("/agent/http", test_http);
+  g_test_add_func ("/agent/transcript/caps", test_transcript_caps);
+  g_test_add_func ("/agent/transcript/total", test_transcript_total);
+  g_test_add_func ("/agent/report-model", test_report_model);
+  return g_test_run ();
+}
