@@ -127,13 +127,21 @@ show_signature (VivariumReportsPage *self, const char *fingerprint, const GError
   gtk_box_append (self->detail_box, wrapped_label (plain, error == NULL ? "success" : "error"));
 }
 
+/* A report's optional strings are NULL when absent. */
+static const char *
+or_dash (const char *s)
+{
+  return s != NULL && *s != '\0' ? s : "—";
+}
+
 static void
 show_header (VivariumReportsPage *self, VivariumReport *report)
 {
   GtkWidget *g = group (self, _("Facts recorded by Vivarium"));
   VivariumOutcome outcome = vivarium_report_get_outcome (report);
-  g_autofree char *image = g_strdup_printf ("%s (%s)", vivarium_report_get_image_name (report),
-                                            vivarium_report_get_image_digest (report));
+  const char *reason = vivarium_report_get_outcome_reason (report);
+  g_autofree char *image = g_strdup_printf ("%s (%s)", or_dash (vivarium_report_get_image_name (report)),
+                                            or_dash (vivarium_report_get_image_digest (report)));
   g_autofree char *started = usec_time (vivarium_report_get_started_at (report));
   g_autofree char *ended = usec_time (vivarium_report_get_ended_at (report));
   g_autofree char *packets = g_strdup_printf ("%" G_GUINT64_FORMAT, vivarium_report_get_guard_dropped_packets (report));
@@ -153,9 +161,10 @@ show_header (VivariumReportsPage *self, VivariumReport *report)
   fact (g, _("Commit"), vivarium_report_get_commit (report));
   fact (g, _("Commands run"), commands);
   fact (g, _("Blocked by the network guard"), drops);
-  /* The reason may quote a guest: a detail under the outcome, as text. */
-  if (*vivarium_report_get_outcome_reason (report) != '\0')
-    fact (g, _("Reason (may quote the guest)"), vivarium_report_get_outcome_reason (report));
+  /* The reason may quote a guest: a detail under the outcome, as text. A
+   * report that succeeded has none (NULL, not ""). */
+  if (reason != NULL && *reason != '\0')
+    fact (g, _("Reason (may quote the guest)"), reason);
 }
 
 static void

@@ -11,7 +11,8 @@
 
 /* What the app shows of a transcript: the operator reads it here, whole
  * transcripts belong in the daemon's files. */
-#define TRANSCRIPT_MAX_CHARS 20000
+#define TRANSCRIPT_MAX_BYTES 64000
+#define TRANSCRIPT_ENTRY_MAX_CHARS 4000
 
 struct _VivariumTasksPage {
   AdwBin              parent_instance;
@@ -128,20 +129,69 @@ cancel_clicked_cb (GtkButton *button, gpointer user_data)
 }
 
 /* --- the transcript ------------------------------------------------------
- * Task.GetTranscript comes with the agent worker; a daemon without it gets
- * a placeholder that says so, never an error dressed as a transcript. */
+ * Task.GetTranscript: an older daemon without it gets a placeholder that
+ * says so, never an error dressed as a transcript. */
+
+/* One line per entry: the daemon's time and kind, then the worker's text.
+ * The text's own lines are indented, so no line of it can pass for the
+ * start of another entry. */
+static void
+append_entry (GString *out, guint64 usec, const char *kind, const char *untrusted, gboolean cut)
+{
+  g_autofree char *when = vivarium_format_time (usec);
+  g_autofree char *plain_kind = vivarium_plain_text (kind, 40);
+  g_autofree char *plain = vivarium_plain_text (untrusted, TRANSCRIPT_ENTRY_MAX_CHARS);
+  g_auto(GStrv) lines = g_strsplit (plain, "\n", -1);
+
+  g_string_append_printf (out, "%s  %s:", when, plain_kind);
+  for (guint i = 0; lines[i] != NULL; i++)
+    g_string_append_printf (out, "%s%s", i == 0 ? " " : "\n    ", lines[i]);
+  if (cut)
+    g_string_append_printf (out, "\n    %s", _("(cut by the service: the entry was longer)"));
+  g_string_append_c (out, '\n');
+}
+
+/* Task.GetTranscript: (a(tssb) entries, b truncated). */
+static char *
+format_transcript (GVariant *entries, gboolean truncated)
+{
+  g_autoptr(GString) out = g_string_new (NULL);
+  GVariantIter iter;
+  guint64 usec;
+  const char *kind;
+  const char *text;
+  gboolean cut;
+  gsize n = g_variant_n_children (entries);
+
+  if (n == 0 && !truncated)
+    return g_strdup (_("The transcript is empty."));
+  g_variant_iter_init (&iter, entries);
+  while (out->len < TRANSCRIPT_MAX_BYTES &&
+         g_variant_iter_next (&iter, "(t&s&sb)", &usec, &kind, &text, &cut)) {
+    append_entry (out, usec, kind, text, cut);
+    n--;
+  }
+  if (n > 0)
+    g_string_append_printf (out, ngettext ("(%u more entry not shown here)\n",
+                                           "(%u more entries not shown here)\n", n), (guint) n);
+  if (truncated)
+    g_string_append (out, _("(the service dropped later entries: the transcript reached its cap)\n"));
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
 
 static void
 transcript_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GtkLabel) label = user_data;
   g_autoptr(GError) error = NULL;
-  g_autoptr(GVariant) reply = g_dbus_proxy_call_finish (G_DBUS_PROXY (source), res, &error);
+  g_autoptr(GVariant) entries = NULL;
+  gboolean truncated = FALSE;
   g_autofree char *text = NULL;
-  g_autofree char *plain = NULL;
 
-  if (reply == NULL) {
+  if (!vivarium_dbus_task_call_get_transcript_finish (VIVARIUM_DBUS_TASK (source), &entries, &truncated,
+                                                      res, &error)) {
     g_autofree char *why = NULL;
+    g_autofree char *plain = NULL;
 
     if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
       return;
@@ -155,13 +205,8 @@ transcript_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     gtk_label_set_text (label, plain);
     return;
   }
-  /* The model's turns and the tool calls are the worker's words. */
-  if (g_variant_is_of_type (reply, G_VARIANT_TYPE ("(s)")))
-    g_variant_get (reply, "(s)", &text);
-  else
-    text = g_variant_print (reply, FALSE);
-  plain = vivarium_plain_text (text, TRANSCRIPT_MAX_CHARS);
-  gtk_label_set_text (label, *plain != '\0' ? plain : _("The transcript is empty."));
+  text = format_transcript (entries, truncated);
+  gtk_label_set_text (label, text);
 }
 
 static void
@@ -174,8 +219,7 @@ transcript_clicked_cb (GtkButton *button, gpointer user_data)
   if (task == NULL || self == NULL)
     return;
   gtk_label_set_text (label, _("Loading…"));
-  g_dbus_proxy_call (G_DBUS_PROXY (task), "GetTranscript", NULL, G_DBUS_CALL_FLAGS_NONE, -1,
-                     self->cancellable, transcript_ready_cb, g_object_ref (label));
+  vivarium_dbus_task_call_get_transcript (task, self->cancellable, transcript_ready_cb, g_object_ref (label));
 }
 
 /* --- rows ---------------------------------------------------------------- */
@@ -330,8 +374,9 @@ create_task_row (gpointer item, gpointer user_data)
   /* A reason may quote the guest: shown as plain, capped text. */
   if (reason != NULL && *reason != '\0')
     adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Reason"), reason));
-  if (g_strcmp0 (vivarium_dbus_task_get_worker (task), "agent") == 0)
-    adw_expander_row_add_row (ADW_EXPANDER_ROW (row), transcript_row ());
+  /* Every task has one (a script worker's is empty): the operator gets
+   * the service's answer, not a guess from the worker kind. */
+  adw_expander_row_add_row (ADW_EXPANDER_ROW (row), transcript_row ());
   if (task_running (task)) {
     GtkWidget *actions = adw_action_row_new ();
     GtkWidget *cancel = gtk_button_new_with_mnemonic (_("_Cancel Task…"));

@@ -12,13 +12,14 @@
 #      are typed, creates "demo"; its row shows usage and a commit;
 #   5. Tasks: a task submitted by vivariumctl asks a question; the app shows
 #      it marked as the worker's words, the answer typed in the app reaches
-#      the worker, the task ends DONE;
+#      the worker, the task ends DONE; its transcript (empty) is read;
 #   6. Reports: its report opens; the signature verifies in the app, the
 #      verdict is pass, and the claim is in a block labelled as a claim;
 #   7. Self-test: Run, then the verdict agrees with the matrix.
 # A screenshot of each page lands in VIVARIUM_UI_LOGDIR.
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ CLAIM_HEADING = 'Claim by the worker (its own words, not verified by Vivarium)'
 QUESTION_HEADING = 'The worker asks (its own words, not checked by Vivarium):'
 QUESTION = 'Which colour should colour.txt say?'
 SUMMARY = 'I wrote colour.txt with the colour you chose.'
+APP = None
 
 
 def systemctl(*args):
@@ -145,6 +147,14 @@ def task(app):
     tap(poll(lambda: labels_containing(app, QUESTION), 240), 'NEEDS_INPUT: the worker\'s question is shown')
     tap(has_label(app, QUESTION_HEADING), 'marked as the worker\'s words')
     screenshot('tasks.png')
+    # A script worker records nothing: the daemon's (a(tssb), b) reply
+    # read as a typed list is empty, never printed raw.
+    shown = click_until(app, 'Show Transcript', lambda: has_label(app, 'The transcript is empty.'), 20, 3)
+    if not shown:
+        diag('Show Transcript buttons: %r' % [b.name for b in buttons(app, 'Show Transcript')])
+        diag('transcript labels: %r' % (labels_containing(app, 'ranscript') + labels_containing(app, 'Not loaded')
+                                         + labels_containing(app, 'Loading')))
+    tap(shown, 'Show Transcript: Task.GetTranscript\'s reply is read (a script worker\'s is empty)')
     tap(poll(lambda: set_text(app, 'Your answer', 'blue')), 'typed the answer')
     tap(click_until(app, 'Answer', lambda: has_label(app, 'Answer sent: the worker goes on.'), 60, 5),
         'Answer: the answer was sent (toast)')
@@ -154,12 +164,36 @@ def task(app):
     return tid
 
 
+def watch_for_crash(pid):
+    """gdb attached to the app from here on: if it dies, its stack is in
+    the log (a dead app shows as a blank screenshot and nothing more)."""
+    out = open(os.path.join(os.environ['VIVARIUM_UI_LOGDIR'], 'gdb.txt'), 'w')
+    return subprocess.Popen(['gdb', '-q', '-batch', '-p', str(pid), '-ex', 'handle SIGPIPE nostop noprint',
+                             '-ex', 'continue', '-ex', 'thread apply all bt 30'],
+                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def report_gdb():
+    path = os.path.join(os.environ['VIVARIUM_UI_LOGDIR'], 'gdb.txt')
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+        if 'received signal' in text or 'exited' in text:
+            diag('the app died; gdb says:\n' + text[-6000:])
+
+
 def report(app, tid):
     switch_to(app, 'Reports')
     tap(poll(lambda: label_starting(app, 'Report ')), 'the Reports page lists the report')
     tap(select_first(app, 'Reports'), 'opened it')
-    tap(poll(lambda: label_starting(app, 'Signature verified: signed by this service’s key sha256:')),
-        'the app verified the signature against the Manager\'s key')
+    verified = poll(lambda: label_starting(app, 'Signature verified: signed by this service’s key sha256:'), 30)
+    if not verified:
+        diag('report detail labels: %r' % [n.name for n in nodes(app, 'label')
+                                           if any(w in n.name for w in ('ignature', 'Loading', 'Could not',
+                                                                        'Report ', 'cannot be read', 'Verdict'))])
+    tap(verified, 'the app verified the signature against the Manager\'s key')
+    if not verified and APP.poll() is not None:
+        return
     tap(poll(lambda: has_label(app, 'Pass: the verification passed in a fresh machine')), 'the verdict: pass')
     tap(has_label(app, 'colour.txt'), 'files changed: colour.txt')
     tap(has_label(app, tid), 'the trusted header names the task')
@@ -206,7 +240,8 @@ def selftest(app):
 def main():
     systemctl('stop', 'vivariumd.service')
     systemctl('mask', 'vivariumd.service')
-    appproc = subprocess.Popen([os.environ['VIVARIUM_UI_APP']])
+    global APP
+    appproc = APP = subprocess.Popen([os.environ['VIVARIUM_UI_APP']])
     try:
         app = find_app()
         if not tap(app is not None, 'the app is on the accessibility bus'):
@@ -220,13 +255,22 @@ def main():
         if not create_project(app):
             return
         tid = task(app)
+        if shutil.which('gdb'):
+            watch_for_crash(appproc.pid)
         if tid:
             report(app, tid)
+        report_gdb()
+        if not tap(appproc.poll() is None, 'the app is still running (exit status %r)' % appproc.poll()):
+            return
         selftest(app)
     finally:
         systemctl('unmask', 'vivariumd.service')
         appproc.terminate()
-        appproc.wait()
+        try:
+            appproc.wait(10)
+        except subprocess.TimeoutExpired:
+            appproc.kill()
+            appproc.wait()
 
 
 if __name__ == '__main__':
