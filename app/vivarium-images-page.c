@@ -371,6 +371,11 @@ ask_name (VivariumImagesPage *self, const char *heading, const char *verb, GStrv
   nd->name = GTK_EDITABLE (entry);
   if (recipes != NULL) {
     nd->recipes = GTK_DROP_DOWN (gtk_drop_down_new_from_strings ((const char *const *) recipes));
+    /* The suggested name is the recipe it is built from: show that one. */
+    for (guint i = 0; recipes[i] != NULL; i++) {
+      if (g_strcmp0 (recipes[i], suggested) == 0)
+        gtk_drop_down_set_selected (nd->recipes, i);
+    }
     gtk_accessible_update_property (GTK_ACCESSIBLE (nd->recipes), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Recipe"), -1);
     gtk_box_append (GTK_BOX (box), GTK_WIDGET (nd->recipes));
   }
@@ -403,7 +408,10 @@ recipes_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     vivarium_toast (GTK_WIDGET (self), _("This daemon has no image recipes."));
     return;
   }
-  ask_name (self, _("Build an Image"), _("_Build"), recipes, recipes[0], -1);
+  /* "tiny" first when there is one: it boots in seconds and needs nothing
+   * the operator must bring (the windows recipe needs an ISO and a licence). */
+  ask_name (self, _("Build an Image"), _("_Build"), recipes,
+            g_strv_contains ((const char *const *) recipes, "tiny") ? "tiny" : recipes[0], -1);
 }
 
 static void
@@ -564,6 +572,7 @@ static void
 vivarium_images_page_init (VivariumImagesPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_expand_on_select (self->image_list);
   vivarium_name_mnemonic_buttons (GTK_WIDGET (self));
   self->cancellable = g_cancellable_new ();
 }

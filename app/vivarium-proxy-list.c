@@ -5,9 +5,11 @@
 #include "vivarium-proxy-list.h"
 #include "vivarium-dbus-generated.h"
 
-/* A GListModel of the daemon's sessions or images, fed by signals only:
- * one List* call at the start (which also makes this peer a subscriber),
- * then {Session,Image}{Added,Removed} from the manager and each object's
+/* A GListModel of the daemon's sessions, images, projects, tasks or
+ * reports, fed by signals only: one List* call at the start (which also
+ * makes this peer a subscriber), then the manager's *Added / *Removed (tasks
+ * and reports have no Removed: the daemon prunes them only when it starts
+ * anew, and the client then lists again) and each object's
  * PropertiesChanged (an items-changed of that one row). Items are the
  * generated proxies, sorted by object path so the order does not depend on
  * which reply came first. */
@@ -35,17 +37,27 @@ static GParamSpec *props[N_PROPS];
 static const struct {
   const char *list_method;
   const char *added;
-  const char *removed;
+  const char *removed;   /* NULL: the daemon never announces a removal */
+  const char *interface;
 } kinds[] = {
-  [VIVARIUM_PROXY_LIST_SESSIONS] = { "ListSessions", "SessionAdded", "SessionRemoved" },
-  [VIVARIUM_PROXY_LIST_IMAGES] = { "ListImages", "ImageAdded", "ImageRemoved" },
+  [VIVARIUM_PROXY_LIST_SESSIONS] = { "ListSessions", "SessionAdded", "SessionRemoved", "org.vivarium.Vivarium1.Session" },
+  [VIVARIUM_PROXY_LIST_IMAGES] = { "ListImages", "ImageAdded", "ImageRemoved", "org.vivarium.Vivarium1.Image" },
+  [VIVARIUM_PROXY_LIST_PROJECTS] = { "ListProjects", "ProjectAdded", "ProjectRemoved", "org.vivarium.Vivarium1.Project" },
+  [VIVARIUM_PROXY_LIST_TASKS] = { "ListTasks", "TaskAdded", NULL, "org.vivarium.Vivarium1.Task" },
+  [VIVARIUM_PROXY_LIST_REPORTS] = { "ListReports", "ReportAdded", NULL, "org.vivarium.Vivarium1.Report" },
 };
 
 static GType
 item_type (VivariumProxyList *self)
 {
-  return self->kind == VIVARIUM_PROXY_LIST_SESSIONS ? VIVARIUM_DBUS_TYPE_SESSION_PROXY
-                                                    : VIVARIUM_DBUS_TYPE_IMAGE_PROXY;
+  switch (self->kind) {
+  case VIVARIUM_PROXY_LIST_SESSIONS: return VIVARIUM_DBUS_TYPE_SESSION_PROXY;
+  case VIVARIUM_PROXY_LIST_IMAGES: return VIVARIUM_DBUS_TYPE_IMAGE_PROXY;
+  case VIVARIUM_PROXY_LIST_PROJECTS: return VIVARIUM_DBUS_TYPE_PROJECT_PROXY;
+  case VIVARIUM_PROXY_LIST_TASKS: return VIVARIUM_DBUS_TYPE_TASK_PROXY;
+  case VIVARIUM_PROXY_LIST_REPORTS: return VIVARIUM_DBUS_TYPE_REPORT_PROXY;
+  default: g_assert_not_reached ();
+  }
 }
 
 /* Binary search: the index of @path, or where it would go (*found FALSE). */
@@ -125,9 +137,7 @@ fetch_object (VivariumProxyList *self, const char *path)
                               "g-name", g_dbus_proxy_get_name (self->manager),
                               "g-connection", g_dbus_proxy_get_connection (self->manager),
                               "g-object-path", path,
-                              "g-interface-name", self->kind == VIVARIUM_PROXY_LIST_SESSIONS
-                                                    ? "org.vivarium.Vivarium1.Session"
-                                                    : "org.vivarium.Vivarium1.Image",
+                              "g-interface-name", kinds[self->kind].interface,
                               NULL);
 }
 
@@ -157,7 +167,7 @@ manager_signal_cb (GDBusProxy *manager, const char *sender, const char *signal_n
   g_variant_get (parameters, "(&o)", &path);
   if (g_strcmp0 (signal_name, kinds[self->kind].added) == 0)
     fetch_object (self, path);
-  else if (g_strcmp0 (signal_name, kinds[self->kind].removed) == 0)
+  else if (kinds[self->kind].removed != NULL && g_strcmp0 (signal_name, kinds[self->kind].removed) == 0)
     forget_object (self, path);
 }
 
@@ -306,7 +316,7 @@ vivarium_proxy_list_new (GDBusProxy *manager, VivariumProxyListKind kind)
   VivariumProxyList *self;
 
   g_return_val_if_fail (G_IS_DBUS_PROXY (manager), NULL);
-  g_return_val_if_fail (kind <= VIVARIUM_PROXY_LIST_IMAGES, NULL);
+  g_return_val_if_fail (kind <= VIVARIUM_PROXY_LIST_REPORTS, NULL);
 
   self = g_object_new (VIVARIUM_TYPE_PROXY_LIST, NULL);
   self->kind = kind;

@@ -9,6 +9,9 @@ G_BEGIN_DECLS
 typedef enum {
   VIVARIUM_PROXY_LIST_SESSIONS,  /* VivariumDBusSession, ListSessions, Session{Added,Removed} */
   VIVARIUM_PROXY_LIST_IMAGES,    /* VivariumDBusImage, ListImages, Image{Added,Removed} */
+  VIVARIUM_PROXY_LIST_PROJECTS,  /* VivariumDBusProject, ListProjects, Project{Added,Removed} */
+  VIVARIUM_PROXY_LIST_TASKS,     /* VivariumDBusTask, ListTasks, TaskAdded */
+  VIVARIUM_PROXY_LIST_REPORTS,   /* VivariumDBusReport, ListReports, ReportAdded */
 } VivariumProxyListKind;
 
 #define VIVARIUM_TYPE_PROXY_LIST (vivarium_proxy_list_get_type ())

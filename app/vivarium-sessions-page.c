@@ -40,6 +40,9 @@ struct _VivariumSessionsPage {
   GtkListBox          *log_list;
   GtkLabel            *log_label;
   GtkButton           *log_more_button;
+  GtkEntry            *exec_entry;
+  GtkButton           *exec_button;
+  GtkLabel            *exec_label;
 
   VivariumClient      *client;
   GPermission         *permission;
@@ -148,6 +151,7 @@ update_actions (VivariumSessionsPage *self)
   gtk_widget_set_sensitive (GTK_WIDGET (self->resume_button), usable);
   gtk_widget_set_sensitive (GTK_WIDGET (self->stop_button), usable && active);
   gtk_widget_set_sensitive (GTK_WIDGET (self->screenshot_button), g_strcmp0 (state, "running") == 0);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->exec_button), usable && g_strcmp0 (state, "running") == 0);
 }
 
 static void
@@ -166,6 +170,7 @@ show_detail (VivariumSessionsPage *self)
     gtk_label_set_text (self->reason_label, "");
     set_row (self->unit_row, "");
     set_row (self->digest_row, "");
+    gtk_label_set_text (self->exec_label, "");
     gtk_stack_set_visible_child_name (self->detail_stack, "none");
     return;
   }
@@ -440,6 +445,63 @@ stop_clicked_cb (VivariumSessionsPage *self)
   admin_call (self, "Stop", _("Could not stop the session"));
 }
 
+/* What a command printed is the guest's: capped, plain text. */
+#define EXEC_OUTPUT_CHARS 4000
+#define EXEC_TIMEOUT_SEC  60
+
+static char *
+guest_bytes (GVariant *bytes)
+{
+  gsize len = 0;
+  const char *data = g_variant_get_fixed_array (bytes, &len, 1);
+  g_autofree char *text = g_strndup (data != NULL ? data : "", len);
+
+  return vivarium_plain_text (text, EXEC_OUTPUT_CHARS);
+}
+
+static void
+exec_done (GtkWidget *page, GVariant *reply, gpointer user_data)
+{
+  VivariumSessionsPage *self = VIVARIUM_SESSIONS_PAGE (page);
+  g_autoptr(GVariant) out = NULL;
+  g_autoptr(GVariant) err = NULL;
+  g_autofree char *out_text = NULL;
+  g_autofree char *err_text = NULL;
+  g_autofree char *text = NULL;
+  gboolean out_cut = FALSE, err_cut = FALSE;
+  gint32 status = 0;
+
+  g_variant_get (reply, "(i@ay@aybb)", &status, &out, &err, &out_cut, &err_cut);
+  out_text = guest_bytes (out);
+  err_text = guest_bytes (err);
+  text = g_strdup_printf (_("Exit status %d (as the guest reported it)\n%s%s%s%s"), status, out_text,
+                          out_cut ? _("\n(output cut at 1 MiB)") : "",
+                          *err_text != '\0' ? "\n" : "", err_text);
+  gtk_label_set_text (self->exec_label, text);
+}
+
+static void
+exec_clicked_cb (VivariumSessionsPage *self)
+{
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) argv = NULL;
+  const char *line = gtk_editable_get_text (GTK_EDITABLE (self->exec_entry));
+
+  if (self->selected == NULL || !gtk_widget_is_sensitive (GTK_WIDGET (self->exec_button)))
+    return;
+  /* Split as a shell would, without a shell: the guest runs the program. */
+  if (!g_shell_parse_argv (line, NULL, &argv, &error)) {
+    g_autofree char *text = g_strdup_printf (_("Could not read the command: %s"), error->message);
+
+    gtk_label_set_text (self->exec_label, text);
+    return;
+  }
+  gtk_label_set_text (self->exec_label, _("Running…"));
+  vivarium_admin_call (GTK_WIDGET (self), G_DBUS_PROXY (self->selected), "Exec",
+                       g_variant_new ("(^as^assu)", argv, (const char *const[]) { NULL }, "", EXEC_TIMEOUT_SEC),
+                       NULL, _("Could not run the command"), exec_done, NULL);
+}
+
 static void
 resume_clicked_cb (VivariumSessionsPage *self)
 {
@@ -573,11 +635,13 @@ vivarium_sessions_page_class_init (VivariumSessionsPageClass *klass)
   BIND (unit_row); BIND (uid_row); BIND (image_row); BIND (digest_row); BIND (accel_row);
   BIND (started_row); BIND (timings_row); BIND (screenshot_button); BIND (screen_picture);
   BIND (screen_label); BIND (log_list); BIND (log_label); BIND (log_more_button);
+  BIND (exec_entry); BIND (exec_button); BIND (exec_label);
 #undef BIND
   gtk_widget_class_bind_template_callback (widget_class, row_activated_cb);
   gtk_widget_class_bind_template_callback (widget_class, row_selected_cb);
   gtk_widget_class_bind_template_callback (widget_class, back_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, stop_clicked_cb);
+  gtk_widget_class_bind_template_callback (widget_class, exec_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, resume_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, screenshot_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, log_more_clicked_cb);

@@ -194,3 +194,20 @@ vivarium_name_mnemonic_buttons (GtkWidget *root)
   for (GtkWidget *child = gtk_widget_get_first_child (root); child != NULL; child = gtk_widget_get_next_sibling (child))
     vivarium_name_mnemonic_buttons (child);
 }
+
+static void
+expand_selected_cb (GtkListBox *list, GtkListBoxRow *row, gpointer user_data)
+{
+  if (ADW_IS_EXPANDER_ROW (row))
+    adw_expander_row_set_expanded (ADW_EXPANDER_ROW (row), TRUE);
+}
+
+/* A list of expander rows whose selection opens the row: so the keyboard's
+ * and assistive technologies' "select" (AT-SPI Selection) shows its actions,
+ * as a click on its header does. */
+void
+vivarium_expand_on_select (GtkListBox *list)
+{
+  gtk_list_box_set_selection_mode (list, GTK_SELECTION_SINGLE);
+  g_signal_connect (list, "row-selected", G_CALLBACK (expand_selected_cb), NULL);
+}

@@ -34,6 +34,7 @@ typedef void (*VivariumCallDone) (GtkWidget *page,
                                   gpointer   user_data);
 
 void vivarium_name_mnemonic_buttons (GtkWidget *root);
+void vivarium_expand_on_select      (GtkListBox *list);
 
 void vivarium_admin_call (GtkWidget        *page,
                           GDBusProxy       *proxy,

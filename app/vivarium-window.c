@@ -9,8 +9,11 @@
 
 #include "vivarium-client.h"
 #include "vivarium-images-page.h"
+#include "vivarium-projects-page.h"
+#include "vivarium-reports-page.h"
 #include "vivarium-selftest-page.h"
 #include "vivarium-sessions-page.h"
+#include "vivarium-tasks-page.h"
 #include "vivarium-util.h"
 
 /* The lock bar follows one admin action: whoever may stop sessions is, by
@@ -26,12 +29,16 @@ struct _VivariumWindow {
   GtkButton            *unlock_button;
   GtkStack             *main_stack;
   AdwViewSwitcherTitle *switcher_title;
+  AdwViewSwitcherBar   *switcher_bar;
   AdwStatusPage        *status_page;
   GtkSpinner           *status_spinner;
   GtkButton            *retry_button;
   VivariumSessionsPage *sessions_page;
   VivariumImagesPage   *images_page;
   VivariumSelftestPage *selftest_page;
+  VivariumProjectsPage *projects_page;
+  VivariumTasksPage    *tasks_page;
+  VivariumReportsPage  *reports_page;
 
   VivariumClient       *client;
   GPermission          *permission;
@@ -68,6 +75,9 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
 
   /* No page switcher over a status page: there is nothing to switch to. */
   adw_view_switcher_title_set_view_switcher_enabled (self->switcher_title, connected);
+  /* Narrow, the bottom bar would offer them too (its reveal follows the
+   * title's width only). */
+  gtk_widget_set_visible (GTK_WIDGET (self->switcher_bar), connected);
   switch (vivarium_client_get_state (client)) {
   case VIVARIUM_CLIENT_CONNECTED:
     /* A hidden status page keeps no stale sentence (screen readers and the
@@ -111,8 +121,8 @@ update_lock_bar (VivariumWindow *self)
   gtk_revealer_set_reveal_child (self->lock_revealer, !allowed);
   gtk_widget_set_visible (GTK_WIDGET (self->unlock_button), can_acquire);
   gtk_label_set_text (self->lock_label,
-                      can_acquire ? _("Some actions are locked: stopping sessions and changing images need an administrator.")
-                                  : _("You may look, but not stop sessions or change images: the system’s policy does not allow it."));
+                      can_acquire ? _("Some actions are locked: changing sessions, images, projects and tasks needs an administrator.")
+                                  : _("You may look, but not change sessions, images, projects or tasks: the system’s policy does not allow it."));
 }
 
 static void
@@ -141,6 +151,8 @@ permission_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   vivarium_sessions_page_set_permission (self->sessions_page, permission);
   vivarium_images_page_set_permission (self->images_page, permission);
   vivarium_selftest_page_set_permission (self->selftest_page, permission);
+  vivarium_projects_page_set_permission (self->projects_page, permission);
+  vivarium_tasks_page_set_permission (self->tasks_page, permission);
 }
 
 static void
@@ -192,6 +204,9 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   g_type_ensure (VIVARIUM_TYPE_SESSIONS_PAGE);
   g_type_ensure (VIVARIUM_TYPE_IMAGES_PAGE);
   g_type_ensure (VIVARIUM_TYPE_SELFTEST_PAGE);
+  g_type_ensure (VIVARIUM_TYPE_PROJECTS_PAGE);
+  g_type_ensure (VIVARIUM_TYPE_TASKS_PAGE);
+  g_type_ensure (VIVARIUM_TYPE_REPORTS_PAGE);
 
   gtk_widget_class_set_template_from_resource (widget_class, "/org/vivarium/Vivarium/vivarium-window.ui");
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, toast_overlay);
@@ -200,12 +215,16 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, unlock_button);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, main_stack);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, switcher_title);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, switcher_bar);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, status_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, status_spinner);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, retry_button);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, sessions_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, images_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, selftest_page);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, projects_page);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, tasks_page);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, reports_page);
   gtk_widget_class_bind_template_callback (widget_class, unlock_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, retry_clicked_cb);
 }
@@ -223,6 +242,9 @@ vivarium_window_init (VivariumWindow *self)
   vivarium_sessions_page_set_client (self->sessions_page, self->client);
   vivarium_images_page_set_client (self->images_page, self->client);
   vivarium_selftest_page_set_client (self->selftest_page, self->client);
+  vivarium_projects_page_set_client (self->projects_page, self->client);
+  vivarium_tasks_page_set_client (self->tasks_page, self->client);
+  vivarium_reports_page_set_client (self->reports_page, self->client);
   client_state_changed_cb (self->client, self);
   vivarium_client_start (self->client);
   polkit_permission_new (ADMIN_ACTION, NULL, self->cancellable, permission_ready_cb, g_object_ref (self));

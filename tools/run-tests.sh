@@ -25,6 +25,9 @@ meson compile -C "$build" || exit 1
 suite "$build" unit
 suite "$build" integration
 suite "$build" system
+# The app: where the daemon is not installed, then against the real one.
+suite "$build" ui
+suite "$build" ui-system
 
 [ -d "$asan" ] || meson setup "$asan" "$src" --prefix=/usr -Db_sanitize=address,undefined -Db_lundef=false \
   -Dapp=disabled || exit 1

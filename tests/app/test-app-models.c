@@ -102,6 +102,14 @@ handle_list_images (VivariumDBusManager *skel, GDBusMethodInvocation *invocation
   return TRUE;
 }
 
+/* ListTasks, ListProjects and ListReports: the tests below announce theirs. */
+static gboolean
+handle_list_none (VivariumDBusManager *skel, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  g_dbus_method_invocation_return_value (invocation, g_variant_new ("(ao)", NULL));
+  return TRUE;
+}
+
 static void
 name_acquired_cb (GDBusConnection *connection, const char *name, gpointer user_data)
 {
@@ -137,6 +145,9 @@ fixture_set_up (Fixture *f, gconstpointer data)
   f->manager_skel = vivarium_dbus_manager_skeleton_new ();
   g_signal_connect (f->manager_skel, "handle-list-sessions", G_CALLBACK (handle_list_sessions), f);
   g_signal_connect (f->manager_skel, "handle-list-images", G_CALLBACK (handle_list_images), f);
+  g_signal_connect (f->manager_skel, "handle-list-tasks", G_CALLBACK (handle_list_none), f);
+  g_signal_connect (f->manager_skel, "handle-list-projects", G_CALLBACK (handle_list_none), f);
+  g_signal_connect (f->manager_skel, "handle-list-reports", G_CALLBACK (handle_list_none), f);
   g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (f->manager_skel), f->peer,
                                                    VIVARIUM_MANAGER_PATH, &error));
   for (gsize i = 0; i < G_N_ELEMENTS (recorded_sessions); i++)
@@ -394,6 +405,126 @@ test_images (Fixture *f, gconstpointer data)
   wait_for_items (f, list, 0);
 }
 
+static gboolean
+task_needs_input (Fixture *f)
+{
+  g_autoptr(VivariumDBusTask) t = g_list_model_get_item (G_LIST_MODEL (current), 0);
+
+  return t != NULL && g_strcmp0 (vivarium_dbus_task_get_outcome (t), "NEEDS_INPUT") == 0 && f->changes > 0;
+}
+
+/* Tasks: TaskAdded adds the row, PropertiesChanged (the worker asked)
+ * changes it in place; the daemon sends no TaskRemoved, and another kind's
+ * Removed for the same path removes nothing. Recorded from a real task of
+ * tests/system/test-tasks.sh (ids shortened). */
+static void
+test_tasks (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumDBusManager) manager = client_manager (f);
+  g_autoptr(VivariumProxyList) list = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_TASKS);
+  g_autoptr(VivariumDBusTask) item = NULL;
+  g_autoptr(VivariumDBusTask) skel = vivarium_dbus_task_skeleton_new ();
+  const char *path = "/org/vivarium/Vivarium1/tasks/t5e1";
+
+  wait_for_items (f, list, 0);
+  g_assert_no_error (vivarium_proxy_list_get_error (list));
+  vivarium_dbus_task_set_id (skel, "t5e1");
+  vivarium_dbus_task_set_project (skel, "demo");
+  vivarium_dbus_task_set_image (skel, "tiny");
+  vivarium_dbus_task_set_worker (skel, "script");
+  vivarium_dbus_task_set_outcome (skel, "IN_PROGRESS");
+  vivarium_dbus_task_set_step (skel, "work");
+  vivarium_dbus_task_set_session (skel, "/org/vivarium/Vivarium1/sessions/a9f2");
+  vivarium_dbus_task_set_report (skel, "/");
+  vivarium_dbus_task_set_submitted_at (skel, 1796112000000000);
+  g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (skel), f->peer, path, &error));
+  g_assert_no_error (error);
+  vivarium_dbus_manager_emit_task_added (f->manager_skel, path);
+  wait_for_items (f, list, 1);
+  item = g_list_model_get_item (G_LIST_MODEL (list), 0);
+  g_assert_true (VIVARIUM_DBUS_IS_TASK_PROXY (item));
+  g_assert_cmpstr (vivarium_dbus_task_get_outcome (item), ==, "IN_PROGRESS");
+  g_assert_cmpstr (vivarium_dbus_task_get_project (item), ==, "demo");
+
+  g_signal_connect (list, "items-changed", G_CALLBACK (items_changed_cb), f);
+  f->changes = 0;
+  vivarium_dbus_task_set_question (skel, "Which colour?");
+  vivarium_dbus_task_set_outcome (skel, "NEEDS_INPUT");
+  current = list;
+  spin_until (task_needs_input, f);
+  g_assert_cmpuint (f->last_pos, ==, 0);
+  g_assert_cmpuint (f->last_removed, ==, 1);
+  g_assert_cmpuint (f->last_added, ==, 1);
+  g_assert_cmpstr (vivarium_dbus_task_get_question (item), ==, "Which colour?");
+
+  vivarium_dbus_manager_emit_session_removed (f->manager_skel, path);
+  vivarium_dbus_manager_emit_project_removed (f->manager_skel, path);
+  /* Signals arrive in order: once a second task is in, those were handled. */
+  {
+    g_autoptr(VivariumDBusTask) second = vivarium_dbus_task_skeleton_new ();
+    const char *second_path = "/org/vivarium/Vivarium1/tasks/t6a0";
+
+    vivarium_dbus_task_set_id (second, "t6a0");
+    vivarium_dbus_task_set_outcome (second, "DONE");
+    g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (second), f->peer, second_path, &error));
+    vivarium_dbus_manager_emit_task_added (f->manager_skel, second_path);
+    wait_for_items (f, list, 2);
+    g_assert_nonnull (vivarium_proxy_list_lookup (list, path));
+    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (second));
+  }
+  g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (skel));
+}
+
+/* Projects come and go with ProjectAdded / ProjectRemoved; reports arrive
+ * with ReportAdded, each a proxy of its own interface. */
+static void
+test_projects_and_reports (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumDBusManager) manager = client_manager (f);
+  g_autoptr(VivariumProxyList) projects = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_PROJECTS);
+  g_autoptr(VivariumProxyList) reports = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_REPORTS);
+  g_autoptr(VivariumDBusProject) project = vivarium_dbus_project_skeleton_new ();
+  g_autoptr(VivariumDBusReport) report = vivarium_dbus_report_skeleton_new ();
+  g_autoptr(VivariumDBusProject) project_item = NULL;
+  g_autoptr(VivariumDBusReport) report_item = NULL;
+  const char *project_path = "/org/vivarium/Vivarium1/projects/demo";
+  const char *report_path = "/org/vivarium/Vivarium1/reports/r5e1";
+
+  wait_for_items (f, projects, 0);
+  wait_for_items (f, reports, 0);
+  vivarium_dbus_project_set_name (project, "demo");
+  vivarium_dbus_project_set_quota_bytes (project, 268435456);
+  vivarium_dbus_project_set_used_bytes (project, 16384);
+  vivarium_dbus_project_set_head (project, "9c1e0d3b5a7f2e4c6b8a0d1f3e5c7a9b1d3f5e7c");
+  vivarium_dbus_project_set_last_task (project, "/");
+  g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (project), f->peer, project_path, &error));
+  vivarium_dbus_report_set_id (report, "r5e1");
+  vivarium_dbus_report_set_task (report, "/org/vivarium/Vivarium1/tasks/t5e1");
+  vivarium_dbus_report_set_project (report, "demo");
+  vivarium_dbus_report_set_outcome (report, "DONE");
+  g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (report), f->peer, report_path, &error));
+  g_assert_no_error (error);
+
+  vivarium_dbus_manager_emit_project_added (f->manager_skel, project_path);
+  vivarium_dbus_manager_emit_report_added (f->manager_skel, report_path);
+  wait_for_items (f, projects, 1);
+  wait_for_items (f, reports, 1);
+  project_item = g_list_model_get_item (G_LIST_MODEL (projects), 0);
+  report_item = g_list_model_get_item (G_LIST_MODEL (reports), 0);
+  g_assert_true (VIVARIUM_DBUS_IS_PROJECT_PROXY (project_item));
+  g_assert_cmpuint (vivarium_dbus_project_get_quota_bytes (project_item), ==, 268435456);
+  g_assert_true (VIVARIUM_DBUS_IS_REPORT_PROXY (report_item));
+  g_assert_cmpstr (vivarium_dbus_report_get_outcome (report_item), ==, "DONE");
+
+  g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (project));
+  vivarium_dbus_manager_emit_project_removed (f->manager_skel, project_path);
+  wait_for_items (f, projects, 0);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (reports)), ==, 1);
+  g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (report));
+}
+
 /* The error sentences the toasts show: ours first, then the daemon's. */
 static void
 test_describe_error (void)
@@ -483,6 +614,8 @@ main (int argc, char **argv)
               test_sessions_removed_while_fetching, fixture_tear_down);
   g_test_add ("/app/sessions/refused", Fixture, NULL, fixture_set_up, test_sessions_refused, fixture_tear_down);
   g_test_add ("/app/images", Fixture, NULL, fixture_set_up, test_images, fixture_tear_down);
+  g_test_add ("/app/tasks", Fixture, NULL, fixture_set_up, test_tasks, fixture_tear_down);
+  g_test_add ("/app/projects-and-reports", Fixture, NULL, fixture_set_up, test_projects_and_reports, fixture_tear_down);
   g_test_add_func ("/app/describe-error", test_describe_error);
   g_test_add_func ("/app/selftest-result", test_selftest_result);
   g_test_add_func ("/app/selftest-result/bad", test_selftest_result_bad);

@@ -22,7 +22,7 @@ cleanup () {
 }
 trap cleanup EXIT
 
-for tool in Xvfb dbus-daemon import /usr/bin/python3; do
+for tool in Xvfb dbus-daemon import xdotool /usr/bin/python3; do
 	command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing (tools/install-deps.sh)"; exit 1; }
 done
 /usr/bin/python3 -c 'import pyatspi, dogtail' || { echo "FAIL: python3-pyatspi / python3-dogtail are missing"; exit 1; }
@@ -55,7 +55,5 @@ export GDK_BACKEND=x11 GSK_RENDERER=cairo GTK_A11Y=atspi
 unset NO_AT_BRIDGE
 export LANGUAGE=C LC_ALL=C.UTF-8
 export VIVARIUM_UI_APP=${VIVARIUM_UI_APP:-$build/app/vivarium}
-export VIVARIUM_UI_FAKE=$src/tests/ui/fake-vivariumd.py
-export VIVARIUM_UI_XML=$src/dbus/org.vivarium.Vivarium1.xml
 export VIVARIUM_UI_LOGDIR=$logdir
 /usr/bin/python3 "${VIVARIUM_UI_SCRIPT:-$src/tests/ui/test-ui.py}"

@@ -2,30 +2,70 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # Inside the systemd test host (run by run-app-system.sh through
-# tests/system/vivarium-test-host): the app against the real vivariumd on
-# the real system bus, under Xvfb, driven through AT-SPI. Builds and freezes
-# `tiny` as test-sessions.sh does, then test-app-system.py starts a session
-# with vivariumctl, sees it appear in the Sessions page, stops it and sees it
-# vanish. Screenshots leave the container as "# png NAME BASE64" lines.
+# tests/system/vivarium-test-host, with VIVARIUM_TEST_BTRFS so projects have
+# a real btrfs): the app against the real vivariumd on the real system bus,
+# under Xvfb, driven through AT-SPI. Two runs of run-ui-test.sh:
+#   1. as root (polkit allows root everything): test-app-system.py — the
+#      daemon masked then started, every page, an image built and frozen, a
+#      project, a task whose question is answered in the app, its report,
+#      the self-test;
+#   2. as an unprivileged user whose only polkit rule lets it read:
+#      test-app-refused.py — an admin action refused, shown as a toast with
+#      the reason.
+# Screenshots leave the container as "# png NAME BASE64" lines.
 set -u
 [ "$(id -u)" = 0 ] || { echo "Bail out! must run as root"; exit 1; }
 [ -d /run/systemd/system ] || { echo "Bail out! systemd is not PID 1 here"; exit 1; }
-
-ctl () { vivariumctl --no-interaction "$@"; }
-ctl image build tiny tiny >/dev/null 2>&1 || { echo "Bail out! could not build tiny"; exit 1; }
-ctl image freeze tiny >/dev/null 2>&1 || { echo "Bail out! could not freeze tiny"; exit 1; }
-echo "# tiny built and frozen"
+[ "$(stat -f -c %T /var/lib/vivarium/projects 2>/dev/null)" = btrfs ] ||
+  { echo "Bail out! /var/lib/vivarium/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"; exit 1; }
 
 src=$(dirname -- "$(readlink -f -- "$0")")/../..
+build=${VIVARIUM_UI_BUILD:-$src/build}
 export VIVARIUM_UI_APP=/usr/bin/vivarium
 [ -x "$VIVARIUM_UI_APP" ] || VIVARIUM_UI_APP=$(command -v vivarium)
-logdir=$(mktemp -d)
-# run-ui-test.sh provides Xvfb and a session bus; here the system bus is the
-# real one, so it must not replace it.
+work=$(mktemp -d /var/tmp/vivarium-ui.XXXXXX)
+chmod 0755 "$work"
+mkdir -m 0777 "$work/logs" "$work/logs-user" "$work/home"
+user=vu$$
+rule=/etc/polkit-1/rules.d/49-vivarium-ui-test.rules
+cleanup () {
+  systemctl unmask vivariumd.service >/dev/null 2>&1
+  rm -f "$rule"
+  userdel "$user" >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The task's worker (a script worker, as in tests/system/test-tasks.sh): it
+# asks, writes the answer into the project, and claims it did.
+cat > "$work/worker.sh" <<'WEOF'
+#!/bin/sh
+answer=$(vivariumctl worker ask "Which colour should colour.txt say?") || exit 1
+vivariumctl worker exec --cwd /project -- sh -c "printf '%s\n' \"\$1\" > colour.txt" sh "$answer" || exit 1
+vivariumctl worker finish --summary "I wrote colour.txt with the colour you chose." --verify "grep -qx blue colour.txt"
+WEOF
+chmod 0755 "$work/worker.sh"
+export VIVARIUM_UI_WORKER=$work/worker.sh
+export VIVARIUM_UI_EMIT_PNG=1
+
+# 1. as root. run-ui-test.sh provides Xvfb and a session bus; the system
+# bus is the real one, so it must not replace it.
 VIVARIUM_UI_REAL_SYSTEM_BUS=1 VIVARIUM_UI_SCRIPT=$src/tests/ui/test-app-system.py \
-  "$src/tests/ui/run-ui-test.sh" "${VIVARIUM_UI_BUILD:-$src/build}" "$src" "$logdir"
+  "$src/tests/ui/run-ui-test.sh" "$build" "$src" "$work/logs"
 rc=$?
-for f in "$logdir"/*.png; do
-  [ -f "$f" ] && echo "# png $(basename "$f") $(base64 -w0 "$f")"
-done
+
+# 2. as a user polkit lets read and nothing else.
+useradd --no-create-home --shell /usr/sbin/nologin --user-group "$user" || { echo "Bail out! useradd"; exit 1; }
+cat > "$rule" <<REOF
+polkit.addRule(function(action, subject) {
+  if (subject.user == "$user" &&
+      (action.id == "org.vivarium.vivarium1.read-status" || action.id == "org.vivarium.vivarium1.read-reports"))
+    return polkit.Result.YES;
+});
+REOF
+runuser -u "$user" -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$work/home" LANG=C.UTF-8 \
+  VIVARIUM_UI_APP="$VIVARIUM_UI_APP" VIVARIUM_UI_REAL_SYSTEM_BUS=1 VIVARIUM_UI_EMIT_PNG=1 \
+  VIVARIUM_UI_SCRIPT="$src/tests/ui/test-app-refused.py" \
+  "$src/tests/ui/run-ui-test.sh" "$build" "$src" "$work/logs-user" || rc=1
+
 exit $rc
