@@ -10,15 +10,8 @@
 # shellcheck disable=SC2317
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
-
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly IFACE=org.vivarium.Vivarium1
-readonly ERR=org.vivarium.Vivarium1.Error
-readonly IMAGE=tiny
-readonly STATE=/var/lib/vivarium
-readonly MIB=$((1024 * 1024))
-readonly PY=/usr/bin/python3
+# shellcheck source=SCRIPTDIR/task-lib.sh
+source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
 [ "$(id -u)" = 0 ] || bail_out "must run as root"
 [ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
@@ -28,17 +21,6 @@ done
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 
-ctl () { vivariumctl --no-interaction "$@"; }
-call () {  # PATH METHOD ARGS...
-  local path=$1 method=$2
-  shift 2
-  gdbus call --system --dest "$BUS" --object-path "$path" --method "$IFACE.$method" "$@"
-}
-prop () {  # PATH INTERFACE PROPERTY
-  busctl get-property "$BUS" "$1" "$IFACE.$2" "$3" | cut -d' ' -f2- | tr -d '"'
-}
-project_path () { printf '%s/projects/%s' "$OBJ" "$1"; }
-task_prop () { prop "$1" Task "$2"; }
 git_of () { local p=$1; shift; git --git-dir="$STATE/projects/$p/repo" "$@"; }
 
 tmpd=$(mktemp -d /var/tmp/vivarium-hostile.XXXXXX)
@@ -70,16 +52,6 @@ except GLib.Error as e:
     sys.exit(1)
 PYEOF
 }
-get_json () {  # REPORT_PATH OUT
-  "$PY" - "$1" "$2" <<'PYEOF'
-import sys
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Report', 'GetJson',
-                  None, None, 0, 30000, None)
-open(sys.argv[2], 'w').write(r.unpack()[0])
-PYEOF
-}
 get_text () {  # REPORT_PATH OUT
   "$PY" - "$1" "$2" <<'PYEOF'
 import sys
@@ -89,13 +61,6 @@ r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1
                   None, None, 0, 30000, None)
 open(sys.argv[2], 'w').write(r.unpack()[0])
 PYEOF
-}
-report_field () {  # FILE PYEXPR over r (the report)
-  "$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['report']; print($2)" "$1" 2>&1
-}
-wait_outcome () {  # TASK SECONDS
-  gdbus call --system --dest "$BUS" --object-path "$1" --method "$IFACE.Task.Wait" --timeout $(($2 + 30)) \
-    "uint32 $2" 2>&1 | grep -o "'[A-Z_]*'" | tr -d "'"
 }
 no_worker_unit () { [ -z "$(systemctl list-units --all --plain --no-legend 'vivarium-worker-*' | head -1)" ]; }
 

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# The bus-side helpers of the task system tests (test-tasks.sh,
+# test-task-hostile.sh): one definition of how a test calls the daemon,
+# reads a property, fetches a signed report and waits for an outcome.
+# Sourced after lib.sh.
+
+# shellcheck disable=SC2034  # the constants are the sourcing tests'
+readonly BUS=org.vivarium.Vivarium1
+readonly OBJ=/org/vivarium/Vivarium1
+readonly IFACE=org.vivarium.Vivarium1
+readonly ERR=org.vivarium.Vivarium1.Error
+readonly IMAGE=tiny
+readonly STATE=/var/lib/vivarium
+readonly MIB=$((1024 * 1024))
+readonly PY=/usr/bin/python3
+
+ctl () { vivariumctl --no-interaction "$@"; }
+call () {  # PATH METHOD ARGS...
+  local path=$1 method=$2
+  shift 2
+  gdbus call --system --dest "$BUS" --object-path "$path" --method "$IFACE.$method" "$@"
+}
+prop () {  # PATH INTERFACE PROPERTY
+  busctl get-property "$BUS" "$1" "$IFACE.$2" "$3" | cut -d' ' -f2- | tr -d '"'
+}
+project_path () { printf '%s/projects/%s' "$OBJ" "$1"; }
+task_prop () { prop "$1" Task "$2"; }
+get_json () {  # REPORT_PATH OUT: the signed file exactly as GetJson returns it
+  "$PY" - "$1" "$2" <<'PYEOF'
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Report', 'GetJson',
+                  None, None, 0, 30000, None)
+open(sys.argv[2], 'w').write(r.unpack()[0])
+PYEOF
+}
+report_field () {  # FILE PYEXPR over r (the report)
+  "$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['report']; print($2)" "$1" 2>&1
+}
+wait_outcome () {  # TASK SECONDS: gdbus's own timeout (25 s by default) must outlast the Wait
+  gdbus call --system --dest "$BUS" --object-path "$1" --method "$IFACE.Task.Wait" --timeout $(($2 + 30)) \
+    "uint32 $2" 2>&1 | grep -o "'[A-Z_]*'" | tr -d "'"
+}
