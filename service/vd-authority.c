@@ -3,6 +3,9 @@
 
 #include "config.h"
 
+#include <stdlib.h>
+#include <systemd/sd-login.h>
+
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-authority.h"
@@ -147,15 +150,21 @@ vd_authority_has_workers (VdAuthority *self)
 
 /* A task's worker gets exactly its grants, and polkit never hears of it:
  * whatever rules an administrator wrote do not widen a worker's reach.
- * Returns TRUE when @uid is a worker (and sets @allowed); FALSE when the
- * call is for polkit to decide. */
+ * Returns TRUE when @uid is a worker's (and sets @allowed); FALSE when the
+ * call is for polkit to decide. @pid, the caller's process as the bus
+ * knows it, is resolved to its unit only for a worker's uid: a grant holds
+ * for its own unit's processes alone. */
 gboolean
-vd_authority_judge_worker (VdAuthority *self, guint32 uid, const gchar *interface_name, const gchar *method,
-                           const gchar *object_path, gboolean *allowed)
+vd_authority_judge_worker (VdAuthority *self, guint32 uid, guint32 pid, const gchar *interface_name,
+                           const gchar *method, const gchar *object_path, gboolean *allowed)
 {
+  g_autofree gchar *unit = NULL;
+
   if (self->grants == NULL || !vd_worker_grants_is_worker (self->grants, uid))
     return FALSE;
-  *allowed = vd_worker_grants_allows (self->grants, uid, interface_name, method, object_path);
+  if (pid != 0 && sd_pid_get_unit ((pid_t) pid, &unit) < 0)
+    g_clear_pointer (&unit, free);
+  *allowed = vd_worker_grants_allows (self->grants, uid, unit, interface_name, method, object_path);
   return TRUE;
 }
 

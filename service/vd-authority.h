@@ -50,6 +50,7 @@ void               vd_authority_set_worker_grants  (VdAuthority    *self,
                                                     VdWorkerGrants *grants);
 gboolean           vd_authority_judge_worker       (VdAuthority *self,
                                                     guint32      uid,
+                                                    guint32      pid,
                                                     const gchar *interface_name,
                                                     const gchar *method,
                                                     const gchar *object_path,

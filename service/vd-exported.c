@@ -756,24 +756,29 @@ ask_polkit (Call *call)
 }
 
 /* A task's worker is judged by its grants alone: admitted for exactly its
- * own session's and task's verbs, with no read checks (it gets no signals),
- * refused everything else, and polkit is never asked about it. */
+ * own session's and task's verbs, from its own unit's processes, with no
+ * read checks (it gets no signals), refused everything else, and polkit is
+ * never asked about it. The bus tells the caller's uid and pid. */
 static void
-caller_uid_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+caller_credentials_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(Call) call = user_data;
   g_autoptr(GVariant) reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, NULL);
+  g_autoptr(GVariant) credentials = NULL;
   GDBusMethodInvocation *invocation = call->invocation;
-  guint32 uid = G_MAXUINT32;
+  guint32 uid = G_MAXUINT32, pid = 0;
   gboolean allowed = FALSE;
 
-  if (reply == NULL) {
+  if (reply != NULL)
+    credentials = g_variant_get_child_value (reply, 0);
+  if (credentials == NULL || !g_variant_lookup (credentials, "UnixUserID", "u", &uid)) {
     refuse (g_steal_pointer (&call->invocation), call->action,
             g_dbus_method_invocation_get_method_name (invocation), "the caller's uid is unknown");
     return;
   }
-  g_variant_get (reply, "(u)", &uid);
-  if (!vd_authority_judge_worker (call->self->authority, uid, g_dbus_method_invocation_get_interface_name (invocation),
+  g_variant_lookup (credentials, "ProcessID", "u", &pid);
+  if (!vd_authority_judge_worker (call->self->authority, uid, pid,
+                                  g_dbus_method_invocation_get_interface_name (invocation),
                                   g_dbus_method_invocation_get_method_name (invocation),
                                   g_dbus_method_invocation_get_object_path (invocation), &allowed)) {
     ask_polkit (g_steal_pointer (&call));
@@ -781,7 +786,7 @@ caller_uid_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   if (!allowed) {
     refuse (g_steal_pointer (&call->invocation), call->action, g_dbus_method_invocation_get_method_name (invocation),
-            "a task's worker may only act through its own task");
+            "a task's worker may only act through its own task, from its own unit");
     return;
   }
   forward (call);
@@ -827,8 +832,8 @@ boundary_method_call (GDBusConnection *connection, const gchar *sender, const gc
     return;
   }
   g_dbus_connection_call (connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                          "GetConnectionUnixUser", g_variant_new ("(s)", sender), G_VARIANT_TYPE ("(u)"),
-                          G_DBUS_CALL_FLAGS_NONE, 5000, NULL, caller_uid_cb, call);
+                          "GetConnectionCredentials", g_variant_new ("(s)", sender), G_VARIANT_TYPE ("(a{sv})"),
+                          G_DBUS_CALL_FLAGS_NONE, 5000, NULL, caller_credentials_cb, call);
 }
 
 static const GDBusInterfaceVTable boundary_vtable = {

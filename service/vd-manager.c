@@ -1491,7 +1491,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
     self->reports = vd_report_store_new (reports, keys, VD_REPORT_STORE_MAX, export_func, self);
   }
   /* The authority judges workers by these before it asks polkit. */
-  self->grants = vd_worker_grants_new ();
+  self->grants = vd_worker_grants_new (VIVARIUM_WORKER_UID_BASE, VIVARIUM_SESSION_UID_COUNT);
   vd_authority_set_worker_grants (authority, self->grants);
   self->runner = vd_task_runner_new (config, self->systemd, self->pool, self->guard, self->projects, self->reports,
                                      self->grants, idle, export_func, self);

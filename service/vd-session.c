@@ -23,6 +23,7 @@
 #include "vd-qemu-command.h"
 #include "vd-qmp-client.h"
 #include "vd-session.h"
+#include "vd-unit-sandbox.h"
 #include "vd-session-snapshot.h"
 
 #define QMP_TIMEOUT_MS        10000
@@ -312,6 +313,30 @@ ip_address_deny (VdSession *self)
   return g_variant_builder_end (&b);
 }
 
+/* QEMU with user-mode networking: slirp's sockets are AF_INET(6), QMP and
+ * the guest agent AF_UNIX; TCG writes the code it runs; QEMU installs its
+ * own seccomp filter (-sandbox on) on top of this one. Of the runtime
+ * directory it sees its own sockets' directory only. */
+static void
+add_sandbox (VdSession *self, GVariantBuilder *b)
+{
+  const gchar *families[] = { "AF_UNIX", "AF_INET", "AF_INET6", NULL };
+  const gchar *syscalls[] = { "@system-service", "seccomp", NULL };
+  const gchar *denied[] = { "@privileged", NULL };
+  const gchar *binds[] = { self->runtime_dir, NULL };
+  g_autofree gchar *runtime = g_path_get_dirname (g_path_get_dirname (self->runtime_dir));
+  VdUnitSandbox sandbox = {
+    .address_families = families,
+    .syscalls = syscalls,
+    .denied_syscalls = denied,
+    .writes_code = TRUE,
+    .runtime_dir = runtime,
+    .binds = binds,
+  };
+
+  vd_unit_sandbox_add (b, &sandbox);
+}
+
 static GVariant *
 unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
 {
@@ -321,8 +346,9 @@ unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
   g_autoptr(GPtrArray) rw = g_ptr_array_new ();
   GVariantBuilder b;
 
+  /* The runtime directory is bound read-write by the sandbox, over an
+   * empty /run/vivarium. */
   g_ptr_array_add (rw, self->state_dir);
-  g_ptr_array_add (rw, self->runtime_dir);
   if (self->project_dir != NULL)
     g_ptr_array_add (rw, self->project_dir);
   g_ptr_array_add (rw, NULL);
@@ -355,19 +381,11 @@ unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
   if (self->options.timeout_sec > 0)
     g_variant_builder_add (&b, "(sv)", "RuntimeMaxUSec", g_variant_new_uint64 ((guint64) self->options.timeout_sec * G_USEC_PER_SEC));
   g_variant_builder_add (&b, "(sv)", "TimeoutStopUSec", g_variant_new_uint64 (15 * G_USEC_PER_SEC));
-  g_variant_builder_add (&b, "(sv)", "NoNewPrivileges", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "PrivateTmp", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "ProtectSystem", g_variant_new_string ("strict"));
-  g_variant_builder_add (&b, "(sv)", "ProtectHome", g_variant_new_string ("yes"));
   g_variant_builder_add (&b, "(sv)", "ReadWritePaths", g_variant_new_strv ((const gchar * const *) rw->pdata, -1));
   if (self->resolv_conf != NULL)
     g_variant_builder_add (&b, "(sv)", "BindReadOnlyPaths",
                            g_variant_new_parsed ("[(%s, '/etc/resolv.conf', false, @t 0)]", self->resolv_conf));
-  g_variant_builder_add (&b, "(sv)", "ProtectKernelTunables", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "ProtectKernelModules", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "ProtectControlGroups", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "RestrictRealtime", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "LockPersonality", g_variant_new_boolean (TRUE));
+  add_sandbox (self, &b);
   return g_variant_builder_end (&b);
 }
 

@@ -17,6 +17,7 @@
 #include "vd-task-runner.h"
 #include "vd-transcript.h"
 #include "vd-worker.h"
+#include "vd-worker-slots.h"
 
 #define I(x) VIVARIUM_DBUS_IFACE_PREFIX "." x
 
@@ -47,7 +48,7 @@ struct _VdTaskRunner {
   gpointer        export_data;
   GHashTable     *tasks;   /* id → VdTask */
   GHashTable     *runs;    /* id → Run, while it runs */
-  GHashTable     *slots;   /* worker slot numbers in use */
+  VdWorkerSlots  *slots;   /* the worker uids */
 };
 
 G_DEFINE_TYPE (VdTaskRunner, vd_task_runner, G_TYPE_OBJECT)
@@ -85,7 +86,7 @@ typedef struct {
   VdWorker           *worker;
   gboolean            agent;          /* worker "agent": vivarium-agent */
   VdTranscript       *transcript;
-  gint                slot;
+  guint32             worker_uid;     /* its slot's; 0 until it has one */
   guint               timeout_id;
   gboolean            winding_down;
   gboolean            session_starting;  /* the work session's start is under way */
@@ -146,7 +147,7 @@ vd_task_runner_finalize (GObject *object)
 
   g_hash_table_unref (self->runs);
   g_hash_table_unref (self->tasks);
-  g_hash_table_unref (self->slots);
+  g_clear_object (&self->slots);
   g_clear_object (&self->config);
   g_clear_object (&self->systemd);
   g_clear_object (&self->pool);
@@ -173,7 +174,6 @@ vd_task_runner_init (VdTaskRunner *self)
 {
   self->tasks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   self->runs = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) run_free);
-  self->slots = g_hash_table_new (g_direct_hash, g_direct_equal);
 }
 
 VdTaskRunner *
@@ -190,6 +190,7 @@ vd_task_runner_new (VdConfig *config, VdSystemd *systemd, VdSessionPool *pool, V
   self->projects = g_object_ref (projects);
   self->reports = g_object_ref (reports);
   self->grants = g_object_ref (grants);
+  self->slots = vd_worker_slots_new (systemd, "/proc", VIVARIUM_WORKER_UID_BASE, VIVARIUM_SESSION_UID_COUNT);
   self->idle = g_object_ref (idle);
   self->export_func = export_func;
   self->export_data = export_data;
@@ -578,8 +579,8 @@ end_run (Run *run)
   vd_project_store_release (self->projects, run->project);
   if (run->worker != NULL)
     vd_worker_cleanup (run->worker);
-  if (run->slot >= 0)
-    g_hash_table_remove (self->slots, GINT_TO_POINTER (run->slot));
+  if (run->worker_uid != 0)
+    vd_worker_slots_release (self->slots, run->worker_uid);
   remove_record (self, id);
   vd_idle_uninhibit (self->idle, run->inhibit);
   vd_log_task (G_LOG_LEVEL_INFO, id, "task %s ended: %s%s%s", id, vivarium_outcome_to_string (run->end_outcome),
@@ -894,18 +895,6 @@ hard_limit_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-static gint
-claim_slot (VdTaskRunner *self)
-{
-  for (guint i = 0; i < VIVARIUM_SESSION_UID_COUNT; i++) {
-    if (!g_hash_table_contains (self->slots, GINT_TO_POINTER ((gint) i))) {
-      g_hash_table_add (self->slots, GINT_TO_POINTER ((gint) i));
-      return (gint) i;
-    }
-  }
-  return -1;
-}
-
 static gboolean
 tool_allowed (Run *run, const gchar *tool)
 {
@@ -918,7 +907,7 @@ grant_worker (Run *run, guint32 uid)
 {
   VdWorkerGrants *grants = run->runner->grants;
 
-  vd_worker_grants_add_worker (grants, uid);
+  vd_worker_grants_add_worker (grants, uid, vd_worker_get_unit (run->worker));
   for (gsize i = 0; i < G_N_ELEMENTS (tool_calls); i++) {
     const gchar *path = g_str_equal (tool_calls[i].interface_name, I ("Task"))
                         ? vd_task_get_object_path (run->task) : vd_session_get_object_path (run->session);
@@ -949,15 +938,15 @@ start_worker (Run *run)
 {
   VdTaskRunner *self = run->runner;
   g_autoptr(GError) error = NULL;
+  g_autofree gchar *unit = vd_worker_unit_for (vd_task_get_id (run->task));
   guint32 uid;
 
-  run->slot = claim_slot (self);
-  if (run->slot < 0) {
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, "every worker slot is in use");
+  if (!vd_worker_slots_claim (self->slots, unit, &uid, &error)) {
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, error->message);
     return;
   }
-  uid = VIVARIUM_WORKER_UID_BASE + (guint32) run->slot;
-  run->worker = vd_worker_new (self->systemd, vd_config_get_runtime_dir (self->config), vd_task_get_id (run->task), uid);
+  run->worker_uid = uid;
+  run->worker = vd_worker_new (self->systemd, self->config, vd_task_get_id (run->task), uid);
   if (run->agent && !open_model_socket (run, uid, &error)) {
     g_autofree gchar *reason = g_strdup_printf ("the agent's model socket could not be made: %s", error->message);
     wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
@@ -1078,7 +1067,6 @@ vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *i
   VdProject *project;
 
   run->runner = self;
-  run->slot = -1;
   run->image = g_object_ref (image);
   run->project = g_strdup (project_name);
   run->instructions = g_strdup (instructions);

@@ -5,13 +5,28 @@
 
 #include "vd-worker-grants.h"
 
+typedef struct {
+  gchar      *unit;
+  GHashTable *calls;   /* set of "interface\nmethod\npath" */
+} Grant;
+
 struct _VdWorkerGrants {
   GObject     parent_instance;
   GMutex      lock;
-  GHashTable *workers;   /* uid → GHashTable set of "interface\nmethod\npath" */
+  guint32     first_uid;
+  guint       count;
+  GHashTable *workers;   /* uid → Grant */
 };
 
 G_DEFINE_TYPE (VdWorkerGrants, vd_worker_grants, G_TYPE_OBJECT)
+
+static void
+grant_free (Grant *grant)
+{
+  g_free (grant->unit);
+  g_hash_table_unref (grant->calls);
+  g_free (grant);
+}
 
 static void
 vd_worker_grants_finalize (GObject *object)
@@ -33,13 +48,17 @@ static void
 vd_worker_grants_init (VdWorkerGrants *self)
 {
   g_mutex_init (&self->lock);
-  self->workers = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, (GDestroyNotify) g_hash_table_unref);
+  self->workers = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, (GDestroyNotify) grant_free);
 }
 
 VdWorkerGrants *
-vd_worker_grants_new (void)
+vd_worker_grants_new (guint32 first_uid, guint count)
 {
-  return g_object_new (VD_TYPE_WORKER_GRANTS, NULL);
+  VdWorkerGrants *self = g_object_new (VD_TYPE_WORKER_GRANTS, NULL);
+
+  self->first_uid = first_uid;
+  self->count = count;
+  return self;
 }
 
 /* '\n' cannot occur in an interface, member or object path name. */
@@ -50,12 +69,15 @@ key_for (const gchar *interface_name, const gchar *method, const gchar *object_p
 }
 
 void
-vd_worker_grants_add_worker (VdWorkerGrants *self, guint32 uid)
+vd_worker_grants_add_worker (VdWorkerGrants *self, guint32 uid, const gchar *unit)
 {
+  Grant *grant = g_new0 (Grant, 1);
+
+  g_return_if_fail (unit != NULL);
+  grant->unit = g_strdup (unit);
+  grant->calls = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_mutex_lock (&self->lock);
-  if (!g_hash_table_contains (self->workers, GUINT_TO_POINTER (uid)))
-    g_hash_table_insert (self->workers, GUINT_TO_POINTER (uid),
-                         g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL));
+  g_hash_table_replace (self->workers, GUINT_TO_POINTER (uid), grant);
   g_mutex_unlock (&self->lock);
 }
 
@@ -63,13 +85,14 @@ void
 vd_worker_grants_allow (VdWorkerGrants *self, guint32 uid, const gchar *interface_name, const gchar *method,
                         const gchar *object_path)
 {
-  GHashTable *set;
+  Grant *grant;
 
-  vd_worker_grants_add_worker (self, uid);
   g_mutex_lock (&self->lock);
-  set = g_hash_table_lookup (self->workers, GUINT_TO_POINTER (uid));
-  g_hash_table_add (set, key_for (interface_name, method, object_path));
+  grant = g_hash_table_lookup (self->workers, GUINT_TO_POINTER (uid));
+  if (grant != NULL)
+    g_hash_table_add (grant->calls, key_for (interface_name, method, object_path));
   g_mutex_unlock (&self->lock);
+  g_warn_if_fail (grant != NULL);
 }
 
 void
@@ -85,6 +108,8 @@ vd_worker_grants_is_worker (VdWorkerGrants *self, guint32 uid)
 {
   gboolean known;
 
+  if (uid >= self->first_uid && uid - self->first_uid < self->count)
+    return TRUE;
   g_mutex_lock (&self->lock);
   known = g_hash_table_contains (self->workers, GUINT_TO_POINTER (uid));
   g_mutex_unlock (&self->lock);
@@ -92,16 +117,18 @@ vd_worker_grants_is_worker (VdWorkerGrants *self, guint32 uid)
 }
 
 gboolean
-vd_worker_grants_allows (VdWorkerGrants *self, guint32 uid, const gchar *interface_name, const gchar *method,
-                         const gchar *object_path)
+vd_worker_grants_allows (VdWorkerGrants *self, guint32 uid, const gchar *unit, const gchar *interface_name,
+                         const gchar *method, const gchar *object_path)
 {
   g_autofree gchar *key = key_for (interface_name, method, object_path);
-  GHashTable *set;
+  Grant *grant;
   gboolean allowed;
 
+  if (unit == NULL)
+    return FALSE;
   g_mutex_lock (&self->lock);
-  set = g_hash_table_lookup (self->workers, GUINT_TO_POINTER (uid));
-  allowed = set != NULL && g_hash_table_contains (set, key);
+  grant = g_hash_table_lookup (self->workers, GUINT_TO_POINTER (uid));
+  allowed = grant != NULL && g_str_equal (grant->unit, unit) && g_hash_table_contains (grant->calls, key);
   g_mutex_unlock (&self->lock);
   return allowed;
 }

@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <pwd.h>
+#include <unistd.h>
 #include <sys/wait.h>
 #include <glib/gstdio.h>
 
@@ -12,11 +14,13 @@
 #include "vivarium-names.h"
 #include "vd-fs.h"
 #include "vd-log.h"
+#include "vd-unit-sandbox.h"
 #include "vd-worker.h"
 
 struct _VdWorker {
   GObject    parent_instance;
   VdSystemd *systemd;
+  VdConfig  *config;
   gchar     *task_id;
   gchar     *unit;
   gchar     *dir;
@@ -40,6 +44,7 @@ vd_worker_finalize (GObject *object)
   VdWorker *self = VD_WORKER (object);
 
   g_clear_object (&self->systemd);
+  g_clear_object (&self->config);
   g_free (self->task_id);
   g_free (self->unit);
   g_free (self->dir);
@@ -63,16 +68,23 @@ vd_worker_init (VdWorker *self)
 }
 
 VdWorker *
-vd_worker_new (VdSystemd *systemd, const gchar *runtime_dir, const gchar *task_id, guint32 uid)
+vd_worker_new (VdSystemd *systemd, VdConfig *config, const gchar *task_id, guint32 uid)
 {
   VdWorker *self = g_object_new (VD_TYPE_WORKER, NULL);
 
   self->systemd = g_object_ref (systemd);
+  self->config = g_object_ref (config);
   self->task_id = g_strdup (task_id);
-  self->unit = g_strdup_printf ("vivarium-worker-%s.service", task_id);
-  self->dir = g_build_filename (runtime_dir, "workers", task_id, NULL);
+  self->unit = vd_worker_unit_for (task_id);
+  self->dir = g_build_filename (vd_config_get_runtime_dir (config), "workers", task_id, NULL);
   self->uid = uid;
   return self;
+}
+
+gchar *
+vd_worker_unit_for (const gchar *task_id)
+{
+  return g_strdup_printf ("vivarium-worker-%s.service", task_id);
 }
 
 const gchar *
@@ -87,15 +99,17 @@ vd_worker_get_uid (VdWorker *self)
   return self->uid;
 }
 
+/* Owned by root, readable (and for the program, runnable) by the worker's
+ * own group only: no other worker, QEMU uid or local user reads it. */
 static gboolean
-write_file (const gchar *path, const gchar *data, gsize len, guint mode, GError **error)
+write_file (const gchar *path, const gchar *data, gsize len, guint mode, guint32 gid, GError **error)
 {
   if (!g_file_set_contents_full (path, data, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, mode, error))
     return FALSE;
   /* g_file_set_contents_full applies the umask-free mode only to new files;
-   * be explicit: the worker (another uid) must read and run it, not change it. */
-  if (g_chmod (path, mode) != 0)
-    return vd_fs_set_error_errno (error, errno, "Cannot set the mode of %s", path);
+   * be explicit. */
+  if (chown (path, 0, gid) != 0 || g_chmod (path, mode) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot set the owner or mode of %s", path);
   return TRUE;
 }
 
@@ -109,21 +123,64 @@ vd_worker_set_agent (VdWorker *self, const gchar *program, const gchar *model_so
 }
 
 static gboolean
+worker_gid (guint32 uid, guint32 *gid, GError **error)
+{
+  struct passwd *pw = getpwuid (uid);
+
+  if (pw == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                 "The worker uid %u has no user (are Vivarium's sysusers.d users made?)", uid);
+    return FALSE;
+  }
+  *gid = pw->pw_gid;
+  return TRUE;
+}
+
+/* RUNTIME/workers is root's 0711 (nobody lists it), a task's directory
+ * root:<its worker's group> 0750. */
+static gboolean
 write_files (VdWorker *self, GBytes *script, const gchar *instructions, GError **error)
 {
   g_autofree gchar *program = g_build_filename (self->dir, "worker", NULL);
   g_autofree gchar *text = g_build_filename (self->dir, "instructions", NULL);
-
   g_autofree gchar *parent = g_path_get_dirname (self->dir);
+  guint32 gid;
 
-  /* Explicit modes: the daemon's umask must not hide the program from the
-   * worker's uid, which may read and run it and nothing more. */
-  if (g_mkdir_with_parents (self->dir, 0755) != 0 || g_chmod (parent, 0755) != 0 || g_chmod (self->dir, 0755) != 0)
-    return vd_fs_set_error_errno (error, errno, "Cannot create %s", self->dir);
+  if (!worker_gid (self->uid, &gid, error) || !vd_fs_mkdir (parent, 0711, 0, 0, error) ||
+      !vd_fs_mkdir (self->dir, 0750, 0, gid, error))
+    return FALSE;
+  if (!write_file (text, instructions, strlen (instructions), 0640, gid, error))
+    return FALSE;
   if (self->agent_program != NULL)
-    return write_file (text, instructions, strlen (instructions), 0644, error);
-  return write_file (program, g_bytes_get_data (script, NULL), g_bytes_get_size (script), 0755, error) &&
-         write_file (text, instructions, strlen (instructions), 0644, error);
+    return TRUE;
+  return write_file (program, g_bytes_get_data (script, NULL), g_bytes_get_size (script), 0750, gid, error);
+}
+
+/* A host program acting only over D-Bus (the system bus is AF_UNIX; an
+ * agent's model socket too): of the runtime directory it sees its own
+ * files and its model socket's directory, of the state nothing. */
+static void
+add_sandbox (VdWorker *self, GVariantBuilder *b)
+{
+  const gchar *families[] = { "AF_UNIX", NULL };
+  const gchar *syscalls[] = { "@system-service", NULL };
+  const gchar *denied[] = { "@privileged", "@resources", NULL };
+  g_autofree gchar *state = g_strconcat ("-", vd_config_get_state_dir (self->config), NULL);
+  g_autofree gchar *model_dir = self->model_socket != NULL ? g_path_get_dirname (self->model_socket) : NULL;
+  const gchar *binds[] = { model_dir, NULL };
+  const gchar *ro_binds[] = { self->dir, NULL };
+  const gchar *inaccessible[] = { state, NULL };
+  VdUnitSandbox sandbox = {
+    .address_families = families,
+    .syscalls = syscalls,
+    .denied_syscalls = denied,
+    .runtime_dir = vd_config_get_runtime_dir (self->config),
+    .binds = binds,
+    .ro_binds = ro_binds,
+    .inaccessible = inaccessible,
+  };
+
+  vd_unit_sandbox_add (b, &sandbox);
 }
 
 static GVariant *
@@ -167,15 +224,9 @@ unit_properties (VdWorker *self, const gchar *task_path, const gchar *session_pa
   g_variant_builder_add (&b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
   g_variant_builder_add (&b, "(sv)", "IPAddressDeny", g_variant_new_parsed (
                            "[(2, [byte 0, 0, 0, 0], @u 0), (10, [byte 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], @u 0)]"));
-  g_variant_builder_add (&b, "(sv)", "ProtectSystem", g_variant_new_string ("strict"));
-  g_variant_builder_add (&b, "(sv)", "ProtectHome", g_variant_new_string ("yes"));
-  g_variant_builder_add (&b, "(sv)", "PrivateTmp", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "NoNewPrivileges", g_variant_new_boolean (TRUE));
   g_variant_builder_add (&b, "(sv)", "PrivateDevices", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "ProtectKernelTunables", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "ProtectKernelModules", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "ProtectControlGroups", g_variant_new_boolean (TRUE));
-  g_variant_builder_add (&b, "(sv)", "RestrictSUIDSGID", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "DevicePolicy", g_variant_new_string ("closed"));
+  add_sandbox (self, &b);
   g_variant_builder_add (&b, "(sv)", "MemoryMax", g_variant_new_uint64 ((guint64) memory_mib * 1024 * 1024));
   g_variant_builder_add (&b, "(sv)", "TasksMax", g_variant_new_uint64 (256));
   g_variant_builder_add (&b, "(sv)", "TimeoutStopUSec", g_variant_new_uint64 (10 * G_USEC_PER_SEC));

@@ -3,6 +3,7 @@
 
 #include <gio/gio.h>
 
+#include "vd-config.h"
 #include "vd-systemd.h"
 
 G_BEGIN_DECLS
@@ -10,15 +11,19 @@ G_BEGIN_DECLS
 /* A task's worker: a host program in the transient unit
  * vivarium-worker-<task>.service. It runs as a reserved worker uid
  * (vivarium-wN, VIVARIUM_WORKER_UID_BASE + N), not DynamicUser=: the daemon
- * picks the uid, so the grants that admit it exist before its first call,
- * with no window to learn the uid in; and a slot is reused only after its
- * unit is gone. No network at all (PrivateNetwork=, IPAddressDeny=any), a
- * read-only system (ProtectSystem=strict, ProtectHome=yes), a private /tmp,
- * NoNewPrivileges=, no secrets: its environment holds VIVARIUM_TASK (the
- * task's object path), VIVARIUM_SESSION (the work session's) and
- * VIVARIUM_INSTRUCTIONS_FILE. The script's bytes are written by the daemon
- * to RUNTIME/workers/<task>/worker (root's, 0755) and the instructions next
- * to it (0644).
+ * picks the uid (vd-worker-slots.h), so the grants that admit it exist
+ * before its first call, with no window to learn the uid in. No network at
+ * all (PrivateNetwork=, IPAddressDeny=any, AF_UNIX only), a read-only
+ * system, a private /tmp, only its own processes in /proc, no
+ * capabilities, a system-call allow-list (vd-unit-sandbox.h); of
+ * /run/vivarium it sees only its own directory (and an agent its model
+ * socket's), of the state directory nothing; no secrets: its environment
+ * holds VIVARIUM_TASK (the task's object path), VIVARIUM_SESSION (the work
+ * session's) and VIVARIUM_INSTRUCTIONS_FILE. The script's bytes are written
+ * by the daemon to RUNTIME/workers/<task>/worker and the instructions next
+ * to it, root:<the worker's group> 0750/0640 in a 0750 directory under a
+ * 0711 RUNTIME/workers: no other worker, QEMU uid or local user lists or
+ * reads them.
  *
  * signal "exited" (gboolean success): the program ended (or was stopped).
  * When it failed on its own (not stopped by the daemon), the unit stays
@@ -31,9 +36,11 @@ G_BEGIN_DECLS
 G_DECLARE_FINAL_TYPE (VdWorker, vd_worker, VD, WORKER, GObject)
 
 VdWorker    *vd_worker_new        (VdSystemd   *systemd,
-                                   const gchar *runtime_dir,
+                                   VdConfig    *config,
                                    const gchar *task_id,
                                    guint32      uid);
+/* vivarium-worker-<task>.service */
+gchar       *vd_worker_unit_for   (const gchar *task_id);
 const gchar *vd_worker_get_unit   (VdWorker *self);
 guint32      vd_worker_get_uid    (VdWorker *self);
 /* Why the unit failed on its own (could not start, could not execute the

@@ -34,64 +34,6 @@ dump_journal () {
 }
 at_exit dump_journal
 
-submit () {  # PROJECT SCRIPT [VERIFY]: prints the task's path, or the error
-  "$PY" - "$@" <<'PYEOF'
-import sys
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-opts = {'script': GLib.Variant('ay', open(sys.argv[2], 'rb').read())}
-if len(sys.argv) > 3 and sys.argv[3]:
-    opts['verify'] = GLib.Variant('s', sys.argv[3])
-try:
-    r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
-                      'SubmitTask', GLib.Variant('(sssa{sv})', (sys.argv[1], 'tiny', 'Be hostile.', opts)),
-                      None, 0, 120000, None)
-    print(r.unpack()[0])
-except GLib.Error as e:
-    print(e.message)
-    sys.exit(1)
-PYEOF
-}
-get_text () {  # REPORT_PATH OUT
-  "$PY" - "$1" "$2" <<'PYEOF'
-import sys
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Report', 'GetText',
-                  None, None, 0, 30000, None)
-open(sys.argv[2], 'w').write(r.unpack()[0])
-PYEOF
-}
-no_worker_unit () { [ -z "$(systemctl list-units --all --plain --no-legend 'vivarium-worker-*' | head -1)" ]; }
-
-# Python workers: the guest commands below need no shell quoting on the
-# host. exec_guest(script) runs `sh -c script` in /project and returns
-# (exit status, stdout, stderr); finish(summary, verify).
-cat > "$tmpd/wlib.py" <<'PYEOF'
-import os
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-def _call(path, iface, method, args, sig):
-    return bus.call_sync('org.vivarium.Vivarium1', path, 'org.vivarium.Vivarium1.' + iface, method,
-                         GLib.Variant(sig, args) if sig else None, None, 0, 300000, None)
-def exec_guest(script):
-    r = _call(os.environ['VIVARIUM_SESSION'], 'Session', 'Exec',
-              (['sh', '-c', 'cd /project && ' + script], [], '', 240), '(asassu)')
-    status, out, err = r.unpack()[:3]
-    return status, bytes(out), bytes(err)
-def finish(summary, verify=''):
-    _call(os.environ['VIVARIUM_TASK'], 'Task', 'Finish', (summary, verify), '(ss)')
-def finish_error(summary, verify=''):
-    try:
-        finish(summary, verify)
-        return 'accepted'
-    except GLib.Error as e:
-        return Gio.DBusError.get_remote_error(e) or e.message
-PYEOF
-pyworker () {  # NAME BODY: a Python worker script, its helpers inline (its /var/tmp is private)
-  { printf '#!/usr/bin/python3\n'; cat "$tmpd/wlib.py"; printf '%s\n' "$2"; } > "$tmpd/$1.py"
-}
-
 build_out=$(ctl image build "$IMAGE" "$IMAGE" 2>&1)
 assert_eq "0" "$?" "build the tiny image" "$build_out"
 assert_success "freeze it" -- ctl image freeze "$IMAGE"

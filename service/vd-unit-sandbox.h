@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+/* The sandbox every transient unit of untrusted code gets — a task's worker
+ * and a session's QEMU — as StartTransientUnit properties: one definition,
+ * so the two cannot drift apart, with what each needs said by the caller.
+ * Read back by tests/system/test-task-isolation.sh (systemd-analyze
+ * security, and what a worker can see). */
+typedef struct {
+  /* socket(2) families allowed: AF_UNIX for a worker, + AF_INET(6) for QEMU's slirp */
+  const gchar * const *address_families;
+  /* the system-call allow-list (groups or names), and what is taken out of it */
+  const gchar * const *syscalls;
+  const gchar * const *denied_syscalls;
+  /* QEMU's TCG writes code it then runs: no MemoryDenyWriteExecute= */
+  gboolean             writes_code;
+  /* Replaced, in the unit, by an empty read-only tmpfs, with only @binds
+   * (read-write) and @ro_binds (read-only) of it showing through: the
+   * other tasks' and sessions' runtime directories do not exist there. */
+  const gchar         *runtime_dir;
+  const gchar * const *binds;
+  const gchar * const *ro_binds;
+  /* more paths the unit must not see, each optional ("-" prefixed) */
+  const gchar * const *inaccessible;
+} VdUnitSandbox;
+
+void vd_unit_sandbox_add (GVariantBuilder     *properties,
+                          const VdUnitSandbox *sandbox);
+
+G_END_DECLS
