@@ -182,8 +182,8 @@ assert_success "nor can a session's QEMU uid" -- sh -c "! setpriv --reuid='$suid
 wexp=$(exposure "$(worker_unit "$tc")")
 sexp=$(exposure "vivarium-session-$(task_id "$sc").service")
 diag "systemd-analyze security: worker unit $wexp, session unit $sexp"
-assert_success "the worker unit's exposure is at most 2.0 ($wexp)" -- awk -v e="${wexp:-10}" 'BEGIN { exit !(e <= 2.0) }'
-assert_success "the session unit's exposure is at most 4.0 ($sexp)" -- awk -v e="${sexp:-10}" 'BEGIN { exit !(e <= 4.0) }'
+assert_success "the worker unit's exposure is at most 1.0 ($wexp; 6.2 before its sandbox)" -- awk -v e="${wexp:-10}" 'BEGIN { exit !(e <= 1.0) }'
+assert_success "the session unit's exposure is at most 2.0 ($sexp; 7.3 before its sandbox)" -- awk -v e="${sexp:-10}" 'BEGIN { exit !(e <= 2.0) }'
 
 assert_eq "DONE" "$(wait_outcome "$tc" 120)" "task C is DONE"
 get_json "$(task_prop "$tc" Report)" "$tmpd/c.json"
