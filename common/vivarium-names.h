@@ -36,6 +36,9 @@ G_BEGIN_DECLS
  * and a bigger message makes dbus-daemon drop the daemon's connection.
  * ReadFile's VIVARIUM_FILE_MAX plus its framing must fit below it. */
 #define VIVARIUM_MAX_REPLY_BYTES    (24 * 1024 * 1024)
+/* How long a peer hears signals polkit allowed it before it is asked
+ * again: polkit's own auth_admin_keep lasts 5 minutes. */
+#define VIVARIUM_READ_GRANT_SEC     300
 #define VIVARIUM_MEMORY_MIN_MIB     128
 #define VIVARIUM_MEMORY_MAX_MIB     (64 * 1024)
 #define VIVARIUM_CPUS_MAX           64

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "vivarium-error.h"
+#include "vivarium-names.h"
 #include "vd-config.h"
 
 /* Layers, later ones win key by key:
@@ -171,6 +172,12 @@ guint
 vd_config_get_idle_timeout_sec (VdConfig *self)
 {
   return get_uint (self, "Daemon", "IdleTimeoutSec", 60, 0, 86400);
+}
+
+guint
+vd_config_get_read_grant_sec (VdConfig *self)
+{
+  return get_uint (self, "Daemon", "ReadGrantSec", VIVARIUM_READ_GRANT_SEC, 2, 86400);
 }
 
 guint

@@ -18,6 +18,7 @@ const gchar *vd_config_get_data_dir            (VdConfig *self);
 const gchar *vd_config_get_libexec_dir         (VdConfig *self);
 gchar       *vd_config_build_state_path        (VdConfig *self, const gchar *first, ...) G_GNUC_NULL_TERMINATED;
 
+guint        vd_config_get_read_grant_sec      (VdConfig *self);
 guint        vd_config_get_idle_timeout_sec    (VdConfig *self);
 guint        vd_config_get_default_memory_mib  (VdConfig *self);
 guint        vd_config_get_default_cpus        (VdConfig *self);

@@ -67,6 +67,8 @@ struct _VdExported {
   GHashTable      *subtrees;  /* path → registration id */
   GHashTable      *grants;    /* unique name → set of actions it was allowed */
   GHashTable      *pending;   /* "name action" being checked in the background */
+  gint64           grant_us;  /* how long a read grant lasts */
+  guint            refresh_id;
   GMainContext    *context;   /* where the subtrees and our Introspect run */
   guint            owner_changed_id;
   guint            filter_id;
@@ -139,12 +141,64 @@ is_stale (VdExported *self, GDBusConnection *connection)
   return connection != self->connection;
 }
 
+typedef struct _Gate Gate;
+static void start_read_check (VdExported *self, const gchar *sender, const gchar *action, Gate *gate);
+
+/* A read grant lasts as long as polkit's own "keep" would
+ * (VIVARIUM_READ_GRANT_SEC, [Daemon] ReadGrantSec=): halfway through it is
+ * asked again in the background (refresh_grants_cb), so a peer still
+ * allowed hears on without a gap; one polkit now refuses, or that is not
+ * answered by the end, hears nothing more until an authorized call of its
+ * own asks anew. */
 static gboolean
 is_granted (VdExported *self, const gchar *peer, const gchar *action)
 {
   GHashTable *actions = g_hash_table_lookup (self->grants, peer);
+  gint64 *expiry = actions != NULL ? g_hash_table_lookup (actions, g_intern_string (action)) : NULL;
 
-  return actions != NULL && g_hash_table_contains (actions, action);
+  if (expiry == NULL)
+    return FALSE;
+  if (g_get_monotonic_time () >= *expiry) {
+    g_hash_table_remove (actions, g_intern_string (action));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Every grant past its halfway point is asked about again. */
+static gboolean
+refresh_grants_cb (gpointer user_data)
+{
+  VdExported *self = VD_EXPORTED (user_data);
+  gint64 now = g_get_monotonic_time ();
+  g_autoptr(GPtrArray) due = g_ptr_array_new_with_free_func (g_free);
+  GHashTableIter peers;
+  gpointer peer, actions;
+
+  if (self->connection == NULL)
+    return G_SOURCE_CONTINUE;
+  g_hash_table_iter_init (&peers, self->grants);
+  while (g_hash_table_iter_next (&peers, &peer, &actions)) {
+    GHashTableIter iter;
+    gpointer action, expiry;
+
+    g_hash_table_iter_init (&iter, actions);
+    while (g_hash_table_iter_next (&iter, &action, &expiry)) {
+      g_autofree gchar *key = g_strconcat (peer, " ", action, NULL);
+      if (now >= *(gint64 *) expiry - self->grant_us / 2 && !g_hash_table_contains (self->pending, key))
+        g_ptr_array_add (due, g_steal_pointer (&key));
+    }
+  }
+  /* Started after the walk: a check adds to pending, and a refused one
+   * removes from the grants. */
+  for (guint i = 0; i < due->len; i++) {
+    gchar *key = g_ptr_array_index (due, i);
+    gchar *space = strchr (key, ' ');
+
+    *space = '\0';
+    start_read_check (self, key, space + 1, NULL);
+  }
+  return G_SOURCE_CONTINUE;
 }
 
 static void
@@ -203,12 +257,15 @@ grant_action (VdExported *self, const gchar *peer, const gchar *action)
 {
   GHashTable *actions = g_hash_table_lookup (self->grants, peer);
 
+  gint64 *expiry = g_new (gint64, 1);
+
   if (actions == NULL) {
-    actions = g_hash_table_new (g_str_hash, g_str_equal);
+    actions = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
     g_hash_table_insert (self->grants, g_strdup (peer), actions);
     probe_peer (self, peer);
   }
-  g_hash_table_add (actions, (gpointer) g_intern_string (action));
+  *expiry = g_get_monotonic_time () + self->grant_us;
+  g_hash_table_insert (actions, (gpointer) g_intern_string (action), expiry);
 }
 
 static void
@@ -848,10 +905,10 @@ static const GDBusInterfaceVTable boundary_vtable = {
 /* The call waits for them: a client that starts a session must hear the
  * SessionAdded its own call causes, so its read permissions are settled
  * before the call runs. Each is asked at most once per peer. */
-typedef struct {
+struct _Gate {
   Call  *call;
   guint  remaining;
-} Gate;
+};
 
 typedef struct {
   VdExported      *self;
@@ -878,10 +935,13 @@ read_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   ReadCheck *check = user_data;
 
   /* A "no" stays in pending: the peer is not asked again in the background
-   * (an explicit call of that action still can be allowed). */
+   * (an explicit call of that action still can be allowed); a grant it had
+   * ends now. */
   if (vd_authority_check_finish (VD_AUTHORITY (source), res, NULL) && !is_stale (check->self, check->connection)) {
     grant_action (check->self, check->peer, check->action);
     g_hash_table_remove (check->self->pending, check->key);
+  } else if (!is_stale (check->self, check->connection)) {
+    revoke_action (check->self, check->peer, check->action);
   }
   if (check->gate != NULL)
     gate_pass (check->gate);
@@ -907,7 +967,8 @@ start_read_check (VdExported *self, const gchar *sender, const gchar *action, Ga
   check->gate = gate;
   g_hash_table_add (self->pending, g_strdup (check->key));
   polkit_details_insert (details, "vivarium.method", "(signals)");
-  gate->remaining++;
+  if (gate != NULL)
+    gate->remaining++;
   vd_authority_check_async (self->authority, sender, action, details, FALSE, read_checked_cb, check);
 }
 
@@ -1164,6 +1225,7 @@ vd_exported_dispose (GObject *object)
 {
   VdExported *self = VD_EXPORTED (object);
 
+  g_clear_handle_id (&self->refresh_id, g_source_remove);
   detach (self);
   g_hash_table_remove_all (self->subtrees);
   g_hash_table_remove_all (self->nodes);
@@ -1204,6 +1266,15 @@ vd_exported_init (VdExported *self)
 
 /* The manager's path is served from the start, so that any path under it
  * that names nothing answers NotFound rather than GDBus's UnknownMethod. */
+static void
+schedule_refresh (VdExported *self)
+{
+  g_clear_handle_id (&self->refresh_id, g_source_remove);
+  /* A quarter of the lifetime: a grant is re-asked between its halfway
+   * point and three quarters of it, with time left for polkit to answer. */
+  self->refresh_id = g_timeout_add_seconds (MAX (self->grant_us / G_USEC_PER_SEC / 4, 1), refresh_grants_cb, self);
+}
+
 VdExported *
 vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
 {
@@ -1213,6 +1284,8 @@ vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
   g_autoptr(GError) error = NULL;
 
   self->authority = g_object_ref (authority);
+  self->grant_us = (gint64) VIVARIUM_READ_GRANT_SEC * G_USEC_PER_SEC;
+  schedule_refresh (self);
   g_hash_table_insert (self->subtrees, g_strdup (VIVARIUM_DBUS_PATH), GUINT_TO_POINTER (0));
   /* And every collection, so that an unknown child answers the same before
    * the collection's first object as after it. */
@@ -1221,6 +1294,13 @@ vd_exported_new (VdAuthority *authority, GDBusConnection *connection)
   if (!attach (self, connection, &error))
     g_critical ("cannot serve %s: %s", VIVARIUM_DBUS_PATH, error->message);
   return self;
+}
+
+void
+vd_exported_set_read_grant_sec (VdExported *self, guint seconds)
+{
+  self->grant_us = (gint64) MAX (seconds, 2) * G_USEC_PER_SEC;
+  schedule_refresh (self);
 }
 
 /* After the daemon lost the bus: every object and filter goes onto

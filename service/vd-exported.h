@@ -12,6 +12,10 @@ G_DECLARE_FINAL_TYPE (VdExported, vd_exported, VD, EXPORTED, GObject)
 
 VdExported   *vd_exported_new             (VdAuthority             *authority,
                                            GDBusConnection         *connection);
+/* How long a peer keeps hearing signals of an action polkit allowed it
+ * before it is asked again (default VIVARIUM_READ_GRANT_SEC). */
+void          vd_exported_set_read_grant_sec (VdExported         *self,
+                                           guint                    seconds);
 gboolean      vd_exported_add             (VdExported              *self,
                                            const gchar             *path,
                                            GDBusInterfaceSkeleton  *skeleton,

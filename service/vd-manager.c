@@ -1477,6 +1477,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
   self->idle = g_object_ref (idle);
   self->connection = g_object_ref (connection);
   self->exported = vd_exported_new (authority, connection);
+  vd_exported_set_read_grant_sec (self->exported, vd_config_get_read_grant_sec (config));
   self->systemd = vd_systemd_new (connection);
   self->guard = vd_guard_new (config, self->systemd);
   self->dns_relay = vd_dns_relay_new (config);

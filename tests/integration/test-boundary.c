@@ -200,6 +200,43 @@ call_main (int argc, char **argv)
   return 0;
 }
 
+static void
+print_signal_cb (GDBusConnection *connection, const gchar *sender, const gchar *path, const gchar *iface,
+                 const gchar *name, GVariant *params, gpointer user_data)
+{
+  g_autofree gchar *text = g_variant_print (params, FALSE);
+
+  g_print ("%s %s.%s %s\n", path, iface, name, text);
+  fflush (stdout);
+}
+
+static gboolean
+quit_cb (gpointer user_data)
+{
+  g_main_loop_quit (user_data);
+  return G_SOURCE_REMOVE;
+}
+
+/* --listen SECONDS: one authorized call (ListImages), then every signal of
+ * ours heard for SECONDS, a line each; "listening" once subscribed. */
+static int
+listen_main (const gchar *seconds)
+{
+  g_autoptr(GDBusConnection) bus = system_bus ();
+  g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
+  g_autofree gchar *r = NULL;
+
+  g_dbus_connection_signal_subscribe (bus, VIVARIUM_DBUS_NAME, NULL, NULL, NULL, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
+                                      print_signal_cb, NULL, NULL);
+  r = call_outcome (bus, VIVARIUM_DBUS_PATH, VIVARIUM_DBUS_IFACE_PREFIX ".Manager", "ListImages", NULL,
+                    CALL_TIMEOUT_MS, NULL);
+  g_print ("listening (ListImages: %s)\n", r);
+  fflush (stdout);
+  g_timeout_add_seconds ((guint) g_ascii_strtoull (seconds, NULL, 10), quit_cb, loop);
+  g_main_loop_run (loop);
+  return 0;
+}
+
 static gchar *
 run_as_user (const gchar *const *extra_argv)
 {
@@ -354,26 +391,38 @@ file_contains (const gchar *path, const gchar *needle)
   return g_file_get_contents (path, &text, NULL, NULL) && strstr (text, needle) != NULL;
 }
 
+/* @argv as the test user, its output into @out_path, until it prints @ready. */
 static GPid
-start_user_monitor (const gchar *out_path)
+start_as_user (const gchar *const *command, const gchar *out_path, const gchar *ready)
 {
   const gchar *user = require_env ("VIVARIUM_TEST_USER");
-  const gchar *argv[] = { "setpriv", "--reuid", user, "--regid", user, "--init-groups",
-                          "gdbus", "monitor", "--system", "--dest", VIVARIUM_DBUS_NAME, NULL };
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_auto(GStrv) argv = NULL;
   g_autoptr(GError) error = NULL;
   int fd = g_open (out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   GPid pid = 0;
 
+  g_strv_builder_add_many (b, "setpriv", "--reuid", user, "--regid", user, "--init-groups", NULL);
+  g_strv_builder_addv (b, (const gchar **) command);
+  argv = g_strv_builder_end (b);
   g_assert_cmpint (fd, >=, 0);
-  g_spawn_async_with_fds (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD,
+  g_spawn_async_with_fds (NULL, argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD,
                           NULL, NULL, &pid, -1, fd, fd, &error);
   close (fd);
   g_assert_no_error (error);
-  /* It prints the owner once its match rule and name watch are in place. */
-  for (guint i = 0; i < WAIT_STEPS && !file_contains (out_path, "is owned by"); i++)
+  for (guint i = 0; i < WAIT_STEPS && !file_contains (out_path, ready); i++)
     g_usleep (WAIT_STEP_US);
-  g_assert_true (file_contains (out_path, "is owned by"));
+  g_assert_true (file_contains (out_path, ready));
   return pid;
+}
+
+static GPid
+start_user_monitor (const gchar *out_path)
+{
+  const gchar *argv[] = { "gdbus", "monitor", "--system", "--dest", VIVARIUM_DBUS_NAME, NULL };
+
+  /* It prints the owner once its match rule and name watch are in place. */
+  return start_as_user (argv, out_path, "is owned by");
 }
 
 static void
@@ -396,17 +445,18 @@ spin_for (guint ms)
 }
 
 static void
-root_delete (GDBusConnection *bus)
+root_delete_image (GDBusConnection *bus, const gchar *name)
 {
+  g_autofree gchar *path = g_strconcat (VIVARIUM_DBUS_PATH_IMAGES "/", name, NULL);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GVariant) reply = g_dbus_connection_call_sync (bus, VIVARIUM_DBUS_NAME, VIVARIUM_DBUS_PATH_IMAGES "/" IMPORTED,
+  g_autoptr(GVariant) reply = g_dbus_connection_call_sync (bus, VIVARIUM_DBUS_NAME, path,
                                                            VIVARIUM_DBUS_IFACE_PREFIX ".Image", "Delete", NULL, NULL,
                                                            G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, NULL, &error);
   g_assert_no_error (error);
 }
 
 static void
-root_import_and_build (GDBusConnection *bus)
+root_import (GDBusConnection *bus, const gchar *name)
 {
   g_autofree gchar *disk = g_build_filename (require_env ("VIVARIUM_TEST_RUN_DIR"), "import.qcow2", NULL);
   const gchar *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", disk, "16M", NULL };
@@ -422,11 +472,19 @@ root_import_and_build (GDBusConnection *bus)
   close (fd);
   reply = g_dbus_connection_call_with_unix_fd_list_sync (bus, VIVARIUM_DBUS_NAME, VIVARIUM_DBUS_PATH,
                                                          VIVARIUM_DBUS_IFACE_PREFIX ".Manager", "ImportImage",
-                                                         g_variant_new ("(sh)", IMPORTED, 0), NULL,
+                                                         g_variant_new ("(sh)", name, 0), NULL,
                                                          G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT_MS, fds, NULL, NULL,
                                                          &error);
   g_assert_no_error (error);
-  g_clear_pointer (&reply, g_variant_unref);
+}
+
+static void
+root_import_and_build (GDBusConnection *bus)
+{
+  g_autoptr(GVariant) reply = NULL;
+  g_autoptr(GError) error = NULL;
+
+  root_import (bus, IMPORTED);
   reply = g_dbus_connection_call_sync (bus, VIVARIUM_DBUS_NAME, VIVARIUM_DBUS_PATH,
                                        VIVARIUM_DBUS_IFACE_PREFIX ".Manager", "BuildImage",
                                        g_variant_new ("(ss)", RECIPE, BUILT), G_VARIANT_TYPE ("(o)"),
@@ -459,7 +517,7 @@ test_user_hears_nothing (void)
    * one authorized call must be enough to hear it, also when the daemon
    * emits it before replying (Delete's ImageRemoved). */
   root_import_and_build (bus);
-  root_delete (bus2);
+  root_delete_image (bus2, IMPORTED);
   /* The failed build's final property change (a Task's or, once renamed,
    * a Job's State) is the last thing root hears. */
   for (guint i = 0; i < WAIT_STEPS && strstr (root_seen->str, "'State': <'failed'>") == NULL; i++)
@@ -584,6 +642,76 @@ test_details_reach_polkit (void)
   g_assert_cmpstr (build_other, ==, ERR_NOT_AUTH);
 }
 
+/* --- read grants expire --------------------------------------------------------- */
+
+#define GRANT_IMAGE      "grantimg"
+#define READ_GRANT_SEC   6   /* [Daemon] ReadGrantSec=, written before the daemon starts */
+
+/* The user is allowed to read, listens (one call, then only signals), and
+ * hears root import an image. polkit then refuses the user: past the
+ * grant's lifetime the user hears nothing of root deleting it, though
+ * nothing told the daemon. A root connection that only listens all along
+ * hears both: a grant still allowed is renewed without a gap. */
+static void
+test_read_grants_expire (void)
+{
+  g_autofree gchar *out = g_build_filename (require_env ("VIVARIUM_TEST_RUN_DIR"), "user-listener.txt", NULL);
+  g_autofree gchar *self = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree gchar *seconds = g_strdup_printf ("%d", 3 * READ_GRANT_SEC);
+  const gchar *listen[] = { self, "--listen", seconds, NULL };
+  g_autofree gchar *rule = g_strdup_printf (
+    "polkit.addRule(function(action, subject) {\n"
+    "  if (subject.user == \"%s\" && action.id == \"" ACTION_READ "\") return polkit.Result.YES;\n"
+    "});", require_env ("VIVARIUM_TEST_USER"));
+  g_autoptr(GDBusConnection) root = fresh_bus ();
+  g_autoptr(GDBusConnection) listener = fresh_bus ();
+  g_autoptr(GString) heard = g_string_new (NULL);
+  g_autofree gchar *user_heard = NULL;
+  g_autofree gchar *r = NULL;
+  GPid user;
+  guint id;
+
+  set_rules (rule);
+  id = g_dbus_connection_signal_subscribe (listener, VIVARIUM_DBUS_NAME, NULL, NULL, NULL, NULL,
+                                           G_DBUS_SIGNAL_FLAGS_NONE, root_signal_cb, heard, NULL);
+  r = call_outcome (listener, VIVARIUM_DBUS_PATH, VIVARIUM_DBUS_IFACE_PREFIX ".Manager", "ListImages", NULL,
+                    CALL_TIMEOUT_MS, NULL);
+  g_assert_cmpstr (r, ==, "OK");
+  user = start_as_user (listen, out, "listening (ListImages: OK)");
+  root_import (root, GRANT_IMAGE);
+  for (guint i = 0; i < WAIT_STEPS && !file_contains (out, "ImageAdded"); i++)
+    spin_for (50);
+  set_rules ("// no rule for the test user");
+  spin_for ((READ_GRANT_SEC + 2) * 1000);
+  root_delete_image (root, GRANT_IMAGE);
+  for (guint i = 0; i < WAIT_STEPS && strstr (heard->str, "ImageRemoved") == NULL; i++)
+    spin_for (50);
+  spin_for (500);   /* anything sent to the user as well has arrived by now */
+  stop_pid (user);
+  g_dbus_connection_signal_unsubscribe (listener, id);
+  g_file_get_contents (out, &user_heard, NULL, NULL);
+  g_test_message ("the user heard:\n%s", user_heard);
+  g_test_message ("root's listener heard:\n%s", heard->str);
+  g_assert_nonnull (strstr (user_heard, "ImageAdded"));
+  g_assert_null (strstr (user_heard, "ImageRemoved"));
+  g_assert_nonnull (strstr (heard->str, "ImageAdded"));
+  g_assert_nonnull (strstr (heard->str, "ImageRemoved"));
+}
+
+/* Before the first call activates the daemon. */
+static void
+write_read_grant_config (void)
+{
+  g_autofree gchar *dir = g_build_filename (require_env ("VIVARIUM_CONFIG_DIR"), "conf.d", NULL);
+  g_autofree gchar *path = g_build_filename (dir, "50-test-boundary.conf", NULL);
+  g_autofree gchar *text = g_strdup_printf ("[Daemon]\nReadGrantSec=%d\n", READ_GRANT_SEC);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_file_set_contents (path, text, -1, &error);
+  g_assert_no_error (error);
+}
+
 /* --- a hung polkitd --------------------------------------------------------- */
 
 static guint32
@@ -682,6 +810,8 @@ main (int argc, char **argv)
     return client_main ();
   if (argc >= 4 && g_strcmp0 (argv[1], "--call") == 0)
     return call_main (argc - 2, argv + 2);
+  if (argc == 3 && g_strcmp0 (argv[1], "--listen") == 0)
+    return listen_main (argv[2]);
 
   g_test_init (&argc, &argv, NULL);
   if (getuid () != 0)
@@ -691,12 +821,14 @@ main (int argc, char **argv)
   (void) VIVARIUM_ERROR;
   /* Before the first call activates the daemon, which loads images once. */
   prepare_image ();
+  write_read_grant_config ();
 
   g_test_add_func ("/boundary/root-sees-the-image", test_root_sees_the_image);
   g_test_add_func ("/boundary/root-introspects-children", test_root_introspects_children);
   g_test_add_func ("/boundary/user-refused-everything", test_user_refused_everything);
   g_test_add_func ("/boundary/user-hears-nothing", test_user_hears_nothing);
   g_test_add_func ("/boundary/details-reach-polkit", test_details_reach_polkit);
+  g_test_add_func ("/boundary/read-grants-expire", test_read_grants_expire);
   g_test_add_func ("/boundary/unknown-paths-not-found", test_unknown_paths_not_found);
   g_test_add_func ("/boundary/unknown-children-reads-not-found", test_unknown_children_reads_not_found);
   g_test_add_func ("/boundary/hung-polkit-refuses-in-time", test_hung_polkit_refuses_in_time);
