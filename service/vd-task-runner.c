@@ -753,7 +753,8 @@ revoked_for_commit_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   measure_dataset (run, project);
   message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
                              vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
-  run->commit_cancel = g_cancellable_new ();
+  if (run->commit_cancel == NULL)
+    run->commit_cancel = g_cancellable_new ();
   vd_project_commit_async (project, message, vd_config_get_commit_file_max (run->runner->config),
                            vd_config_get_commit_timeout_sec (run->runner->config), run->commit_cancel,
                            committed_cb, run);
@@ -862,7 +863,10 @@ cancel_requested_cb (VdTask *task, gpointer user_data)
 {
   Run *run = user_data;
 
-  /* During the commit, a Cancel stops the commit itself. */
+  /* Once the work is over, a Cancel stops the commit itself, also when it
+   * comes while the work session is still stopping. */
+  if (run->winding_down && run->commit_cancel == NULL)
+    run->commit_cancel = g_cancellable_new ();
   if (run->commit_cancel != NULL)
     g_cancellable_cancel (run->commit_cancel);
   wind_down (run, VIVARIUM_OUTCOME_FAILED, "cancelled");
