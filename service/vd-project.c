@@ -962,6 +962,9 @@ vd_project_commit_async (VdProject *self, const gchar *message, guint64 file_max
   /* A Cancel reaches the walk through the cancellable; the task itself
    * returns only when the walk has stopped and the tree is restored. */
   g_task_set_return_on_cancel (task, FALSE);
+  /* The thread's own error (typed, saying what became of the tree), not
+   * GIO's "Operation was cancelled". */
+  g_task_set_check_cancellable (task, FALSE);
   g_task_set_source_tag (task, vd_project_commit_async);
   g_task_set_task_data (task, d, (GDestroyNotify) commit_data_free);
   g_task_run_in_thread (task, commit_thread);

@@ -133,13 +133,18 @@ assert_eq "no no" "$(for f in big over-cap; do [ -e "$STATE/projects/bounded/wor
 
 # --- 3. every task starts from the commit -------------------------------------
 
+# QEMU 7.2's 9p makes the fifo, then fails mkfifo with ENXIO (its chmod of
+# the new node opens it): the fifo is there all the same.
 # shellcheck disable=SC2016  # expanded in the guest
-worker leaver 'mkdir .GIT && echo "[core]" > .GIT/config && mkfifo pipe && i=0 && while [ $i -lt 600 ]; do mkdir d && cd d || exit 1; i=$((i + 1)); done && echo bottom > bottom && cd /project && echo kept > kept.txt' \
+worker leaver 'mkdir .GIT && echo "[core]" > .GIT/config && echo kept > kept.txt && { mkfifo pipe 2>/dev/null; test -p pipe; } && i=0 && while [ $i -lt 600 ]; do mkdir d && cd d || exit 1; i=$((i + 1)); done && echo bottom > bottom' \
   'left a .GIT, a fifo and 600 levels'
 ta=$(submit reset leaver 'test ! -e .GIT && test ! -e pipe && test ! -e d && test -f kept.txt')
 assert_contains "$ta" "$OBJ/tasks/" "submit the task that leaves .GIT/, a fifo and 600 levels of directories"
-assert_eq "DONE" "$(wait_outcome "$ta" 600)" "it ends DONE"
+outcome=$(wait_outcome "$ta" 600)
 get_json "$(task_prop "$ta" Report)" "$tmpd/leaver.json"
+assert_eq "DONE" "$outcome" "it ends DONE"
+[ "$outcome" = DONE ] ||
+  diag "$(task_prop "$ta" Reason) $(report_field "$tmpd/leaver.json" "[(c['exit-status'], c.get('stderr-head')) for c in r['commands']]")"
 get_text "$(task_prop "$ta" Report)" "$tmpd/leaver.txt"
 assert_contains "$(not_committed "$tmpd/leaver.json" .GIT)" "git: a .git entry" "the report lists .GIT, and why"
 assert_contains "$(not_committed "$tmpd/leaver.json" pipe)" "special: a fifo" "and the fifo, and why"
