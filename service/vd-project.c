@@ -746,6 +746,7 @@ commit_locked (VdProject *self, const gchar *message, const VdRepoBounds *bounds
                GPtrArray **changes, GError **error)
 {
   GError *local = NULL;
+  gboolean clean;
 
   if (!have_repo (self, error) || !dataset_ready (self, error))
     return FALSE;
@@ -756,11 +757,16 @@ commit_locked (VdProject *self, const gchar *message, const VdRepoBounds *bounds
   }
   /* What the commit left out goes, so that what runs next (the
    * verification, the next task) sees exactly the commit. */
-  if (!vd_repo_clean_tree (self->repo, error)) {
-    g_prefix_error (error, "The work was committed but the tree could not be made equal to the commit: ");
+  clean = vd_repo_clean_tree (self->repo, &local);
+  if (!refresh_head (self, error)) {
+    g_clear_error (&local);
     return FALSE;
   }
-  return refresh_head (self, error);
+  if (!clean) {
+    g_propagate_prefixed_error (error, local, "The work was committed but the tree could not be made equal to it: ");
+    return FALSE;
+  }
+  return TRUE;
 }
 
 gboolean
