@@ -253,15 +253,18 @@ render_verification (GString *out, VivariumReport *self)
   VivariumVerdict verdict = vivarium_report_get_verify_verdict (self);
   g_autofree gchar *status = format_exit_status (vivarium_report_get_verify_exit_status (self));
   const gchar *command = vivarium_report_get_verify_command (self);
+  const gchar *commit = vivarium_report_get_commit (self);
 
   g_string_append_c (out, '\n');
   if (verdict == VIVARIUM_VERDICT_NEVER_RUN)
     trusted_linef (out, "Verification", "not run (%s)",
                    whose_words (vivarium_report_get_verify_whose (self)));
   else
-    trusted_linef (out, "Verification", "%s (%s, exit status %s in a fresh session)",
+    trusted_linef (out, "Verification", "%s (%s, exit status %s in a fresh session)%s%s",
                    vivarium_verdict_to_string (verdict),
-                   whose_words (vivarium_report_get_verify_whose (self)), status);
+                   whose_words (vivarium_report_get_verify_whose (self)), status,
+                   /* It ran on exactly the commit: the daemon removed what was not committed. */
+                   commit != NULL ? ", verified: commit " : "", commit != NULL ? commit : "");
   if (command != NULL)
     detail_line (out, "command", command);
   trusted_line (out, "Verification session",
@@ -321,7 +324,7 @@ render_not_committed (GString *out, VivariumReport *self)
 
   if (skipped->len == 0 && omitted == 0)
     return;
-  trusted_linef (out, "Not committed", "%" G_GUINT64_FORMAT " (left in the tree, never in the repository)",
+  trusted_linef (out, "Not committed", "%" G_GUINT64_FORMAT " (removed from the tree, never in the repository)",
                  skipped->len + omitted);
   for (guint i = 0; i < skipped->len; i++) {
     const VivariumReportSkipped *k = g_ptr_array_index (skipped, i);

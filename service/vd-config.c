@@ -204,6 +204,19 @@ vd_config_get_agent_timeout_sec (VdConfig *self)
   return get_uint (self, "Sessions", "AgentTimeoutSec", 180, 5, 3600);
 }
 
+/* The commit's cap per file, in bytes; the project's quota caps it too. */
+guint64
+vd_config_get_commit_file_max (VdConfig *self)
+{
+  return (guint64) get_uint (self, "Tasks", "CommitFileMaxMiB", 100, 1, 1024 * 1024) * 1024 * 1024;
+}
+
+guint
+vd_config_get_commit_timeout_sec (VdConfig *self)
+{
+  return get_uint (self, "Tasks", "CommitTimeoutSec", 600, 10, 86400);
+}
+
 guint32
 vd_config_get_uid_base (VdConfig *self)
 {

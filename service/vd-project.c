@@ -718,15 +718,79 @@ vd_project_compute_changes (VdProject *self, const gchar *base_commit, GError **
          ? vd_repo_compute_changes (self->repo, base_commit, error) : NULL;
 }
 
+/* A commit stopped by its bounds: the worker's tree is not kept, and the
+ * next task starts from the commit this one started from. */
+static void
+restore_after (VdProject *self, GError **error)
+{
+  g_autoptr(GError) restore_error = NULL;
+  g_autoptr(GError) stopped = *error;
+  gboolean bound = g_error_matches (stopped, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE) ||
+                   g_error_matches (stopped, VIVARIUM_ERROR, VIVARIUM_ERROR_TIMED_OUT) ||
+                   g_error_matches (stopped, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED);
+
+  *error = NULL;
+  if (!bound)
+    g_propagate_error (error, g_steal_pointer (&stopped));
+  else if (vd_repo_restore_tree (self->repo, &restore_error))
+    g_set_error (error, stopped->domain, stopped->code,
+                 "%s; nothing was committed and the tree is back at the last commit", stopped->message);
+  else
+    g_set_error (error, stopped->domain, stopped->code,
+                 "%s; nothing was committed and the tree could not be reset: %s", stopped->message,
+                 restore_error->message);
+}
+
+static gboolean
+commit_locked (VdProject *self, const gchar *message, const VdRepoBounds *bounds, gchar **commit_id,
+               GPtrArray **changes, GError **error)
+{
+  GError *local = NULL;
+  gboolean clean;
+
+  if (!have_repo (self, error) || !dataset_ready (self, error))
+    return FALSE;
+  if (!vd_repo_commit_bounded (self->repo, message, bounds, commit_id, changes, &local)) {
+    restore_after (self, &local);
+    g_propagate_error (error, local);
+    return FALSE;
+  }
+  /* What the commit left out goes, so that what runs next (the
+   * verification, the next task) sees exactly the commit. */
+  clean = vd_repo_clean_tree (self->repo, &local);
+  if (!refresh_head (self, error)) {
+    g_clear_error (&local);
+    return FALSE;
+  }
+  if (!clean) {
+    g_propagate_prefixed_error (error, local, "The work was committed but the tree could not be made equal to it: ");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+vd_project_commit_bounded (VdProject *self, const gchar *message, guint64 file_max, guint timeout_sec,
+                           GCancellable *cancellable, gchar **commit_id, GPtrArray **changes, GError **error)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+  guint64 quota = vd_dataset_get_quota (self->dataset);
+  VdRepoBounds bounds = {
+    .file_max = file_max > 0 ? MIN (file_max, quota) : quota,
+    .total_max = quota,
+    .timeout_sec = timeout_sec,
+    .cancellable = cancellable,
+  };
+
+  return commit_locked (self, message, &bounds, commit_id, changes, error);
+}
+
 gboolean
 vd_project_commit (VdProject *self, const gchar *message, gchar **commit_id, GPtrArray **changes,
                    GError **error)
 {
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
-
-  return have_repo (self, error) && dataset_ready (self, error) &&
-         vd_repo_commit (self->repo, message, commit_id, changes, error) &&
-         refresh_head (self, error);
+  return vd_project_commit_bounded (self, message, VD_PROJECT_COMMIT_FILE_MAX, VD_PROJECT_COMMIT_TIMEOUT, NULL,
+                                    commit_id, changes, error);
 }
 
 GPtrArray *
@@ -863,6 +927,8 @@ vd_project_create_finish (GAsyncResult *result, GError **error)
 
 typedef struct {
   gchar     *message;
+  guint64    file_max;
+  guint      timeout_sec;
   gchar     *commit_id;
   GPtrArray *changes;
 } CommitData;
@@ -882,20 +948,29 @@ commit_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancel
   CommitData *d = data;
   GError *error = NULL;
 
-  if (vd_project_commit (VD_PROJECT (source), d->message, &d->commit_id, &d->changes, &error))
+  if (vd_project_commit_bounded (VD_PROJECT (source), d->message, d->file_max, d->timeout_sec, cancellable,
+                                 &d->commit_id, &d->changes, &error))
     g_task_return_boolean (task, TRUE);
   else
     g_task_return_error (task, error);
 }
 
 void
-vd_project_commit_async (VdProject *self, const gchar *message, GCancellable *cancellable,
-                         GAsyncReadyCallback callback, gpointer user_data)
+vd_project_commit_async (VdProject *self, const gchar *message, guint64 file_max, guint timeout_sec,
+                         GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
   CommitData *d = g_new0 (CommitData, 1);
 
   d->message = g_strdup (message);
+  d->file_max = file_max;
+  d->timeout_sec = timeout_sec;
+  /* A Cancel reaches the walk through the cancellable; the task itself
+   * returns only when the walk has stopped and the tree is restored. */
+  g_task_set_return_on_cancel (task, FALSE);
+  /* The thread's own error (typed, saying what became of the tree), not
+   * GIO's "Operation was cancelled". */
+  g_task_set_check_cancellable (task, FALSE);
   g_task_set_source_tag (task, vd_project_commit_async);
   g_task_set_task_data (task, d, (GDestroyNotify) commit_data_free);
   g_task_run_in_thread (task, commit_thread);

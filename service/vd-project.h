@@ -131,13 +131,29 @@ gboolean     vd_project_owner_finish    (VdProject           *self,
  * commit: commits the tree on HEAD's branch as the daemon ("Vivarium
  * <vivarium@localhost>"); *commit_id gets the new HEAD (HEAD unchanged when
  * nothing changed: no empty commits); *changes (optional) what the commit
- * holds against its parent, plus what was skipped.
+ * holds against its parent, plus what was skipped. Bounded (VdRepoBounds):
+ * a file above min(@file_max, quota) or sparse is skipped; more than the
+ * quota read in all, @timeout_sec or @cancellable stop it (TooLarge,
+ * TimedOut, Cancelled) and the tree is reset to HEAD. After a commit the
+ * tree is made equal to it: what was skipped is removed from the tree, so
+ * that the verification and the next task see exactly the commit.
+ * vd_project_commit() uses VD_PROJECT_COMMIT_FILE_MAX and _TIMEOUT.
  *
  * log: up to @n (1..10000) commits from HEAD, newest first: GPtrArray of
  * VdCommitInfo (id, author, time in µs, subject; text escaped). */
 GPtrArray   *vd_project_compute_changes (VdProject   *self,
                                          const gchar *base_commit,
                                          GError     **error);
+#define VD_PROJECT_COMMIT_FILE_MAX (100 * 1024 * 1024)
+#define VD_PROJECT_COMMIT_TIMEOUT  600
+gboolean     vd_project_commit_bounded  (VdProject    *self,
+                                         const gchar  *message,
+                                         guint64       file_max,
+                                         guint         timeout_sec,
+                                         GCancellable *cancellable,
+                                         gchar       **commit_id,
+                                         GPtrArray   **changes,
+                                         GError      **error);
 gboolean     vd_project_commit          (VdProject   *self,
                                          const gchar *message,
                                          gchar      **commit_id,
@@ -176,6 +192,8 @@ VdProject   *vd_project_create_finish   (GAsyncResult  *result,
                                          GError       **error);
 void         vd_project_commit_async    (VdProject          *self,
                                          const gchar        *message,
+                                         guint64             file_max,
+                                         guint               timeout_sec,
                                          GCancellable       *cancellable,
                                          GAsyncReadyCallback callback,
                                          gpointer            user_data);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <git2.h>
+#include <git2/sys/path.h>
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
@@ -20,7 +21,9 @@
 #define URL_MAX            2048
 #define MESSAGE_MAX        (64 * 1024)
 #define LOG_MAX            10000
-#define TREE_DEPTH_MAX     512
+/* Deeper is cut at commit time: the walks (this one, the grant's chown)
+ * hold a descriptor or two per level, and the daemon has 1024. */
+#define TREE_DEPTH_MAX     256
 #define REMOTE_TEXT_CAP    2048
 
 struct _VdRepo {
@@ -149,6 +152,7 @@ vd_change_kind_to_string (VdChangeKind kind)
   case VD_CHANGE_KIND_SYMLINK: return "symlink";
   case VD_CHANGE_KIND_SPECIAL: return "special";
   case VD_CHANGE_KIND_GIT:     return "git";
+  case VD_CHANGE_KIND_DIRECTORY: return "directory";
   default:                     return "unknown";
   }
 }
@@ -607,11 +611,40 @@ vd_repo_clone (const gchar *url, const gchar *gitdir, const gchar *workdir, cons
 
 /* ---- the working tree as a tree object --------------------------------- */
 
+#define READ_CHUNK    (64 * 1024)
+/* Holes a file may have before it counts as sparse: filesystems round
+ * their allocations, and a few holes are normal; a file mostly made of
+ * holes is not. */
+#define SPARSE_SLACK  (1024 * 1024)
+
 typedef struct {
-  VdRepo    *self;
-  GPtrArray *skipped;
-  git_tree  *head_tree;  /* whose submodule links are kept */
+  VdRepo             *self;
+  GPtrArray          *skipped;
+  git_tree           *head_tree;   /* whose submodule links are kept */
+  const VdRepoBounds *bounds;      /* NULL: unbounded (compute_changes of a tree already committed) */
+  gint64              deadline;    /* monotonic µs; 0: none */
+  guint64             read_total;  /* bytes read from the tree so far */
+  GHashTable         *inodes;      /* "dev:ino" of a file with several names → its git_oid */
 } TreeWalk;
+
+/* Between files and between chunks: a Cancel or the deadline stops the
+ * walk within one chunk's read. */
+static gboolean
+walk_may_go_on (TreeWalk *w, GError **error)
+{
+  if (w->bounds == NULL)
+    return TRUE;
+  if (g_cancellable_is_cancelled (w->bounds->cancellable)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED, "The commit was cancelled");
+    return FALSE;
+  }
+  if (w->deadline > 0 && g_get_monotonic_time () > w->deadline) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TIMED_OUT,
+                 "The commit took longer than its deadline of %u s", w->bounds->timeout_sec);
+    return FALSE;
+  }
+  return TRUE;
+}
 
 /* A submodule is a link to another repository's commit, checked out (or
  * not) in a directory of the tree: that directory's files are not this
@@ -631,69 +664,142 @@ head_gitlink (TreeWalk *w, const gchar *rel, git_oid *out)
   return is_link;
 }
 
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (git_odb, git_odb_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (git_odb_stream, git_odb_stream_free)
+
+/* Exactly @size bytes, announced first: the object database deflates them
+ * as they come (nothing is staged raw on the host's disk), and a file that
+ * grew or shrank meanwhile is an error, not a different blob. No filter,
+ * no attribute from the tree applies. */
 static gboolean
-blob_from_fd (git_repository *repo, int fd, git_oid *out, const gchar *rel, GError **error)
+blob_from_fd (TreeWalk *w, int fd, guint64 size, git_oid *out, const gchar *rel, GError **error)
 {
-  git_writestream *ws = NULL;
-  gchar buf[64 * 1024];
-  ssize_t n;
+  g_autoptr(git_odb) odb = NULL;
+  g_autoptr(git_odb_stream) stream = NULL;
+  g_autofree gchar *buf = g_malloc (READ_CHUNK);
+  guint64 left = size;
   int rc;
 
-  /* No hint path: no filter, no attribute from the tree applies. */
-  if ((rc = git_blob_create_from_stream (&ws, repo, NULL)) < 0)
+  if ((rc = git_repository_odb (&odb, w->self->repo)) < 0 ||
+      (rc = git_odb_open_wstream (&stream, odb, size, GIT_OBJECT_BLOB)) < 0)
     return set_git_error (error, rc, "store a file");
-  while ((n = read (fd, buf, sizeof buf)) > 0) {
-    if ((rc = ws->write (ws, buf, (size_t) n)) < 0) {
-      ws->free (ws);
+  while (left > 0) {
+    ssize_t n;
+    if (!walk_may_go_on (w, error))
+      return FALSE;
+    n = read (fd, buf, MIN (left, (guint64) READ_CHUNK));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return fail_errno (error, errno, "read", rel);
+    if (n == 0)
+      return fail_errno (error, ENODATA, "read all of", rel);
+    if ((rc = git_odb_stream_write (stream, buf, (size_t) n)) < 0)
       return set_git_error (error, rc, "store a file");
-    }
+    left -= (guint64) n;
+    w->read_total += (guint64) n;
   }
-  if (n < 0) {
-    int saved = errno;
-    ws->free (ws);
-    return fail_errno (error, saved, "read", rel);
-  }
-  if ((rc = git_blob_create_from_stream_commit (out, ws)) < 0)
+  if ((rc = git_odb_stream_finalize_write (out, stream)) < 0)
     return set_git_error (error, rc, "store a file");
   return TRUE;
 }
 
+static gchar *
+inode_key (const struct stat *st)
+{
+  return g_strdup_printf ("%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT, (guint64) st->st_dev, (guint64) st->st_ino);
+}
+
+/* Why a file is left out before a byte of it is read, or NULL. */
+static gchar *
+size_refusal (TreeWalk *w, const struct stat *st)
+{
+  guint64 size = (guint64) st->st_size;
+  guint64 allocated = (guint64) st->st_blocks * 512;
+  guint64 holes = size > allocated ? size - allocated : 0;
+
+  if (w->bounds == NULL)
+    return NULL;
+  if (holes > SPARSE_SLACK && holes > allocated)
+    return g_strdup_printf ("a sparse file (%" G_GUINT64_FORMAT " bytes long, %" G_GUINT64_FORMAT
+                            " bytes on disk) is not committed: reading its holes would cost the host "
+                            "time and disk outside the quota", size, allocated);
+  if (w->bounds->file_max > 0 && size > w->bounds->file_max)
+    return g_strdup_printf ("a file of %" G_GUINT64_FORMAT " bytes is larger than the commit's cap of %"
+                            G_GUINT64_FORMAT " bytes per file", size, w->bounds->file_max);
+  return NULL;
+}
+
 static gboolean
-blob_for_regular (git_repository *repo, int dirfd, const gchar *name, const gchar *rel,
-                  git_oid *out, git_filemode_t *mode, gboolean *vanished, GError **error)
+total_allows (TreeWalk *w, guint64 size, const gchar *rel, GError **error)
+{
+  g_autofree gchar *shown = NULL;
+
+  if (w->bounds == NULL || w->bounds->total_max == 0 || w->read_total + size <= w->bounds->total_max)
+    return TRUE;
+  shown = vivarium_escape_untrusted (rel, strlen (rel), 256, NULL);
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE,
+               "The working tree holds more than the project's quota of %" G_GUINT64_FORMAT
+               " bytes to read; the commit stopped at %s", w->bounds->total_max, shown);
+  return FALSE;
+}
+
+/* A regular file's blob; *left_out when it is not committed (gone, no
+ * longer a regular file, or refused for its size: then said why). */
+static gboolean
+blob_for_regular (TreeWalk *w, int dirfd, const gchar *name, const gchar *rel,
+                  git_oid *out, git_filemode_t *mode, gboolean *left_out, GError **error)
 {
   /* NOFOLLOW and NONBLOCK: if the entry was swapped for a link or a fifo
    * since it was looked at, the open fails or fstat tells, and nothing
    * outside the tree is read and nothing blocks. */
   int fd = openat (dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  g_autofree gchar *key = NULL;
+  g_autofree gchar *refusal = NULL;
+  git_oid *seen;
   struct stat st;
   gboolean ok;
 
-  if (fd < 0) {
-    *vanished = TRUE;
-    return TRUE;
-  }
-  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode)) {
-    close (fd);
-    *vanished = TRUE;
+  if (fd < 0 || fstat (fd, &st) != 0 || !S_ISREG (st.st_mode)) {
+    if (fd >= 0)
+      close (fd);
+    *left_out = TRUE;
     return TRUE;
   }
   *mode = (st.st_mode & 0111) != 0 ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
-  ok = blob_from_fd (repo, fd, out, rel, error);
+  /* Another name of an inode already read is the same blob: hardlinks
+   * cost one read, however many names they have. */
+  key = st.st_nlink > 1 ? inode_key (&st) : NULL;
+  if (key != NULL && (seen = g_hash_table_lookup (w->inodes, key)) != NULL) {
+    git_oid_cpy (out, seen);
+    close (fd);
+    return TRUE;
+  }
+  refusal = size_refusal (w, &st);
+  if (refusal != NULL) {
+    close (fd);
+    g_ptr_array_add (w->skipped, change_new (VD_CHANGE_SKIPPED, VD_CHANGE_KIND_FILE, rel, refusal));
+    *left_out = TRUE;
+    return TRUE;
+  }
+  ok = total_allows (w, (guint64) st.st_size, rel, error) &&
+       blob_from_fd (w, fd, (guint64) st.st_size, out, rel, error);
   close (fd);
+  if (ok && key != NULL)
+    g_hash_table_insert (w->inodes, g_steal_pointer (&key), g_memdup2 (out, sizeof *out));
   return ok;
 }
 
 static gboolean
 blob_for_symlink (git_repository *repo, int dirfd, const gchar *name, const gchar *rel,
-                  git_oid *out, gboolean *vanished, GError **error)
+                  git_oid *out, gboolean *left_out, GError **error)
 {
   gchar target[VIVARIUM_PATH_MAX + 1];
   ssize_t n = readlinkat (dirfd, name, target, sizeof target);
   int rc;
 
   if (n < 0 || (gsize) n >= sizeof target) {
-    *vanished = TRUE;
+    *left_out = TRUE;
     return TRUE;
   }
   /* The link's content is its target string, as git stores links. */
@@ -702,7 +808,7 @@ blob_for_symlink (git_repository *repo, int dirfd, const gchar *name, const gcha
   return TRUE;
 }
 
-static gboolean tree_from_dir (TreeWalk *w, int dirfd, const gchar *rel, guint depth,
+static gboolean tree_from_dir (TreeWalk *w, int fd, const gchar *rel, guint depth,
                                git_oid *out, gboolean *empty, GError **error);
 
 static void
@@ -730,6 +836,111 @@ dir_is_empty (int dirfd, const gchar *name)
   return empty;
 }
 
+/* The code points HFS+ ignores in a name (git's is_hfs_dotgit()). */
+static gboolean
+hfs_ignorable (gunichar c)
+{
+  return c == 0x200c || c == 0x200d || c == 0x200e || c == 0x200f ||
+         (c >= 0x202a && c <= 0x202e) || (c >= 0x206a && c <= 0x206f) || c == 0xfeff;
+}
+
+/* ".git" as HFS+ reads it: any case, ignorable code points anywhere. */
+static gboolean
+is_hfs_dotgit (const gchar *name)
+{
+  g_autoptr(GString) folded = g_string_new (NULL);
+
+  if (!g_utf8_validate (name, -1, NULL))
+    return FALSE;
+  for (const gchar *p = name; *p != '\0'; p = g_utf8_next_char (p)) {
+    gunichar c = g_utf8_get_char (p);
+    if (!hfs_ignorable (c))
+      g_string_append_unichar (folded, c);
+  }
+  return g_ascii_strcasecmp (folded->str, ".git") == 0;
+}
+
+/* ".git" as NTFS reads it: any case, trailing dots and spaces, an
+ * alternate data stream (":..."), the short name "git~1" (git's
+ * is_ntfs_dotgit()). */
+static gboolean
+is_ntfs_dotgit (const gchar *name)
+{
+  const gchar *rest;
+
+  if (g_ascii_strncasecmp (name, ".git", 4) == 0)
+    rest = name + 4;
+  else if (g_ascii_strncasecmp (name, "git~1", 5) == 0)
+    rest = name + 5;
+  else
+    return FALSE;
+  for (; *rest != '\0' && *rest != ':'; rest++) {
+    if (*rest != '.' && *rest != ' ')
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* A link named so would be followed by git on the other side (git refuses
+ * such trees since 2.31); libgit2 knows their NTFS and HFS spellings. */
+static gboolean
+is_git_control_file (const gchar *name)
+{
+  static const git_path_gitfile files[] = { GIT_PATH_GITFILE_GITMODULES, GIT_PATH_GITFILE_GITATTRIBUTES,
+                                            GIT_PATH_GITFILE_GITIGNORE };
+
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++) {
+    if (git_path_is_gitfile (name, strlen (name), files[i], GIT_PATH_FS_GENERIC) == 1)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* What a directory entry's name (with its type) alone rules out: recorded,
+ * and TRUE. */
+static gboolean
+refused_by_name (TreeWalk *w, const gchar *name, const gchar *rel, const struct stat *st)
+{
+  if (is_hfs_dotgit (name) || is_ntfs_dotgit (name)) {
+    skip (w, VD_CHANGE_KIND_GIT, rel,
+          "a .git entry (in any spelling a filesystem reads as .git) is never committed");
+    return TRUE;
+  }
+  if (S_ISLNK (st->st_mode) && is_git_control_file (name)) {
+    skip (w, VD_CHANGE_KIND_SYMLINK, rel,
+          "a .gitmodules, .gitattributes or .gitignore that is a symlink is never committed: git would follow it");
+    return TRUE;
+  }
+  return FALSE;
+}
+
+static gboolean
+subtree (TreeWalk *w, int dirfd, const gchar *name, const gchar *rel, guint depth,
+         git_oid *oid, gboolean *left_out, GError **error)
+{
+  int child;
+  gboolean empty = FALSE;
+
+  /* Cut here: deeper, neither git nor the next task's grant would follow;
+   * the tree is cut back to what is committed afterwards. */
+  if (depth + 1 > TREE_DEPTH_MAX) {
+    g_autofree gchar *why = g_strdup_printf ("a directory nested deeper than %d levels is not committed",
+                                             TREE_DEPTH_MAX);
+    skip (w, VD_CHANGE_KIND_DIRECTORY, rel, why);
+    *left_out = TRUE;
+    return TRUE;
+  }
+  child = openat (dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (child < 0) {
+    *left_out = TRUE;
+    return TRUE;
+  }
+  if (!tree_from_dir (w, child, rel, depth + 1, oid, &empty, error))
+    return FALSE;
+  *left_out = empty;  /* git keeps no empty directories */
+  return TRUE;
+}
+
 /* One directory entry into @bld; what cannot be committed is recorded. */
 static gboolean
 add_entry (TreeWalk *w, git_treebuilder *bld, int dirfd, const gchar *name, const gchar *rel,
@@ -739,42 +950,35 @@ add_entry (TreeWalk *w, git_treebuilder *bld, int dirfd, const gchar *name, cons
   struct stat st;
   git_oid oid;
   git_filemode_t mode = GIT_FILEMODE_BLOB;
-  gboolean vanished = FALSE, empty = FALSE;
+  gboolean left_out = FALSE;
   int rc;
 
-  if (g_ascii_strcasecmp (name, ".git") == 0) {
-    skip (w, VD_CHANGE_KIND_GIT, rel, "a .git entry is never committed");
-    return TRUE;
-  }
+  if (!walk_may_go_on (w, error))
+    return FALSE;
   if (fstatat (dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
     return TRUE;  /* gone since readdir: nothing to commit */
+  if (refused_by_name (w, name, rel, &st))
+    return TRUE;
   if (S_ISREG (st.st_mode)) {
-    if (!blob_for_regular (repo, dirfd, name, rel, &oid, &mode, &vanished, error))
+    if (!blob_for_regular (w, dirfd, name, rel, &oid, &mode, &left_out, error))
       return FALSE;
   } else if (S_ISLNK (st.st_mode)) {
     mode = GIT_FILEMODE_LINK;
-    if (!blob_for_symlink (repo, dirfd, name, rel, &oid, &vanished, error))
+    if (!blob_for_symlink (repo, dirfd, name, rel, &oid, &left_out, error))
       return FALSE;
   } else if (S_ISDIR (st.st_mode) && head_gitlink (w, rel, &oid)) {
     mode = GIT_FILEMODE_COMMIT;
     if (!dir_is_empty (dirfd, name))
       skip (w, VD_CHANGE_KIND_SPECIAL, rel, "a submodule's files belong to its own repository and are not committed here");
   } else if (S_ISDIR (st.st_mode)) {
-    int child = openat (dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    gboolean ok;
-    if (child < 0)
-      return TRUE;
     mode = GIT_FILEMODE_TREE;
-    ok = tree_from_dir (w, child, rel, depth + 1, &oid, &empty, error);
-    close (child);
-    if (!ok)
+    if (!subtree (w, dirfd, name, rel, depth, &oid, &left_out, error))
       return FALSE;
-    vanished = empty;  /* git keeps no empty directories */
   } else {
     skip (w, VD_CHANGE_KIND_SPECIAL, rel, "a fifo, socket or device is never read or committed");
     return TRUE;
   }
-  if (vanished)
+  if (left_out)
     return TRUE;
   if ((rc = git_treebuilder_insert (NULL, bld, name, &oid, mode)) < 0) {
     const git_error *e = git_error_last ();
@@ -784,36 +988,34 @@ add_entry (TreeWalk *w, git_treebuilder *bld, int dirfd, const gchar *name, cons
   return TRUE;
 }
 
+/* Takes @fd (a directory): one descriptor per level, so that the deepest
+ * tree allowed costs TREE_DEPTH_MAX descriptors, not twice that. */
 static gboolean
-tree_from_dir (TreeWalk *w, int dirfd, const gchar *rel, guint depth,
+tree_from_dir (TreeWalk *w, int fd, const gchar *rel, guint depth,
                git_oid *out, gboolean *empty, GError **error)
 {
   g_autoptr(git_treebuilder) bld = NULL;
   DIR *dir;
   struct dirent *de;
   gboolean ok = TRUE;
-  int dup_fd, rc;
+  int rc;
 
-  if (depth > TREE_DEPTH_MAX) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE,
-                 "The working tree is nested deeper than %d directories", TREE_DEPTH_MAX);
-    return FALSE;
-  }
-  if ((rc = git_treebuilder_new (&bld, w->self->repo, NULL)) < 0)
+  if ((rc = git_treebuilder_new (&bld, w->self->repo, NULL)) < 0) {
+    close (fd);
     return set_git_error (error, rc, "build a tree");
-  dup_fd = fcntl (dirfd, F_DUPFD_CLOEXEC, 3);
-  dir = dup_fd >= 0 ? fdopendir (dup_fd) : NULL;
+  }
+  dir = fdopendir (fd);
   if (dir == NULL) {
-    if (dup_fd >= 0)
-      close (dup_fd);
-    return fail_errno (error, errno, "read the directory", rel[0] != '\0' ? rel : ".");
+    int saved = errno;
+    close (fd);
+    return fail_errno (error, saved, "read the directory", rel[0] != '\0' ? rel : ".");
   }
   while (ok && (de = readdir (dir)) != NULL) {
     g_autofree gchar *child_rel = NULL;
     if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
       continue;
     child_rel = rel[0] != '\0' ? g_strconcat (rel, "/", de->d_name, NULL) : g_strdup (de->d_name);
-    ok = add_entry (w, bld, dirfd, de->d_name, child_rel, depth, error);
+    ok = add_entry (w, bld, dirfd (dir), de->d_name, child_rel, depth, error);
   }
   closedir (dir);
   if (!ok)
@@ -827,24 +1029,25 @@ tree_from_dir (TreeWalk *w, int dirfd, const gchar *rel, guint depth,
 /* Every file is hashed afresh: no index, no stat cache the guest could
  * have fooled with timestamps. Objects already stored are not rewritten. */
 static git_tree *
-tree_from_workdir (VdRepo *self, git_tree *head_tree, GPtrArray *skipped, GError **error)
+tree_from_workdir (VdRepo *self, git_tree *head_tree, const VdRepoBounds *bounds, GPtrArray *skipped,
+                   GError **error)
 {
   const gchar *workdir = git_repository_workdir (self->repo);
-  TreeWalk w = { self, skipped, head_tree };
+  g_autoptr(GHashTable) inodes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  TreeWalk w = { self, skipped, head_tree, bounds, 0, 0, inodes };
   git_tree *tree = NULL;
   gboolean empty;
   git_oid oid;
-  gboolean ok;
   int fd, rc;
 
+  if (bounds != NULL && bounds->timeout_sec > 0)
+    w.deadline = g_get_monotonic_time () + (gint64) bounds->timeout_sec * G_USEC_PER_SEC;
   fd = open (workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     fail_errno (error, errno, "open the working tree", workdir);
     return NULL;
   }
-  ok = tree_from_dir (&w, fd, "", 0, &oid, &empty, error);
-  close (fd);
-  if (!ok)
+  if (!tree_from_dir (&w, fd, "", 0, &oid, &empty, error))
     return NULL;
   if ((rc = git_tree_lookup (&tree, self->repo, &oid)) < 0)
     set_git_error (error, rc, "read back the tree");
@@ -1003,7 +1206,7 @@ vd_repo_compute_changes (VdRepo *self, const gchar *base, GError **error)
     return NULL;
   }
   /* HEAD's tree, not the base's: it says which directories are submodules. */
-  new_tree = tree_from_workdir (self, head_tree, skipped, error);
+  new_tree = tree_from_workdir (self, head_tree, NULL, skipped, error);
   if (new_tree == NULL)
     return NULL;
   return changes_between (self, old_tree, new_tree, skipped, error);
@@ -1051,7 +1254,8 @@ write_commit (VdRepo *self, const gchar *message, git_commit *parent, git_tree *
 }
 
 gboolean
-vd_repo_commit (VdRepo *self, const gchar *message, gchar **commit_id, GPtrArray **changes, GError **error)
+vd_repo_commit_bounded (VdRepo *self, const gchar *message, const VdRepoBounds *bounds, gchar **commit_id,
+                        GPtrArray **changes, GError **error)
 {
   g_autoptr(git_commit) head = NULL;
   g_autoptr(git_tree) head_tree = NULL;
@@ -1066,7 +1270,7 @@ vd_repo_commit (VdRepo *self, const gchar *message, gchar **commit_id, GPtrArray
     return FALSE;
   if ((rc = git_commit_tree (&head_tree, head)) < 0)
     return set_git_error (error, rc, "read HEAD's tree");
-  tree = tree_from_workdir (self, head_tree, skipped, error);
+  tree = tree_from_workdir (self, head_tree, bounds, skipped, error);
   if (tree == NULL)
     return FALSE;
   git_oid_cpy (&oid, git_commit_id (head));
@@ -1083,6 +1287,234 @@ vd_repo_commit (VdRepo *self, const gchar *message, gchar **commit_id, GPtrArray
     *commit_id = g_strdup (hex);
   if (changes != NULL)
     *changes = g_steal_pointer (&list);
+  return TRUE;
+}
+
+gboolean
+vd_repo_commit (VdRepo *self, const gchar *message, gchar **commit_id, GPtrArray **changes, GError **error)
+{
+  return vd_repo_commit_bounded (self, message, NULL, commit_id, changes, error);
+}
+
+/* ---- the working tree made equal to HEAD -------------------------------- */
+
+/* Removes every entry of @fd but one non-empty directory, whose name it
+ * returns in *@sub (NULL when @fd is empty now). */
+static gboolean
+empty_but_one (int fd, gchar **sub, GError **error)
+{
+  int dup_fd = fcntl (fd, F_DUPFD_CLOEXEC, 3);
+  DIR *dir = dup_fd >= 0 ? fdopendir (dup_fd) : NULL;
+  struct dirent *de;
+  gboolean ok = TRUE;
+
+  *sub = NULL;
+  if (dir == NULL) {
+    int saved = errno;
+    if (dup_fd >= 0)
+      close (dup_fd);
+    return fail_errno (error, saved, "read", "a directory of the tree");
+  }
+  rewinddir (dir);
+  while (ok && *sub == NULL && (de = readdir (dir)) != NULL) {
+    struct stat st;
+    if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0 ||
+        fstatat (fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+      continue;
+    if (unlinkat (fd, de->d_name, S_ISDIR (st.st_mode) ? AT_REMOVEDIR : 0) == 0 || errno == ENOENT)
+      continue;
+    if (S_ISDIR (st.st_mode) && (errno == ENOTEMPTY || errno == EEXIST))
+      *sub = g_strdup (de->d_name);
+    else
+      ok = fail_errno (error, errno, "remove", de->d_name);
+  }
+  closedir (dir);
+  return ok;
+}
+
+/* Removes @name in @parent and everything under it, however deep, with
+ * two descriptors: down into a non-empty directory, up ("..") when it is
+ * empty. No recursion, so no depth is too deep. Only the daemon touches
+ * the tree now (the guest and the worker are stopped, the tree is root's
+ * and 0700), so ".." is the directory it came from. */
+static gboolean
+remove_tree_at (int parent, const gchar *name, GError **error)
+{
+  struct stat st;
+  guint depth = 0;
+  int fd;
+
+  if (fstatat (parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? TRUE : fail_errno (error, errno, "look at", name);
+  if (!S_ISDIR (st.st_mode))
+    return unlinkat (parent, name, 0) == 0 || errno == ENOENT ? TRUE : fail_errno (error, errno, "remove", name);
+  fd = openat (parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return fail_errno (error, errno, "open", name);
+  for (;;) {
+    g_autofree gchar *sub = NULL;
+    int next;
+    if (!empty_but_one (fd, &sub, error)) {
+      close (fd);
+      return FALSE;
+    }
+    if (sub == NULL && depth == 0)
+      break;
+    next = openat (fd, sub != NULL ? sub : "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      int saved = errno;
+      close (fd);
+      return fail_errno (error, saved, "open a directory under", name);
+    }
+    close (fd);
+    fd = next;
+    depth = sub != NULL ? depth + 1 : depth - 1;
+  }
+  close (fd);
+  if (unlinkat (parent, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+    return fail_errno (error, errno, "remove", name);
+  return TRUE;
+}
+
+static gboolean
+remove_children (int fd, GError **error)
+{
+  /* Each non-empty directory, one after another, until none is left. */
+  for (;;) {
+    g_autofree gchar *sub = NULL;
+    if (!empty_but_one (fd, &sub, error))
+      return FALSE;
+    if (sub == NULL)
+      return TRUE;
+    if (!remove_tree_at (fd, sub, error))
+      return FALSE;
+  }
+}
+
+/* Whether an entry of the tree on disk is what @e of the commit holds. */
+static gboolean
+entry_matches (const git_tree_entry *e, const struct stat *st)
+{
+  switch (git_tree_entry_filemode (e)) {
+  case GIT_FILEMODE_BLOB:
+  case GIT_FILEMODE_BLOB_EXECUTABLE:
+    return S_ISREG (st->st_mode);
+  case GIT_FILEMODE_LINK:
+    return S_ISLNK (st->st_mode);
+  case GIT_FILEMODE_TREE:
+  case GIT_FILEMODE_COMMIT:
+    return S_ISDIR (st->st_mode);
+  default:
+    return FALSE;
+  }
+}
+
+static gboolean clean_dir (VdRepo *self, int fd, git_tree *tree, GError **error);
+
+static gboolean
+clean_entry (VdRepo *self, int fd, const gchar *name, git_tree *tree, GError **error)
+{
+  const git_tree_entry *e = git_tree_entry_byname (tree, name);
+  g_autoptr(git_tree) sub = NULL;
+  struct stat st;
+  int child, rc;
+
+  if (fstatat (fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return TRUE;
+  if (e == NULL || !entry_matches (e, &st))
+    return remove_tree_at (fd, name, error);
+  if (!S_ISDIR (st.st_mode))
+    return TRUE;
+  child = openat (fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (child < 0)
+    return fail_errno (error, errno, "open", name);
+  /* A submodule's directory stays, empty, as git leaves one not checked out. */
+  if (git_tree_entry_filemode (e) == GIT_FILEMODE_COMMIT) {
+    gboolean ok = remove_children (child, error);
+    close (child);
+    return ok;
+  }
+  if ((rc = git_tree_lookup (&sub, self->repo, git_tree_entry_id (e))) < 0) {
+    close (child);
+    return set_git_error (error, rc, "read a tree");
+  }
+  return clean_dir (self, child, sub, error);
+}
+
+/* Takes @fd. Recurses as deep as the commit's tree goes (TREE_DEPTH_MAX
+ * at most), one descriptor per level. */
+static gboolean
+clean_dir (VdRepo *self, int fd, git_tree *tree, GError **error)
+{
+  DIR *dir = fdopendir (fd);
+  struct dirent *de;
+  gboolean ok = TRUE;
+
+  if (dir == NULL) {
+    int saved = errno;
+    close (fd);
+    return fail_errno (error, saved, "read", "a directory of the tree");
+  }
+  while (ok && (de = readdir (dir)) != NULL) {
+    if (strcmp (de->d_name, ".") != 0 && strcmp (de->d_name, "..") != 0)
+      ok = clean_entry (self, dirfd (dir), de->d_name, tree, error);
+  }
+  closedir (dir);
+  return ok;
+}
+
+static int
+open_workdir (VdRepo *self, GError **error)
+{
+  const gchar *workdir = git_repository_workdir (self->repo);
+  int fd = open (workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+  if (fd < 0)
+    fail_errno (error, errno, "open the working tree", workdir);
+  return fd;
+}
+
+gboolean
+vd_repo_clean_tree (VdRepo *self, GError **error)
+{
+  g_autoptr(git_commit) head = NULL;
+  g_autoptr(git_tree) tree = NULL;
+  int fd, rc;
+
+  if (!parse_commit_id (self, NULL, &head, error))
+    return FALSE;
+  if ((rc = git_commit_tree (&tree, head)) < 0)
+    return set_git_error (error, rc, "read HEAD's tree");
+  if ((fd = open_workdir (self, error)) < 0)
+    return FALSE;
+  return clean_dir (self, fd, tree, error);
+}
+
+gboolean
+vd_repo_restore_tree (VdRepo *self, GError **error)
+{
+  git_checkout_options opts = GIT_CHECKOUT_OPTIONS_INIT;
+  g_autoptr(git_commit) head = NULL;
+  g_autoptr(git_tree) tree = NULL;
+  gboolean ok;
+  int fd, rc;
+
+  if (!parse_commit_id (self, NULL, &head, error))
+    return FALSE;
+  if ((rc = git_commit_tree (&tree, head)) < 0)
+    return set_git_error (error, rc, "read HEAD's tree");
+  if ((fd = open_workdir (self, error)) < 0)
+    return FALSE;
+  ok = remove_children (fd, error);
+  close (fd);
+  if (!ok)
+    return FALSE;
+  /* Into an empty tree: nothing of the guest's is left for libgit2 to
+   * read; no filter, as a clone checks out. */
+  opts.checkout_strategy = GIT_CHECKOUT_FORCE;
+  opts.disable_filters = 1;
+  if ((rc = git_checkout_tree (self->repo, (git_object *) tree, &opts)) < 0)
+    return set_git_error (error, rc, "check HEAD out");
   return TRUE;
 }
 

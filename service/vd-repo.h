@@ -27,7 +27,8 @@ typedef enum {
   VD_CHANGE_KIND_FILE,
   VD_CHANGE_KIND_SYMLINK,  /* the link's target is the content; never followed */
   VD_CHANGE_KIND_SPECIAL,  /* fifo, socket, device: never read */
-  VD_CHANGE_KIND_GIT,      /* a ".git" entry (any case): never committed */
+  VD_CHANGE_KIND_GIT,      /* a ".git" entry (any case, any spelling NTFS or HFS+ reads so): never committed */
+  VD_CHANGE_KIND_DIRECTORY, /* a directory too deep to commit */
 } VdChangeKind;
 
 typedef struct {
@@ -104,6 +105,37 @@ gboolean     vd_repo_commit             (VdRepo      *self,
                                          gchar      **commit_id,
                                          GPtrArray  **changes,
                                          GError     **error);
+/* What one commit may cost. A regular file larger than @file_max, or
+ * sparse (more than half of it, and more than 1 MiB, holes), is not read:
+ * it is skipped with the reason. A second name of an inode already read is
+ * the same blob, read once. More than @total_max bytes read in all stops
+ * the commit (TooLarge), as do @cancellable (Cancelled) and @timeout_sec
+ * (TimedOut); nothing is committed then. Blobs are written with their size
+ * announced, deflated as they are read. 0 = no cap. */
+typedef struct {
+  guint64       file_max;
+  guint64       total_max;
+  guint         timeout_sec;
+  GCancellable *cancellable;
+} VdRepoBounds;
+
+/* vd_repo_commit() within @bounds (NULL: none). */
+gboolean     vd_repo_commit_bounded     (VdRepo             *self,
+                                         const gchar        *message,
+                                         const VdRepoBounds *bounds,
+                                         gchar             **commit_id,
+                                         GPtrArray         **changes,
+                                         GError            **error);
+/* After a commit: makes the working tree hold exactly HEAD's tree by
+ * removing what HEAD does not hold (what the commit skipped, empty
+ * directories, however deep), emptying submodule directories; what HEAD
+ * holds is left as it is. Only the daemon may be touching the tree. */
+gboolean     vd_repo_clean_tree         (VdRepo  *self,
+                                         GError **error);
+/* After a commit that failed: empties the working tree and checks HEAD
+ * out into it (no filter), so that it holds HEAD again. */
+gboolean     vd_repo_restore_tree       (VdRepo  *self,
+                                         GError **error);
 /* Up to @n commits from HEAD, newest first: a list of VdCommitInfo. */
 GPtrArray   *vd_repo_log                (VdRepo  *self,
                                          guint    n,

@@ -99,6 +99,7 @@ typedef struct {
   guint64             drop_bytes;
   gchar              *commit_id;
   GPtrArray          *changes;      /* of VdChange */
+  GCancellable       *commit_cancel; /* while the commit runs: Cancel stops it */
   VdSession          *verify_session;
   gchar              *verify_command;
   VivariumVerifyWhose verify_whose;
@@ -134,6 +135,7 @@ run_free (Run *run)
   g_clear_pointer (&run->log, g_ptr_array_unref);
   g_free (run->commit_id);
   g_clear_pointer (&run->changes, g_ptr_array_unref);
+  g_clear_object (&run->commit_cancel);
   g_clear_object (&run->verify_session);
   g_free (run->verify_command);
   g_free (run->verify_session_id);
@@ -690,7 +692,8 @@ start_verification (Run *run)
                     : run->worker_verify != NULL ? VIVARIUM_VERIFY_WHOSE_WORKER : VIVARIUM_VERIFY_WHOSE_NONE;
   run->verify_exit = -1;
   run->verdict = VIVARIUM_VERDICT_NEVER_RUN;
-  if (run->verify_command == NULL || project == NULL) {
+  /* No commit (it failed): nothing to verify. */
+  if (run->verify_command == NULL || project == NULL || run->commit_id == NULL) {
     end_run (run);
     return;
   }
@@ -717,6 +720,7 @@ committed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
 
   run->mono_committed = g_get_monotonic_time ();
+  g_clear_object (&run->commit_cancel);
   if (!vd_project_commit_finish (VD_PROJECT (source), res, &run->commit_id, &run->changes, &error)) {
     g_free (run->end_reason);
     run->end_reason = g_strdup_printf ("the daemon could not commit the work: %s", error->message);
@@ -750,7 +754,11 @@ revoked_for_commit_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   measure_dataset (run, project);
   message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
                              vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
-  vd_project_commit_async (project, message, NULL, committed_cb, run);
+  if (run->commit_cancel == NULL)
+    run->commit_cancel = g_cancellable_new ();
+  vd_project_commit_async (project, message, vd_config_get_commit_file_max (run->runner->config),
+                           vd_config_get_commit_timeout_sec (run->runner->config), run->commit_cancel,
+                           committed_cb, run);
 }
 
 static void
@@ -854,7 +862,15 @@ finish_requested_cb (VdTask *task, const gchar *summary, const gchar *verify, gp
 static void
 cancel_requested_cb (VdTask *task, gpointer user_data)
 {
-  wind_down (user_data, VIVARIUM_OUTCOME_FAILED, "cancelled");
+  Run *run = user_data;
+
+  /* Once the work is over, a Cancel stops the commit itself, also when it
+   * comes while the work session is still stopping. */
+  if (run->winding_down && run->commit_cancel == NULL)
+    run->commit_cancel = g_cancellable_new ();
+  if (run->commit_cancel != NULL)
+    g_cancellable_cancel (run->commit_cancel);
+  wind_down (run, VIVARIUM_OUTCOME_FAILED, "cancelled");
 }
 
 static void

@@ -228,7 +228,10 @@ handle_finish (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const
 static gboolean
 handle_cancel (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, VdTask *self)
 {
-  if (refuse_closed (self, invocation))
+  /* The commit may be long (a big tree): a Cancel stops it too. */
+  gboolean committing = g_strcmp0 (vivarium_dbus_task_get_step (iface), "commit") == 0 && !self->finished;
+
+  if (!committing && refuse_closed (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   vivarium_dbus_task_complete_cancel (iface, invocation);
   g_signal_emit (self, signals[SIGNAL_CANCEL_REQUESTED], 0);

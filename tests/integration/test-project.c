@@ -420,7 +420,7 @@ test_change_set (void)
 
   {
     g_autoptr(GAsyncResult) res = NULL;
-    vd_project_commit_async (p, "task t1: two modified, one added, one deleted", NULL, async_done, &res);
+    vd_project_commit_async (p, "task t1: two modified, one added, one deleted", 0, 60, NULL, async_done, &res);
     g_assert_true (vd_project_commit_finish (p, wait_async (&res), &id, &committed, &error));
     g_assert_no_error (error);
   }
@@ -520,12 +520,17 @@ test_tampering (void)
   c = find_change (changes, ".gitattributes");
   g_assert_cmpint (c->status, ==, VD_CHANGE_SKIPPED);
   g_assert_cmpint (c->kind, ==, VD_CHANGE_KIND_SPECIAL);
-  assert_change (changes, "attrs/.gitattributes", VD_CHANGE_ADDED, VD_CHANGE_KIND_SYMLINK, 1, 0);
+  /* A .gitattributes that is a link is refused outright: git on the far
+   * side would follow it. */
+  c = find_change (changes, "attrs/.gitattributes");
+  g_assert_cmpint (c->status, ==, VD_CHANGE_SKIPPED);
+  g_assert_cmpint (c->kind, ==, VD_CHANGE_KIND_SYMLINK);
+  g_assert_nonnull (strstr (c->reason, "symlink"));
   g_assert_cmpuint (changes->len, ==, 10);
   /* Committed first, sorted; then the skipped, sorted. */
   {
-    const gchar *order[] = { "attrs/.gitattributes", "esc\033[31mred", "odd\nname", "shadow-link", "sub/kept",
-                             ".git", ".gitattributes", "deep/.GIT", "pipe", "sub/.git" };
+    const gchar *order[] = { "esc\033[31mred", "odd\nname", "shadow-link", "sub/kept",
+                             ".git", ".gitattributes", "attrs/.gitattributes", "deep/.GIT", "pipe", "sub/.git" };
     for (guint i = 0; i < G_N_ELEMENTS (order); i++)
       g_assert_cmpstr (((VdChange *) changes->pdata[i])->path, ==, order[i]);
   }
@@ -538,7 +543,25 @@ test_tampering (void)
   g_assert_cmpstr (target, ==, "/etc/shadow");
   names = git (p, "ls-tree", "-r", "--name-only", "HEAD");
   /* git quotes what it would not print raw. */
-  g_assert_cmpstr (names, ==, "attrs/.gitattributes\n\"esc\\033[31mred\"\n\"odd\\nname\"\nshadow-link\nsub/kept\n");
+  g_assert_cmpstr (names, ==, "\"esc\\033[31mred\"\n\"odd\\nname\"\nshadow-link\nsub/kept\n");
+
+  /* The tree holds exactly the commit now: what was skipped is gone (and
+   * the directories it leaves empty), what was committed stays. */
+  {
+    const gchar *gone[] = { ".git", ".gitattributes", "attrs", "deep", "pipe", "sub/.git" };
+    const gchar *kept[] = { "shadow-link", "sub/kept", "odd\nname" };
+    for (guint i = 0; i < G_N_ELEMENTS (gone); i++) {
+      g_autofree gchar *path = g_build_filename (vd_project_get_work_path (p), gone[i], NULL);
+      struct stat st;
+      g_test_message ("gone: %s", gone[i]);
+      g_assert_cmpint (lstat (path, &st), !=, 0);
+    }
+    for (guint i = 0; i < G_N_ELEMENTS (kept); i++) {
+      g_autofree gchar *path = g_build_filename (vd_project_get_work_path (p), kept[i], NULL);
+      struct stat st;
+      g_assert_cmpint (lstat (path, &st), ==, 0);
+    }
+  }
 
   /* The host's repository: config and hooks as they were. */
   config_after = sha256_of (config);

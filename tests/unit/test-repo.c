@@ -7,7 +7,9 @@
 
 #include "config.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 
@@ -120,6 +122,20 @@ git (Fixture *f, const gchar *a1, const gchar *a2, const gchar *a3)
   return out;
 }
 
+/* HEAD's paths, one a line, as git prints them. */
+static gchar *
+ls_tree_names (Fixture *f)
+{
+  g_autofree gchar *gd = g_strconcat ("--git-dir=", f->gitdir, NULL);
+  const gchar *argv[] = { "git", gd, "ls-tree", "-r", "--name-only", "HEAD", NULL };
+  gchar *out = NULL;
+  gint status;
+
+  g_assert_true (g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, NULL, &status, NULL));
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  return out;
+}
+
 static void
 test_repo_basics (Fixture *f, gconstpointer data)
 {
@@ -160,11 +176,31 @@ test_repo_basics (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (tree, "120000 blob"));
   g_assert_nonnull (strstr (tree, "\"back\\\\slash\""));
 
-  log = vd_repo_log (f->repo, 2, &error);
+  /* A link to a file that exists, outside the tree: the blob is the
+   * link's target text, never the file's content (a walk that followed
+   * links would commit the secret). */
+  {
+    g_autofree gchar *secret = g_build_filename (f->dir, "secret", NULL);
+    g_autofree gchar *to_secret = g_build_filename (f->work, "to-secret", NULL);
+    g_autofree gchar *entry = NULL;
+    g_autofree gchar *blob = NULL;
+
+    g_assert_true (g_file_set_contents (secret, "SECRET CONTENT\n", -1, NULL));
+    g_assert_cmpint (symlink (secret, to_secret), ==, 0);
+    g_assert_true (vd_repo_commit (f->repo, "three", NULL, NULL, &error));
+    g_assert_no_error (error);
+    entry = git (f, "ls-tree", "HEAD", "to-secret");
+    g_assert_true (g_str_has_prefix (entry, "120000 blob "));
+    blob = git (f, "cat-file", "-p", "HEAD:to-secret");
+    g_assert_cmpstr (blob, ==, secret);
+  }
+
+  log = vd_repo_log (f->repo, 3, &error);
   g_assert_no_error (error);
-  g_assert_cmpuint (log->len, ==, 2);
-  g_assert_cmpstr (((VdCommitInfo *) log->pdata[0])->subject, ==, "two");
-  g_assert_cmpstr (((VdCommitInfo *) log->pdata[1])->id, ==, h1);
+  g_assert_cmpuint (log->len, ==, 3);
+  g_assert_cmpstr (((VdCommitInfo *) log->pdata[0])->subject, ==, "three");
+  g_assert_cmpstr (((VdCommitInfo *) log->pdata[1])->subject, ==, "two");
+  g_assert_cmpstr (((VdCommitInfo *) log->pdata[2])->id, ==, h1);
   g_clear_pointer (&log, g_ptr_array_unref);
   log = vd_repo_log (f->repo, 0, &error);
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
@@ -229,6 +265,240 @@ test_repo_remote (Fixture *f, gconstpointer data)
   g_assert_cmpstr (url, ==, "file:///srv/x.git");
 }
 
+
+/* ---- the commit's bounds and the tree made equal to it ------------------ */
+
+static const VdChange *
+find_change (GPtrArray *changes, const gchar *path)
+{
+  for (guint i = 0; changes != NULL && i < changes->len; i++) {
+    const VdChange *c = changes->pdata[i];
+    if (strcmp (c->path, path) == 0)
+      return c;
+  }
+  return NULL;
+}
+
+static void
+assert_skipped (GPtrArray *changes, const gchar *path, VdChangeKind kind, const gchar *reason_part)
+{
+  const VdChange *c = find_change (changes, path);
+
+  g_test_message ("skipped? %s", path);
+  if (c == NULL)
+    g_error ("%s is not in the list", path);
+  g_assert_cmpint (c->status, ==, VD_CHANGE_SKIPPED);
+  g_assert_cmpint (c->kind, ==, kind);
+  g_assert_nonnull (strstr (c->reason, reason_part));
+}
+
+static gboolean
+exists_in_work (Fixture *f, const gchar *rel)
+{
+  g_autofree gchar *path = g_build_filename (f->work, rel, NULL);
+  struct stat st;
+
+  return lstat (path, &st) == 0;
+}
+
+static void
+make_sized (Fixture *f, const gchar *rel, goffset size, gboolean sparse)
+{
+  g_autofree gchar *path = g_build_filename (f->work, rel, NULL);
+  int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+  g_assert_cmpint (fd, >=, 0);
+  if (sparse) {
+    g_assert_cmpint (ftruncate (fd, size), ==, 0);
+  } else {
+    g_autofree gchar *buf = g_malloc (size);
+    memset (buf, 'x', size);
+    g_assert_cmpint (write (fd, buf, size), ==, size);
+  }
+  close (fd);
+}
+
+/* A sparse file and one above the cap: skipped, said why, never read;
+ * hardlinks read once (three names of 600 KiB under a 1 MiB total). */
+static void
+test_repo_bounds_files (Fixture *f, gconstpointer data)
+{
+  VdRepoBounds bounds = { .file_max = 700 * 1024, .total_max = 1024 * 1024, .timeout_sec = 60 };
+  g_autofree gchar *a = g_build_filename (f->work, "shared-a", NULL);
+  g_autofree gchar *b = g_build_filename (f->work, "shared-b", NULL);
+  g_autofree gchar *c = g_build_filename (f->work, "sub-c", NULL);
+  g_autofree gchar *c_in = g_build_filename (f->work, "sub-c", "shared-c", NULL);
+  g_autoptr(GPtrArray) changes = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *names = NULL;
+  g_autofree gchar *ids = NULL;
+
+  make_sized (f, "sparse", (goffset) 64 * 1024 * 1024 * 1024, TRUE);
+  make_sized (f, "big", 800 * 1024, FALSE);
+  make_sized (f, "shared-a", 600 * 1024, FALSE);
+  g_assert_cmpint (link (a, b), ==, 0);
+  g_assert_cmpint (g_mkdir (c, 0700), ==, 0);
+  g_assert_cmpint (link (a, c_in), ==, 0);
+  put (f, "small", "small\n");
+
+  g_assert_true (vd_repo_commit_bounded (f->repo, "bounded", &bounds, NULL, &changes, &error));
+  g_assert_no_error (error);
+  assert_skipped (changes, "sparse", VD_CHANGE_KIND_FILE, "sparse file (68719476736 bytes long");
+  assert_skipped (changes, "big", VD_CHANGE_KIND_FILE, "a file of 819200 bytes is larger than the commit's cap of 716800 bytes per file");
+  names = git (f, "ls-tree", "-r", "HEAD");
+  g_assert_null (strstr (names, "sparse"));
+  g_assert_null (strstr (names, "\tbig"));
+  /* The three names, one blob. */
+  ids = git (f, "rev-parse", "HEAD:shared-a", NULL);
+  {
+    g_autofree gchar *id_b = git (f, "rev-parse", "HEAD:shared-b", NULL);
+    g_autofree gchar *id_c = git (f, "rev-parse", "HEAD:sub-c/shared-c", NULL);
+    g_assert_cmpstr (ids, ==, id_b);
+    g_assert_cmpstr (ids, ==, id_c);
+  }
+
+  /* The tree made equal to the commit: the skipped files are gone. */
+  g_assert_true (vd_repo_clean_tree (f->repo, &error));
+  g_assert_no_error (error);
+  g_assert_false (exists_in_work (f, "sparse"));
+  g_assert_false (exists_in_work (f, "big"));
+  g_assert_true (exists_in_work (f, "shared-b"));
+  g_assert_true (exists_in_work (f, "sub-c/shared-c"));
+  g_assert_true (exists_in_work (f, "small"));
+}
+
+/* More than the total read stops the commit: nothing committed; the tree
+ * restored to HEAD. A cancelled commit stops the same way. */
+static void
+test_repo_bounds_total (Fixture *f, gconstpointer data)
+{
+  VdRepoBounds bounds = { .file_max = 1024 * 1024, .total_max = 1024 * 1024, .timeout_sec = 60 };
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autofree gchar *h0 = NULL, *h1 = NULL, *h2 = NULL, *kept = NULL;
+  g_autofree gchar *kept_path = g_build_filename (f->work, "kept", NULL);
+  g_autoptr(GError) error = NULL;
+
+  put (f, "kept", "committed before\n");
+  g_assert_true (vd_repo_commit (f->repo, "before", &h0, NULL, &error));
+  g_assert_no_error (error);
+  put (f, "kept", "changed by the worker\n");
+  make_sized (f, "one", 600 * 1024, FALSE);
+  make_sized (f, "two", 600 * 1024, FALSE);
+  g_assert_false (vd_repo_commit_bounded (f->repo, "too much", &bounds, NULL, NULL, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE);
+  g_assert_nonnull (strstr (error->message, "more than the project's quota of 1048576 bytes"));
+  g_clear_error (&error);
+  h1 = vd_repo_get_head (f->repo, NULL);
+  g_assert_cmpstr (h1, ==, h0);
+
+  g_assert_true (vd_repo_restore_tree (f->repo, &error));
+  g_assert_no_error (error);
+  g_assert_false (exists_in_work (f, "one"));
+  g_assert_false (exists_in_work (f, "two"));
+  g_assert_true (g_file_get_contents (kept_path, &kept, NULL, NULL));
+  g_assert_cmpstr (kept, ==, "committed before\n");
+
+  put (f, "new", "x\n");
+  bounds.cancellable = cancellable;
+  g_cancellable_cancel (cancellable);
+  g_assert_false (vd_repo_commit_bounded (f->repo, "cancelled", &bounds, NULL, NULL, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED);
+  h2 = vd_repo_get_head (f->repo, NULL);
+  g_assert_cmpstr (h2, ==, h0);
+}
+
+/* .git in the spellings NTFS and HFS+ read as .git, and symlinked
+ * .gitmodules/.gitattributes/.gitignore: never committed, removed after. */
+static void
+test_repo_dotgit_spellings (Fixture *f, gconstpointer data)
+{
+  const gchar *dotgits[] = { ".GIT", ".Git", ".git\xe2\x80\x8c", "\xef\xbb\xbf.git", ".g\xe2\x80\x8dit",
+                             "git~1", "GIT~1", ".git.", ".git ", ".git. .", ".git::$INDEX_ALLOCATION" };
+  const gchar *links[] = { ".gitmodules", ".gitattributes", ".gitignore", ".GITIGNORE", "gitmod~1",
+                           ".gitmodules\xe2\x80\x8c", ".gitattributes." };
+  const gchar *fine[] = { ".gitx", ".git~1", "git", "xgit~1", ".gi t", ".gitmodules" };
+  g_autoptr(GPtrArray) changes = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *tree = NULL;
+  g_autofree gchar *sub = g_build_filename (f->work, "sub", NULL);
+
+  g_assert_cmpint (g_mkdir (sub, 0700), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (dotgits); i++) {
+    g_autofree gchar *rel = g_build_filename ("sub", dotgits[i], NULL);
+    put (f, rel, "[core]\n\tworktree = /\n");
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (links); i++) {
+    g_autofree gchar *path = g_build_filename (f->work, links[i], NULL);
+    g_assert_cmpint (symlink ("/etc/passwd", path), ==, 0);
+  }
+  /* Not links, or not those names: committed. */
+  for (guint i = 0; i < G_N_ELEMENTS (fine); i++) {
+    g_autofree gchar *rel = g_build_filename ("sub", fine[i], NULL);
+    put (f, rel, "fine\n");
+  }
+  g_assert_true (vd_repo_commit (f->repo, "spellings", NULL, &changes, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (dotgits); i++) {
+    g_autofree gchar *rel = g_build_filename ("sub", dotgits[i], NULL);
+    assert_skipped (changes, rel, VD_CHANGE_KIND_GIT, ".git");
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (links); i++)
+    assert_skipped (changes, links[i], VD_CHANGE_KIND_SYMLINK, "symlink");
+  tree = ls_tree_names (f);
+  g_assert_cmpstr (tree, ==, "sub/.gi t\nsub/.gitmodules\nsub/.gitx\nsub/.git~1\nsub/git\nsub/xgit~1\n");
+}
+
+/* 300 levels, a fifo and a .GIT directory: the commit cuts the tree at
+ * its depth limit, and after it the tree holds exactly the commit. */
+static void
+test_repo_clean_tree (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GString) rel = g_string_new (NULL);
+  g_autoptr(GPtrArray) changes = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *fifo = g_build_filename (f->work, "pipe", NULL);
+  g_autofree gchar *dotgit = g_build_filename (f->work, ".GIT", NULL);
+  g_autofree gchar *names = NULL;
+  int fd = open (f->work, O_RDONLY | O_DIRECTORY);
+
+  /* Made with openat: the path of the deepest is longer than PATH_MAX. */
+  g_assert_cmpint (fd, >=, 0);
+  for (guint i = 0; i < 300; i++) {
+    int next;
+    g_assert_cmpint (mkdirat (fd, "d", 0700), ==, 0);
+    next = openat (fd, "d", O_RDONLY | O_DIRECTORY);
+    g_assert_cmpint (next, >=, 0);
+    close (fd);
+    fd = next;
+  }
+  g_assert_cmpint (close (openat (fd, "bottom", O_WRONLY | O_CREAT, 0600)), ==, 0);
+  close (fd);
+  put (f, "d/kept", "kept\n");
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_cmpint (g_mkdir (dotgit, 0700), ==, 0);
+  put (f, ".GIT/config", "[core]\n");
+
+  g_assert_true (vd_repo_commit (f->repo, "deep", NULL, &changes, &error));
+  g_assert_no_error (error);
+  assert_skipped (changes, "pipe", VD_CHANGE_KIND_SPECIAL, "fifo");
+  assert_skipped (changes, ".GIT", VD_CHANGE_KIND_GIT, ".git");
+  g_string_assign (rel, "d");
+  for (guint i = 1; i < 257; i++)
+    g_string_append (rel, "/d");
+  assert_skipped (changes, rel->str, VD_CHANGE_KIND_DIRECTORY, "deeper than 256");
+  /* HEAD holds d/kept and nothing deeper than 256 directories. */
+  names = ls_tree_names (f);
+  g_assert_cmpstr (names, ==, "d/kept\n");
+
+  g_assert_true (vd_repo_clean_tree (f->repo, &error));
+  g_assert_no_error (error);
+  g_assert_false (exists_in_work (f, "pipe"));
+  g_assert_false (exists_in_work (f, ".GIT"));
+  g_assert_true (exists_in_work (f, "d/kept"));
+  /* Only d/kept was committed under d: every level below is gone. */
+  g_assert_false (exists_in_work (f, "d/d"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -240,5 +510,9 @@ main (int argc, char **argv)
   g_test_add ("/repo/display-paths", Fixture, NULL, fixture_setup, test_repo_display_paths, fixture_teardown);
   g_test_add ("/repo/identity", Fixture, NULL, fixture_setup, test_repo_identity, fixture_teardown);
   g_test_add ("/repo/remote", Fixture, NULL, fixture_setup, test_repo_remote, fixture_teardown);
+  g_test_add ("/repo/bounds-files", Fixture, NULL, fixture_setup, test_repo_bounds_files, fixture_teardown);
+  g_test_add ("/repo/bounds-total", Fixture, NULL, fixture_setup, test_repo_bounds_total, fixture_teardown);
+  g_test_add ("/repo/clean-tree", Fixture, NULL, fixture_setup, test_repo_clean_tree, fixture_teardown);
+  g_test_add ("/repo/dotgit-spellings", Fixture, NULL, fixture_setup, test_repo_dotgit_spellings, fixture_teardown);
   return g_test_run ();
 }

@@ -692,10 +692,12 @@ test_render_hostile (void)
     /* A failed or missing re-run is said in so many words. */
     if (verdicts[v] == VIVARIUM_VERDICT_PASS) {
       g_assert_null (strstr (text, "\nWarning:"));
-      g_assert_true (has_line (text, "Verification: pass (the worker's command, exit status 0 in a fresh session)"));
+      g_assert_true (has_line (text, "Verification: pass (the worker's command, exit status 0 in a fresh session), "
+                                     "verified: commit 0123456789abcdef0123456789abcdef01234567"));
     } else if (verdicts[v] == VIVARIUM_VERDICT_FAIL) {
       g_assert_true (has_line (text, "Warning: the verification re-run FAILED; the worker's summary below is a claim, not a finding"));
-      g_assert_true (has_line (text, "Verification: fail (the worker's command, exit status 1 in a fresh session)"));
+      g_assert_true (has_line (text, "Verification: fail (the worker's command, exit status 1 in a fresh session), "
+                                     "verified: commit 0123456789abcdef0123456789abcdef01234567"));
     } else {
       g_assert_true (has_line (text, "Warning: no verification re-run took place; the worker's summary below is a claim, not a finding"));
       g_assert_true (has_line (text, "Verification: not run (the worker's command)"));
