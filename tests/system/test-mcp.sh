@@ -237,8 +237,8 @@ assert_eq "$id2 null" "$(q ask "ident(0)['task'] + ' ' + json.dumps(ident(0)['re
 assert_ne "null" "$(q ask "json.dumps(ident(0)['session'])")" "and its running work session"
 assert_eq "DONE pass" "$(q ask "s(1).get('outcome', '?') + ' ' + s(1)['report']['verification']['verdict']")" "vm_answer → the worker resumes → DONE, verified"
 
-# Finish(…, "true") without the caller's verify: the worker's own verdict, said so.
-worker selfcheck 'gx "printf self > self.txt" && finish "I checked it myself." "true"'
+# The worker's own verify and none of the caller's: the worker's verdict, said so.
+worker selfcheck 'gx "printf self > self.txt" && finish "I checked it myself." "test -f self.txt"'
 t4=$(submit "$tmpd/selfcheck.sh" "")
 id4=${t4##*/}
 mcp self root "$(plan "[{\"tool\": \"vm_wait\", \"arguments\": {\"task\": \"$id4\", \"seconds\": 600}, \"timeout_ms\": 700000}]")"

@@ -294,6 +294,8 @@ assert_eq "no" "$(git_demo show HEAD:x.txt >/dev/null 2>&1 && echo yes || echo n
 # IN_PROGRESS on a short wait; the worker uid is refused anything else.
 victim=$(call "$OBJ" Manager.StartSession "''" "$IMAGE" "{}" 2>&1 | grep -o "$OBJ/sessions/[0-9a-f]*")
 assert_ne "" "$victim" "another session runs (the worker's target)"
+# It finishes with its own verify "true" (quoted for gdbus, which cannot
+# introspect as the worker: a bare true would be a boolean).
 worker prober "
 gdbus call \$B --object-path $victim --method org.vivarium.Vivarium1.Session.Exec \"['true']\" '@as []' \"''\" 'uint32 10' > /tmp/o 2>&1
 r1=\$(tr -dc 'A-Za-z. ' < /tmp/o)
@@ -303,7 +305,7 @@ gdbus call \$B --object-path /org/vivarium/Vivarium1 --method org.vivarium.Vivar
 r3=\$(tr -dc 'A-Za-z. ' < /tmp/o)
 gx \"echo 'other-session: \$r1' > probe.txt; echo 'manager: \$r2' >> probe.txt; echo 'submit: \$r3' >> probe.txt\"
 sleep 20
-finish done true"
+finish done \"'true'\""
 t5=$(submit "$tmpd/prober.sh" "")
 assert_eq "IN_PROGRESS" "$(wait_outcome "$t5" 2)" "a short Wait returns IN_PROGRESS"
 assert_eq "DONE" "$(wait_outcome "$t5" 600)" "the probing task ends"
