@@ -430,6 +430,13 @@ vivarium_report_get_command_log (VivariumReport *self, const gchar **digest, gui
   return self->command_log_digest != NULL;
 }
 
+gboolean
+vivarium_report_get_commands_numbered (VivariumReport *self)
+{
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), FALSE);
+  return self->commands_numbered;
+}
+
 guint64
 vivarium_report_get_commands_failed_omitted (VivariumReport *self)
 {

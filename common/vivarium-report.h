@@ -178,6 +178,9 @@ gboolean     vivarium_report_get_command_log       (VivariumReport *self,
                                                     guint64        *not_kept);
 /* Of the commands left out of the list, those that failed. */
 guint64      vivarium_report_get_commands_failed_omitted (VivariumReport *self);
+/* FALSE for a report from before the numbers, whose list was simply the
+ * first VIVARIUM_REPORT_COMMANDS_MAX commands. */
+gboolean     vivarium_report_get_commands_numbered (VivariumReport *self);
 /* Past VIVARIUM_REPORT_FILES_MAX a file is only counted. @path may be any
  * bytes (git paths are): invalid UTF-8 is replaced by U+FFFD. */
 void         vivarium_report_add_file              (VivariumReport     *self,

@@ -1143,6 +1143,21 @@ test_command_selection (void)
   g_assert_true (has_line (text, "Command log: 1000 commands in r-0001.commands.jsonl beside the report, sha256:00ff; "
                                  "the session's oldest commands before them were not kept"));
 
+  /* Without the log beside it (never so for a daemon's report with
+   * commands), the list is still the selection and says so. */
+  {
+    g_autoptr(VivariumReport) bare = vivarium_report_new ();
+    g_autofree gchar *bare_text = NULL;
+
+    vivarium_report_set_id (bare, "r-bare");
+    vivarium_report_set_task_id (bare, "t-bare");
+    for (guint i = 1; i <= 100; i++)
+      add_exec (bare, i, 0);
+    bare_text = vivarium_report_render_text (bare, NULL);
+    g_assert_nonnull (strstr (bare_text, "\nCommands omitted: 36 left out of the list, 0 of them failed"));
+    g_assert_null (strstr (bare_text, "Command log"));
+  }
+
   /* Failed ones past their own cap: the first and the last of them. */
   vivarium_report_set_id (flood, "r-flood");
   vivarium_report_set_task_id (flood, "t-flood");
