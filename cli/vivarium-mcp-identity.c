@@ -21,16 +21,22 @@ struct _VmcpIdentity {
 };
 
 VmcpIdentity *
-vmcp_identity_new (VmcpDaemon *daemon)
+vmcp_identity_new_for_key (const gchar *key_fingerprint)
 {
   VmcpIdentity *self = g_new0 (VmcpIdentity, 1);
 
-  /* A caller polkit refuses does not learn the key either: null. */
-  self->key_fingerprint = vmcp_daemon_get_string (daemon, VIVARIUM_DBUS_PATH, "Manager",
-                                                  "KeyFingerprint", NULL);
-  if (self->key_fingerprint != NULL && self->key_fingerprint[0] == '\0')
-    g_clear_pointer (&self->key_fingerprint, g_free);
+  if (key_fingerprint != NULL && key_fingerprint[0] != '\0')
+    self->key_fingerprint = g_strdup (key_fingerprint);
   return self;
+}
+
+VmcpIdentity *
+vmcp_identity_new (VmcpDaemon *daemon)
+{
+  /* A caller polkit refuses does not learn the key either: null. */
+  g_autofree gchar *key = vmcp_daemon_get_string (daemon, VIVARIUM_DBUS_PATH, "Manager", "KeyFingerprint", NULL);
+
+  return vmcp_identity_new_for_key (key);
 }
 
 void
@@ -47,6 +53,12 @@ vmcp_identity_free (VmcpIdentity *self)
   g_free (self->signed_by);
   g_free (self->key_fingerprint);
   g_free (self);
+}
+
+static const gchar *
+or_empty (const gchar *s)
+{
+  return s != NULL ? s : "";
 }
 
 static void
@@ -135,6 +147,19 @@ verification_object (VivariumReport *r)
   json_object_set_string_member (o, "verdict", vivarium_verdict_to_string (vivarium_report_get_verify_verdict (r)));
   json_object_set_int_member (o, "exit_status", vivarium_report_get_verify_exit_status (r));
   json_object_set_string_member (o, "whose", vivarium_verify_whose_to_string (vivarium_report_get_verify_whose (r)));
+  /* Whose check decided: only a caller's verdict is the caller's finding. */
+  switch (vivarium_report_get_verify_whose (r)) {
+  case VIVARIUM_VERIFY_WHOSE_CALLER:
+    json_object_set_string_member (o, "by", "caller");
+    break;
+  case VIVARIUM_VERIFY_WHOSE_WORKER:
+    json_object_set_string_member (o, "by", "worker");
+    break;
+  case VIVARIUM_VERIFY_WHOSE_NONE:
+  default:
+    json_object_set_null_member (o, "by");
+    break;
+  }
   json_object_set_string_member (o, "command", command != NULL ? command : "");
   return o;
 }
@@ -174,12 +199,35 @@ report_node (VivariumReport *r, const gchar *text)
   return node;
 }
 
+/* A report that verifies but is about another task or project is not
+ * the answer to this question: a daemon (or anything between) that hands
+ * over another signed report must not pass for this task's. */
+static gboolean
+check_about (VivariumReport *r, const gchar *task, const gchar *project, GError **error)
+{
+  if (g_strcmp0 (vivarium_report_get_task_id (r), task) != 0) {
+    g_autofree gchar *shown = vivarium_report_escape_untrusted (vivarium_report_get_task_id (r), TRUE);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH,
+                 "The signed report is about the task %s, not the task %s that was asked about", shown, task);
+    return FALSE;
+  }
+  if (g_strcmp0 (vivarium_report_get_project (r), project) != 0) {
+    g_autofree gchar *shown = vivarium_report_escape_untrusted (or_empty (vivarium_report_get_project (r)), TRUE);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH,
+                 "The signed report is about the project %s, not the project %s of the task asked about",
+                 shown, project);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 JsonNode *
-vmcp_identity_take_report (VmcpIdentity *self, const gchar *signed_file, gsize len, const gchar *text,
-                           GError **error)
+vmcp_identity_take_report (VmcpIdentity *self, const gchar *signed_file, gsize len, const gchar *task,
+                           const gchar *project, GError **error)
 {
   g_autoptr(VivariumReport) r = NULL;
   g_autofree gchar *fingerprint = NULL;
+  g_autofree gchar *text = NULL;
 
   read_envelope (self, signed_file, len);
   self->verified = FALSE;
@@ -193,6 +241,8 @@ vmcp_identity_take_report (VmcpIdentity *self, const gchar *signed_file, gsize l
     g_prefix_error (error, "The report does not verify against the daemon's key: ");
     return NULL;
   }
+  if (!check_about (r, task, project, error))
+    return NULL;
   self->verified = TRUE;
   replace (&self->report, vivarium_report_get_id (r));
   replace (&self->task, vivarium_report_get_task_id (r));
@@ -200,6 +250,9 @@ vmcp_identity_take_report (VmcpIdentity *self, const gchar *signed_file, gsize l
   replace (&self->image, vivarium_report_get_image_name (r));
   replace (&self->image_digest, vivarium_report_get_image_digest (r));
   replace (&self->signed_by, fingerprint);
+  /* The text is rendered here, from the very report that was checked: a
+   * text fetched apart from it could say something else. */
+  text = vivarium_report_render_text (r, fingerprint);
   return report_node (r, text);
 }
 

@@ -13,6 +13,8 @@ G_BEGIN_DECLS
 typedef struct _VmcpIdentity VmcpIdentity;
 /* Reads the daemon's key fingerprint now (null in the block if refused). */
 VmcpIdentity *vmcp_identity_new              (VmcpDaemon    *daemon);
+/* With the daemon's key fingerprint as read elsewhere (NULL or "": none). */
+VmcpIdentity *vmcp_identity_new_for_key      (const gchar   *key_fingerprint);
 void          vmcp_identity_free             (VmcpIdentity  *self);
 void          vmcp_identity_set_task         (VmcpIdentity  *self,
                                               const gchar   *task,
@@ -23,13 +25,16 @@ void          vmcp_identity_set_session      (VmcpIdentity  *self,
 gboolean      vmcp_identity_has_image_digest (VmcpIdentity  *self);
 const gchar  *vmcp_identity_key_fingerprint  (VmcpIdentity  *self);
 /* Checks the signed report file (Report.GetJson) against the daemon's key
- * and takes its identity; returns the report's structured fields (with
- * @text, the daemon's rendering). DigestMismatch when it does not verify
- * against the daemon's key, or the key is unknown. */
+ * and that it is about @task of @project, takes its identity, and returns
+ * the report's structured fields, with its text rendered from that same
+ * verified report. DigestMismatch when it does not verify against the
+ * daemon's key, the key is unknown, or it is another task's or project's;
+ * then signature_verified stays false. */
 JsonNode     *vmcp_identity_take_report      (VmcpIdentity  *self,
                                               const gchar   *signed_file,
                                               gsize          len,
-                                              const gchar   *text,
+                                              const gchar   *task,
+                                              const gchar   *project,
                                               GError       **error);
 JsonNode     *vmcp_identity_to_json          (VmcpIdentity  *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmcpIdentity, vmcp_identity_free)

@@ -14,6 +14,7 @@ struct _VmcpManifest {
   GStrv   tools;     /* NULL: every tool */
   GStrv   projects;  /* NULL: every project */
   GStrv   images;    /* NULL: every image */
+  gboolean worker_verify;  /* vm_task may leave `verify` out */
 };
 
 void
@@ -73,6 +74,23 @@ read_list (GKeyFile *kf, const gchar *group, const gchar *key, CheckFunc check,
   return TRUE;
 }
 
+/* Absent means FALSE; anything but true or false is an error at start. */
+static gboolean
+read_bool (GKeyFile *kf, const gchar *group, const gchar *key, gboolean *out, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+
+  if (!g_key_file_has_key (kf, group, key, NULL))
+    return TRUE;
+  *out = g_key_file_get_boolean (kf, group, key, &local_error);
+  if (local_error != NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "[%s] %s= must be true or false",
+                 group, key);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 VmcpManifest *
 vmcp_manifest_load (const gchar *path, const gchar *client, const gchar * const *known_tools,
                     GError **error)
@@ -96,7 +114,8 @@ vmcp_manifest_load (const gchar *path, const gchar *client, const gchar * const 
   }
   if (!read_list (kf, group, "Tools", NULL, known_tools, &self->tools, error) ||
       !read_list (kf, group, "Projects", vivarium_project_name_validate, NULL, &self->projects, error) ||
-      !read_list (kf, group, "Images", check_image, NULL, &self->images, error))
+      !read_list (kf, group, "Images", check_image, NULL, &self->images, error) ||
+      !read_bool (kf, group, "WorkerVerify", &self->worker_verify, error))
     return NULL;
   return g_steal_pointer (&self);
 }
@@ -129,4 +148,10 @@ gboolean
 vmcp_manifest_allows_image (VmcpManifest *self, const gchar *image)
 {
   return allows (self->images, image);
+}
+
+gboolean
+vmcp_manifest_allows_worker_verify (VmcpManifest *self)
+{
+  return self->worker_verify;
 }

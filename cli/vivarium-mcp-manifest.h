@@ -28,6 +28,11 @@ gboolean      vmcp_manifest_allows_project (VmcpManifest        *self,
                                            const gchar          *project);
 gboolean      vmcp_manifest_allows_image  (VmcpManifest         *self,
                                            const gchar          *image);
+/* WorkerVerify=true: this client's vm_task may leave `verify` out, and the
+ * worker's own command then decides the verdict (verification.by "worker").
+ * Without it (and without --client) `verify` is required: a verdict is the
+ * caller's finding only when the caller chose the command. */
+gboolean      vmcp_manifest_allows_worker_verify (VmcpManifest  *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmcpManifest, vmcp_manifest_free)
 
 G_END_DECLS

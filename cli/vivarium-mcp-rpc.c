@@ -282,8 +282,11 @@ initialize_result (JsonObject *params)
   json_builder_set_member_name (b, "instructions");
   json_builder_add_string_value (b,
     "vm_task hands work to a model that tries it in a real, throwaway Linux machine and "
-    "returns a report signed by the Vivarium daemon. Trust the report's facts and its "
-    "verification verdict; the worker's summary is only its claim.");
+    "returns a report signed by the Vivarium daemon. Trust the report's facts only when "
+    "identity.signature_verified is true. Trust its verification verdict only when "
+    "report.verification.by is \"caller\": then the command that was re-run in a fresh machine "
+    "is the one you gave as `verify`. A verdict with by \"worker\" comes from the worker's own "
+    "command and proves only what the worker chose to check. The worker's summary is only its claim.");
   json_builder_end_object (b);
   return json_builder_get_root (b);
 }

@@ -204,8 +204,14 @@ JsonNode *
 vmcp_schema_tool_definition (VmcpSchema *self, const gchar *name)
 {
   JsonNode *def = json_object_get_member (self->tools, name);
+  g_autofree gchar *text = NULL;
 
-  return def != NULL ? json_node_copy (def) : NULL;
+  /* A deep copy: json_node_copy shares the objects inside, and a caller
+   * that narrows its copy must not narrow the schema. */
+  if (def == NULL)
+    return NULL;
+  text = json_to_string (def, FALSE);
+  return json_from_string (text, NULL);
 }
 
 /* --- arguments ------------------------------------------------------------ */
@@ -273,7 +279,7 @@ check_member (const gchar *member, JsonObject *schema, JsonNode *value, GError *
 
 gboolean
 vmcp_schema_check_arguments (VmcpSchema *self, const gchar *name, JsonObject *arguments,
-                             GError **error)
+                             const gchar * const *optional, GError **error)
 {
   JsonNode *def = json_object_get_member (self->tools, name);
   JsonObject *input = json_object_get_object_member (json_node_get_object (def), "inputSchema");
@@ -295,6 +301,8 @@ vmcp_schema_check_arguments (VmcpSchema *self, const gchar *name, JsonObject *ar
   }
   for (guint i = 0; required != NULL && i < json_array_get_length (required); i++) {
     const gchar *member = json_array_get_string_element (required, i);
+    if (optional != NULL && g_strv_contains (optional, member))
+      continue;
     if (arguments == NULL || !json_object_has_member (arguments, member)) {
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                    "%s needs the argument “%s”", name, member);

@@ -19,9 +19,12 @@ JsonNode            *vmcp_schema_tool_definition (VmcpSchema   *self,
 /* The arguments against the input schema: no unknown member, the
  * required ones present, types, lengths (in bytes: the daemon's limits are
  * bytes) and ranges. VIVARIUM_ERROR_INVALID_ARGUMENT with a sentence. */
+/* @optional: members the file requires that this client may leave out
+ * (NULL: none). */
 gboolean             vmcp_schema_check_arguments (VmcpSchema   *self,
                                                   const gchar  *name,
                                                   JsonObject   *arguments,
+                                                  const gchar * const *optional,
                                                   GError      **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VmcpSchema, vmcp_schema_free)
 

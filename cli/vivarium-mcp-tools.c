@@ -38,6 +38,40 @@ vmcp_tools_free (VmcpTools *self)
   g_free (self);
 }
 
+static const gchar * const worker_verify_optional[] = { "verify", NULL };
+
+/* What this client may leave out of @tool's arguments. */
+static const gchar * const *
+optional_for (VmcpTools *self, const gchar *tool)
+{
+  if (g_str_equal (tool, "vm_task") && vmcp_manifest_allows_worker_verify (self->manifest))
+    return worker_verify_optional;
+  return NULL;
+}
+
+/* The tool as this client sees it: what it may leave out is not required. */
+static JsonNode *
+definition_for (VmcpTools *self, const gchar *tool)
+{
+  JsonNode *def = vmcp_schema_tool_definition (self->schema, tool);
+  const gchar * const *optional = optional_for (self, tool);
+  JsonObject *input;
+  JsonArray *required, *kept;
+
+  if (def == NULL || optional == NULL)
+    return def;
+  input = json_object_get_object_member (json_node_get_object (def), "inputSchema");
+  required = json_object_get_array_member (input, "required");
+  kept = json_array_new ();
+  for (guint i = 0; i < json_array_get_length (required); i++) {
+    const gchar *member = json_array_get_string_element (required, i);
+    if (!g_strv_contains (optional, member))
+      json_array_add_string_element (kept, member);
+  }
+  json_object_set_array_member (input, "required", kept);
+  return def;
+}
+
 JsonNode *
 vmcp_tools_list (VmcpTools *self)
 {
@@ -49,7 +83,7 @@ vmcp_tools_list (VmcpTools *self)
   json_builder_begin_array (b);
   for (guint i = 0; names[i] != NULL; i++) {
     if (vmcp_manifest_allows_tool (self->manifest, names[i]))
-      json_builder_add_value (b, vmcp_schema_tool_definition (self->schema, names[i]));
+      json_builder_add_value (b, definition_for (self, names[i]));
   }
   json_builder_end_array (b);
   json_builder_end_object (b);
@@ -406,26 +440,21 @@ identity_from_image (VmcpTools *self, VmcpIdentity *identity, const gchar *image
 }
 
 static JsonNode *
-fetch_report (VmcpTools *self, const gchar *report_path, VmcpIdentity *identity, GString *text,
-              GError **error)
+fetch_report (VmcpTools *self, const gchar *report_path, const TaskProps *p, VmcpIdentity *identity,
+              GString *text, GError **error)
 {
   g_autoptr(GVariant) json = vmcp_daemon_call (self->daemon, report_path, "Report", "GetJson", NULL,
                                                G_VARIANT_TYPE ("(s)"), CALL_TIMEOUT_MSEC, error);
-  g_autoptr(GVariant) rendered = NULL;
   const gchar *data, *shown;
   JsonNode *report;
 
   if (json == NULL)
     return NULL;
-  rendered = vmcp_daemon_call (self->daemon, report_path, "Report", "GetText", NULL,
-                               G_VARIANT_TYPE ("(s)"), CALL_TIMEOUT_MSEC, error);
-  if (rendered == NULL)
-    return NULL;
   g_variant_get (json, "(&s)", &data);
-  g_variant_get (rendered, "(&s)", &shown);
-  report = vmcp_identity_take_report (identity, data, strlen (data), shown, error);
+  report = vmcp_identity_take_report (identity, data, strlen (data), p->id, p->project, error);
   if (report == NULL)
     return NULL;
+  shown = json_object_get_string_member (json_node_get_object (report), "text");
   g_string_append_printf (text, "\n%s", shown);
   if (shown[0] != '\0' && shown[strlen (shown) - 1] != '\n')
     g_string_append_c (text, '\n');
@@ -455,7 +484,7 @@ task_result (VmcpTools *self, const gchar *path, VmcpIdentity *identity)
   if (g_str_equal (p.outcome, "NEEDS_INPUT"))
     append_question (text, p.question);
   if (g_strcmp0 (p.report, "/") != 0) {
-    report = fetch_report (self, p.report, identity, text, &error);
+    report = fetch_report (self, p.report, &p, identity, text, &error);
     if (report == NULL)
       return error_result (identity, error);
   } else {
@@ -586,7 +615,15 @@ vmcp_tools_call (VmcpTools *self, const gchar *name, JsonObject *arguments, gcha
                  "This client (%s) may not use %s", vmcp_manifest_client (self->manifest), name);
     return error_result (identity, error);
   }
-  if (!vmcp_schema_check_arguments (self->schema, name, arguments, &error))
+  if (g_str_equal (name, "vm_task") && optional_for (self, name) == NULL &&
+      (arguments == NULL || !json_object_has_member (arguments, "verify"))) {
+    g_set_error (&error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "vm_task needs the argument “verify”: the command a fresh machine runs to check the work. "
+                 "Without it the worker's own command would decide the verdict, which proves only what the "
+                 "worker chose to check (the client's manifest may allow that with WorkerVerify=true)");
+    return error_result (identity, error);
+  }
+  if (!vmcp_schema_check_arguments (self->schema, name, arguments, optional_for (self, name), &error))
     return error_result (identity, error);
   return dispatch (self, name, arguments, identity);
 }

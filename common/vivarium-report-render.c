@@ -32,6 +32,7 @@ static const gchar *const text_keys[] = {
   "Commands",
   "Command",
   "Commands omitted",
+  "Command log",
   "Files changed",
   "File",
   "Files omitted",
@@ -59,30 +60,36 @@ vivarium_report_text_keys (void)
  * controls, zero-width and format characters, separators, and every other
  * non-ASCII character, so no look-alike can imitate a key) becomes
  * \u{XXXX}. Bytes that are not UTF-8 become \x{XX}. */
+/* One character (or one byte that is not UTF-8) of @p, escaped: the unit
+ * a wrapped line is never split inside. Returns where the next one starts. */
+static const gchar *
+append_escaped_char (GString *out, const gchar *p, const gchar *end, gboolean quoted)
+{
+  gunichar c = g_utf8_get_char_validated (p, end - p);
+
+  if (c == (gunichar) -1 || c == (gunichar) -2) {
+    g_string_append_printf (out, "\\x{%02X}", (guchar) *p);
+    return p + 1;
+  }
+  if (c == '\\')
+    g_string_append (out, "\\\\");
+  else if (quoted && c == '"')
+    g_string_append (out, "\\\"");
+  else if (c >= 0x20 && c < 0x7f)
+    g_string_append_c (out, (gchar) c);
+  else
+    g_string_append_printf (out, "\\u{%04X}", c);
+  return g_utf8_next_char (p);
+}
+
 static void
 append_escaped (GString *out, const gchar *text, gboolean quoted)
 {
   const gchar *p = text != NULL ? text : "";
   const gchar *end = p + strlen (p);
 
-  while (p < end) {
-    gunichar c = g_utf8_get_char_validated (p, end - p);
-
-    if (c == (gunichar) -1 || c == (gunichar) -2) {
-      g_string_append_printf (out, "\\x{%02X}", (guchar) *p);
-      p++;
-      continue;
-    }
-    if (c == '\\')
-      g_string_append (out, "\\\\");
-    else if (quoted && c == '"')
-      g_string_append (out, "\\\"");
-    else if (c >= 0x20 && c < 0x7f)
-      g_string_append_c (out, (gchar) c);
-    else
-      g_string_append_printf (out, "\\u{%04X}", c);
-    p = g_utf8_next_char (p);
-  }
+  while (p < end)
+    p = append_escaped_char (out, p, end, quoted);
 }
 
 gchar *
@@ -151,6 +158,33 @@ detail_argv (GString *out, const gchar * const *argv, gboolean truncated)
   g_string_append_c (out, '\n');
 }
 
+/* One line of the worker's text behind the quote marker, in pieces of at
+ * most VIVARIUM_REPORT_TEXT_QUOTE_WIDTH columns (the escaped text is
+ * printable ASCII: a byte is a column), each escape whole, each piece
+ * that goes on ending with the continuation mark '\\'. However long the
+ * worker's line, none of it reaches column 0 of an 80-column terminal. */
+static void
+quote_line (GString *out, const gchar *line)
+{
+  const gchar *p = line;
+  const gchar *end = line + strlen (line);
+  g_autoptr(GString) piece = g_string_new (NULL);
+  g_autoptr(GString) unit = g_string_new (NULL);
+
+  do {
+    g_string_truncate (unit, 0);
+    if (p < end)
+      p = append_escaped_char (unit, p, end, FALSE);
+    /* Room for the mark if anything follows this unit. */
+    if (piece->len > 0 && piece->len + unit->len + 1 > VIVARIUM_REPORT_TEXT_QUOTE_WIDTH) {
+      g_string_append_printf (out, VIVARIUM_REPORT_TEXT_QUOTE "%s\\\n", piece->str);
+      g_string_truncate (piece, 0);
+    }
+    g_string_append_len (piece, unit->str, (gssize) unit->len);
+  } while (p < end);
+  g_string_append_printf (out, VIVARIUM_REPORT_TEXT_QUOTE "%s\n", piece->str);
+}
+
 /* The worker's text, line by line, behind the quote marker. */
 static void
 quote_block (GString *out, const gchar *text)
@@ -161,11 +195,8 @@ quote_block (GString *out, const gchar *text)
   /* A final newline ends the last line; it does not start another. */
   if (n > 0 && lines[n - 1][0] == '\0')
     n--;
-  for (guint i = 0; i < n; i++) {
-    g_string_append (out, VIVARIUM_REPORT_TEXT_QUOTE);
-    append_escaped (out, lines[i], FALSE);
-    g_string_append_c (out, '\n');
-  }
+  for (guint i = 0; i < n; i++)
+    quote_line (out, lines[i]);
 }
 
 static const gchar *
@@ -200,6 +231,15 @@ format_exit_status (gint status)
   if (status < 0)
     return g_strdup ("none reported");
   return g_strdup_printf ("%d", status);
+}
+
+/* A command's exit status is what the guest agent said, never more. */
+static gchar *
+format_guest_status (gint status)
+{
+  if (status < 0)
+    return g_strdup ("the guest agent reported no exit status");
+  return g_strdup_printf ("exit %d (the guest agent's word)", status);
 }
 
 /* --- sections ------------------------------------------------------------ */
@@ -238,7 +278,8 @@ whose_words (VivariumVerifyWhose whose)
   case VIVARIUM_VERIFY_WHOSE_CALLER:
     return "the caller's command";
   case VIVARIUM_VERIFY_WHOSE_WORKER:
-    return "the worker's command";
+    /* The worker chose what to check: its pass proves what it chose. */
+    return "the worker's own command";
   case VIVARIUM_VERIFY_WHOSE_NONE:
   default:
     return "no command was given";
@@ -285,19 +326,53 @@ render_verification (GString *out, VivariumReport *self)
 }
 
 static void
-render_command (GString *out, guint n, const VivariumReportCommand *c)
+render_command (GString *out, const VivariumReportCommand *c)
 {
   g_autofree gchar *duration = format_duration (c->duration);
-  g_autofree gchar *status = format_exit_status (c->exit_status);
+  g_autofree gchar *status = format_guest_status (c->exit_status);
 
-  trusted_linef (out, "Command", "%u %s, exit status %s, %s, stdout %" G_GUINT64_FORMAT
-                 " bytes, stderr %" G_GUINT64_FORMAT " bytes", n, c->kind, status, duration,
-                 c->stdout_size, c->stderr_size);
+  trusted_linef (out, "Command", "%" G_GUINT64_FORMAT " %s, %s, %s, stdout %" G_GUINT64_FORMAT
+                 " bytes, stderr %" G_GUINT64_FORMAT " bytes%s", c->number, c->kind, status, duration,
+                 c->stdout_size, c->stderr_size, vivarium_report_command_failed (c) ? ", FAILED" : "");
   detail_argv (out, (const gchar * const *) c->argv, c->argv_truncated);
   if (c->error != NULL && c->error[0] != '\0')
     detail_line (out, "error", c->error);
   if (c->stderr_head != NULL)
     detail_line (out, "stderr", c->stderr_head);
+}
+
+static void
+render_commands_omitted (GString *out, VivariumReport *self)
+{
+  guint64 omitted = vivarium_report_get_commands_omitted (self);
+  guint64 failed = vivarium_report_get_commands_failed_omitted (self);
+
+  if (omitted == 0)
+    return;
+  /* A report from before the numbers listed the first ones only. */
+  if (!vivarium_report_get_commands_numbered (self))
+    trusted_linef (out, "Commands omitted", "%" G_GUINT64_FORMAT " (a report lists the first %u)",
+                   omitted, vivarium_report_get_commands (self)->len);
+  else
+    trusted_linef (out, "Commands omitted", "%" G_GUINT64_FORMAT " left out of the list, %" G_GUINT64_FORMAT
+                   " of them failed (it lists every failed command up to the first and last %u, and the "
+                   "first and last %u of the rest)", omitted, failed, VIVARIUM_REPORT_COMMANDS_FAILED_EDGE,
+                   VIVARIUM_REPORT_COMMANDS_EDGE);
+}
+
+/* The full log is a file beside the report; the signature covers its
+ * digest, so it is as checkable as the list. */
+static void
+render_command_log (GString *out, VivariumReport *self)
+{
+  const gchar *digest = NULL;
+  guint64 entries = 0, not_kept = 0;
+
+  if (!vivarium_report_get_command_log (self, &digest, &entries, &not_kept))
+    return;
+  trusted_linef (out, "Command log", "%" G_GUINT64_FORMAT " commands in %s" VIVARIUM_REPORT_COMMAND_LOG_SUFFIX
+                 " beside the report, %s%s", entries, vivarium_report_get_id (self), digest,
+                 not_kept > 0 ? "; the session's oldest commands before them were not kept" : "");
 }
 
 static void
@@ -309,10 +384,9 @@ render_commands (GString *out, VivariumReport *self)
   g_string_append_c (out, '\n');
   trusted_linef (out, "Commands", "%" G_GUINT64_FORMAT " run", commands->len + omitted);
   for (guint i = 0; i < commands->len; i++)
-    render_command (out, i + 1, g_ptr_array_index (commands, i));
-  if (omitted > 0)
-    trusted_linef (out, "Commands omitted", "%" G_GUINT64_FORMAT " (a report lists the first %u)",
-                   omitted, commands->len);
+    render_command (out, g_ptr_array_index (commands, i));
+  render_commands_omitted (out, self);
+  render_command_log (out, self);
 }
 
 /* What the daemon refused to commit: the worker's tampering, said. */
@@ -388,10 +462,13 @@ render_files (GString *out, VivariumReport *self)
 }
 
 static const gchar *
-claim_warning (VivariumVerdict verdict)
+claim_warning (VivariumVerdict verdict, VivariumVerifyWhose whose)
 {
   switch (verdict) {
   case VIVARIUM_VERDICT_PASS:
+    if (whose == VIVARIUM_VERIFY_WHOSE_WORKER)
+      return "the verification that passed was the worker's own command, not the caller's: it checks "
+             "what the worker chose to check; the worker's summary below is a claim, not a finding";
     return NULL;
   case VIVARIUM_VERDICT_FAIL:
     return "the verification re-run FAILED; the worker's summary below is a claim, not a finding";
@@ -408,7 +485,8 @@ claim_warning (VivariumVerdict verdict)
 static void
 render_claims (GString *out, VivariumReport *self)
 {
-  const gchar *warning = claim_warning (vivarium_report_get_verify_verdict (self));
+  const gchar *warning = claim_warning (vivarium_report_get_verify_verdict (self),
+                                       vivarium_report_get_verify_whose (self));
   const gchar *summary = vivarium_report_get_summary (self);
   const gchar *question = vivarium_report_get_question (self);
 

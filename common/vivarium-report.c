@@ -24,8 +24,15 @@ struct _VivariumReport {
   gchar           *daemon_version;
   VivariumOutcome  outcome;
   gchar           *outcome_reason;
-  GPtrArray       *commands;          /* of VivariumReportCommand */
+  GPtrArray       *commands;          /* of VivariumReportCommand, by number */
   guint64          commands_omitted;
+  guint64          commands_failed_omitted;
+  guint64          commands_seen;     /* the last number given */
+  guint            commands_failed_kept;
+  gboolean         commands_numbered; /* FALSE: a report from before the numbers */
+  gchar           *command_log_digest; /* NULL: no "command-log" */
+  guint64          command_log_entries;
+  guint64          command_log_not_kept;
   GPtrArray       *files;             /* of VivariumReportFile */
   guint64          files_omitted;
   gchar           *commit;
@@ -155,6 +162,7 @@ vivarium_report_finalize (GObject *object)
   g_free (self->daemon_version);
   g_free (self->outcome_reason);
   g_ptr_array_unref (self->commands);
+  g_free (self->command_log_digest);
   g_ptr_array_unref (self->files);
   g_free (self->commit);
   g_free (self->verify_command);
@@ -183,6 +191,7 @@ vivarium_report_init (VivariumReport *self)
   self->verify_exit_status = -1;
   self->verify_verdict = VIVARIUM_VERDICT_NEVER_RUN;
   self->summary = g_strdup ("");
+  self->commands_numbered = TRUE;
 }
 
 VivariumReport *
@@ -325,20 +334,49 @@ cap_argv (const gchar * const *argv, gboolean *truncated)
   return g_strv_builder_end (builder);
 }
 
-void
-vivarium_report_add_command (VivariumReport *self, const gchar *kind, const gchar * const *argv,
-                             gint64 started_at, gint64 duration, gint exit_status,
-                             guint64 stdout_size, guint64 stderr_size, const gchar *error)
+gboolean
+vivarium_report_command_failed (const VivariumReportCommand *c)
 {
-  VivariumReportCommand *c;
+  return c->exit_status != 0 || (c->error != NULL && c->error[0] != '\0');
+}
 
-  g_return_if_fail (VIVARIUM_IS_REPORT (self));
-  g_return_if_fail (kind != NULL);
-  if (self->commands->len >= VIVARIUM_REPORT_COMMANDS_MAX) {
-    self->commands_omitted++;
+/* The list keeps the first and the last edge of each class (failed or
+ * not): when a class holds more, the oldest of its last ones goes, i.e.
+ * the (edge + 1)-th of that class, and is counted as left out. */
+static void
+keep_edges (VivariumReport *self, gboolean failed)
+{
+  guint edge = failed ? VIVARIUM_REPORT_COMMANDS_FAILED_EDGE : VIVARIUM_REPORT_COMMANDS_EDGE;
+  guint kept = failed ? self->commands_failed_kept : self->commands->len - self->commands_failed_kept;
+  guint seen = 0;
+
+  if (kept <= 2 * edge)
     return;
+  for (guint i = 0; i < self->commands->len; i++) {
+    const VivariumReportCommand *c = g_ptr_array_index (self->commands, i);
+    if (vivarium_report_command_failed (c) != failed || ++seen <= edge)
+      continue;
+    g_ptr_array_remove_index (self->commands, i);
+    break;
   }
-  c = g_new0 (VivariumReportCommand, 1);
+  self->commands_omitted++;
+  if (failed) {
+    self->commands_failed_kept--;
+    self->commands_failed_omitted++;
+  }
+}
+
+static void
+add_numbered_command (VivariumReport *self, guint64 number, const gchar *kind, const gchar * const *argv,
+                      gint64 started_at, gint64 duration, gint exit_status, guint64 stdout_size,
+                      guint64 stderr_size, const gchar *error, const gchar *stderr_head)
+{
+  VivariumReportCommand *c = g_new0 (VivariumReportCommand, 1);
+  gboolean failed;
+
+  /* Numbers only grow: the list is in the log's order. */
+  self->commands_seen = MAX (number, self->commands_seen + 1);
+  c->number = self->commands_seen;
   c->kind = cap_text (kind, -1, VIVARIUM_REPORT_KIND_MAX, NULL);
   c->argv = cap_argv (argv, &c->argv_truncated);
   c->started_at = MAX (started_at, 0);
@@ -347,7 +385,63 @@ vivarium_report_add_command (VivariumReport *self, const gchar *kind, const gcha
   c->stdout_size = clamp_u64 (stdout_size);
   c->stderr_size = clamp_u64 (stderr_size);
   c->error = cap_text (error != NULL ? error : "", -1, VIVARIUM_REPORT_ERROR_MAX, NULL);
+  if (stderr_head != NULL && stderr_head[0] != '\0')
+    c->stderr_head = cap_text (stderr_head, -1, VIVARIUM_REPORT_STDERR_HEAD_MAX, NULL);
+  failed = vivarium_report_command_failed (c);
   g_ptr_array_add (self->commands, c);
+  if (failed)
+    self->commands_failed_kept++;
+  keep_edges (self, failed);
+}
+
+void
+vivarium_report_add_command (VivariumReport *self, const gchar *kind, const gchar * const *argv,
+                             gint64 started_at, gint64 duration, gint exit_status,
+                             guint64 stdout_size, guint64 stderr_size, const gchar *error)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  g_return_if_fail (kind != NULL);
+  add_numbered_command (self, 0, kind, argv, started_at, duration, exit_status, stdout_size, stderr_size, error,
+                        NULL);
+}
+
+void
+vivarium_report_set_command_log (VivariumReport *self, const gchar *digest, guint64 entries, guint64 not_kept)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  g_return_if_fail (digest != NULL);
+  replace (&self->command_log_digest, digest, VIVARIUM_REPORT_ID_MAX);
+  self->command_log_entries = clamp_u64 (entries);
+  /* Run, and neither listed nor in the file: said, not hidden. */
+  self->commands_omitted += clamp_u64 (not_kept) - self->command_log_not_kept;
+  self->command_log_not_kept = clamp_u64 (not_kept);
+}
+
+gboolean
+vivarium_report_get_command_log (VivariumReport *self, const gchar **digest, guint64 *entries, guint64 *not_kept)
+{
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), FALSE);
+  if (digest != NULL)
+    *digest = self->command_log_digest;
+  if (entries != NULL)
+    *entries = self->command_log_entries;
+  if (not_kept != NULL)
+    *not_kept = self->command_log_not_kept;
+  return self->command_log_digest != NULL;
+}
+
+gboolean
+vivarium_report_get_commands_numbered (VivariumReport *self)
+{
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), FALSE);
+  return self->commands_numbered;
+}
+
+guint64
+vivarium_report_get_commands_failed_omitted (VivariumReport *self)
+{
+  g_return_val_if_fail (VIVARIUM_IS_REPORT (self), 0);
+  return self->commands_failed_omitted;
 }
 
 static gboolean
@@ -370,9 +464,9 @@ vivarium_report_add_command_from_log (VivariumReport *self, GVariant *entry, GEr
   const gchar *kind = NULL;
   const gchar *message = "";
   const gchar *stderr_head = NULL;
-  guint before;
   g_autofree const gchar **argv = NULL;
-  guint64 started_at = 0, duration = 0, out_size = 0, err_size = 0;
+  guint64 started_at = 0, duration = 0, out_size = 0, err_size = 0, seq = 0;
+  gboolean has_seq;
   gint32 exit_status = -1;
 
   g_return_val_if_fail (VIVARIUM_IS_REPORT (self), FALSE);
@@ -391,14 +485,10 @@ vivarium_report_add_command_from_log (VivariumReport *self, GVariant *entry, GEr
   }
   g_variant_dict_lookup (d, "error", "&s", &message);
   g_variant_dict_lookup (d, "stderr-head", "&s", &stderr_head);
-  before = self->commands->len;
-  vivarium_report_add_command (self, kind, argv, (gint64) clamp_u64 (started_at),
-                               (gint64) clamp_u64 (duration), exit_status, out_size, err_size,
-                               message);
-  if (self->commands->len > before && stderr_head != NULL && stderr_head[0] != '\0') {
-    VivariumReportCommand *c = g_ptr_array_index (self->commands, self->commands->len - 1);
-    c->stderr_head = cap_text (stderr_head, -1, VIVARIUM_REPORT_STDERR_HEAD_MAX, NULL);
-  }
+  has_seq = g_variant_dict_lookup (d, "seq", "t", &seq);
+  add_numbered_command (self, has_seq && seq < G_MAXINT64 ? seq + 1 : 0, kind, argv,
+                        (gint64) clamp_u64 (started_at), (gint64) clamp_u64 (duration), exit_status,
+                        out_size, err_size, message, stderr_head);
   return TRUE;
 }
 
@@ -649,9 +739,11 @@ add_lines (JsonBuilder *b, const gchar *name, gint64 value)
 }
 
 static void
-add_command_json (JsonBuilder *b, const VivariumReportCommand *c)
+add_command_json (JsonBuilder *b, const VivariumReportCommand *c, gboolean numbered)
 {
   json_builder_begin_object (b);
+  if (numbered)
+    add_int (b, "number", (gint64) c->number);
   add_string_or_null (b, "kind", c->kind);
   json_builder_set_member_name (b, "argv");
   json_builder_begin_array (b);
@@ -720,7 +812,7 @@ add_work_json (JsonBuilder *b, VivariumReport *self)
   json_builder_set_member_name (b, "commands");
   json_builder_begin_array (b);
   for (guint i = 0; i < self->commands->len; i++)
-    add_command_json (b, g_ptr_array_index (self->commands, i));
+    add_command_json (b, g_ptr_array_index (self->commands, i), self->commands_numbered);
   json_builder_end_array (b);
   add_int (b, "commands-omitted", (gint64) self->commands_omitted);
   json_builder_set_member_name (b, "files");
@@ -752,6 +844,16 @@ add_work_json (JsonBuilder *b, VivariumReport *self)
     json_builder_begin_object (b);
     for (guint i = 0; timing_names[i] != NULL; i++)
       add_int (b, timing_names[i], self->timings[i]);
+    json_builder_end_object (b);
+  }
+  if (self->commands_failed_omitted > 0)
+    add_int (b, "commands-failed-omitted", (gint64) self->commands_failed_omitted);
+  if (self->command_log_digest != NULL) {
+    json_builder_set_member_name (b, "command-log");
+    json_builder_begin_object (b);
+    add_string_or_null (b, "digest", self->command_log_digest);
+    add_int (b, "entries", (gint64) self->command_log_entries);
+    add_int (b, "not-kept", (gint64) self->command_log_not_kept);
     json_builder_end_object (b);
   }
 }
@@ -833,7 +935,8 @@ refuse (GError **error, const gchar *where, const gchar *name, const gchar *what
 /* Unknown members are refused: the signature covers the canonical form of
  * what was read, so anything ignored here would ride along unsigned. */
 static const gchar *const optional_members[] = {
-  "not-committed", "not-committed-omitted", "dataset", "timings", "stderr-head", NULL
+  "not-committed", "not-committed-omitted", "dataset", "timings", "stderr-head", "number",
+  "commands-failed-omitted", "command-log", NULL
 };
 
 /* The optional members are optional only where they belong (@allowed). */
@@ -1001,13 +1104,14 @@ static const gchar *const report_members[] = {
   "version", "id", "task", "session", "image", "project", "started-at", "ended-at", "host",
   "daemon-version", "outcome", "outcome-reason", "commands", "commands-omitted", "files",
   "files-omitted", "commit", "verification", "guard", "summary", "question",
-  "not-committed", "not-committed-omitted", "dataset", "timings", NULL
+  "not-committed", "not-committed-omitted", "dataset", "timings", "commands-failed-omitted", "command-log", NULL
 };
+static const gchar *const command_log_members[] = { "digest", "entries", "not-kept", NULL };
 static const gchar *const skipped_members[] = { "path", "kind", "reason", NULL };
 static const gchar *const dataset_members[] = { "used-bytes", "quota-bytes", "full", NULL };
 static const gchar *const image_members[] = { "name", "digest", NULL };
 static const gchar *const command_members[] = {
-  "kind", "argv", "argv-truncated", "started-at", "duration", "exit-status", "stdout-size",
+  "number", "kind", "argv", "argv-truncated", "started-at", "duration", "exit-status", "stdout-size",
   "stderr-size", "error", "stderr-head", NULL
 };
 static const gchar *const file_members[] = {
@@ -1042,6 +1146,32 @@ read_argv (JsonObject *obj, const gchar *where, VivariumReportCommand *c, GError
   return TRUE;
 }
 
+/* Numbered lists (every report since the list skips commands) grow
+ * strictly; a list from before has no numbers at all. */
+static gboolean
+read_number (JsonObject *obj, const gchar *where, VivariumReport *self, VivariumReportCommand *c,
+             GError **error)
+{
+  gboolean numbered = json_object_has_member (obj, "number");
+  gint64 number = 0;
+
+  if (self->commands->len == 0)
+    self->commands_numbered = numbered;
+  else if (numbered != self->commands_numbered)
+    return refuse (error, where, "number", "is on some commands of the list but not on all");
+  if (!numbered) {
+    c->number = self->commands_seen + 1;
+  } else {
+    if (!get_int (obj, where, "number", 1, G_MAXINT64, &number, error))
+      return FALSE;
+    if ((guint64) number <= self->commands_seen)
+      return refuse (error, where, "number", "does not follow the number before it");
+    c->number = (guint64) number;
+  }
+  self->commands_seen = c->number;
+  return TRUE;
+}
+
 static gboolean
 read_command (JsonNode *node, const gchar *where, VivariumReport *self, GError **error)
 {
@@ -1071,6 +1201,10 @@ read_command (JsonNode *node, const gchar *where, VivariumReport *self, GError *
   c->exit_status = (gint) exit_status;
   c->stdout_size = (guint64) out;
   c->stderr_size = (guint64) err;
+  if (!read_number (obj, where, self, c, error))
+    return FALSE;
+  if (vivarium_report_command_failed (c))
+    self->commands_failed_kept++;
   g_ptr_array_add (self->commands, g_ptr_array_steal_index (holder, 0));
   return TRUE;
 }
@@ -1232,6 +1366,35 @@ read_timings (JsonObject *obj, VivariumReport *self, GError **error)
   return TRUE;
 }
 
+/* The optional command-log fact and the count of failed commands left
+ * out, which cannot exceed the count of all left out. */
+static gboolean
+read_command_log (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  JsonObject *l = NULL;
+  gint64 failed = 0, entries = 0, not_kept = 0;
+
+  if (json_object_has_member (obj, "commands-failed-omitted")) {
+    if (!get_int (obj, "", "commands-failed-omitted", 1, G_MAXINT64, &failed, error))
+      return FALSE;
+    if ((guint64) failed > self->commands_omitted)
+      return refuse (error, "", "commands-failed-omitted", "is more than commands-omitted");
+    self->commands_failed_omitted = (guint64) failed;
+  }
+  if (!json_object_has_member (obj, "command-log"))
+    return TRUE;
+  if (!get_object (obj, "", "command-log", command_log_members, &l, error) ||
+      !get_token (l, "command-log", "digest", FALSE, &self->command_log_digest, error) ||
+      !get_int (l, "command-log", "entries", 0, G_MAXINT64, &entries, error) ||
+      !get_int (l, "command-log", "not-kept", 0, G_MAXINT64, &not_kept, error))
+    return FALSE;
+  if ((guint64) not_kept > self->commands_omitted)
+    return refuse (error, "command-log", "not-kept", "is more than commands-omitted");
+  self->command_log_entries = (guint64) entries;
+  self->command_log_not_kept = (guint64) not_kept;
+  return TRUE;
+}
+
 static gboolean
 read_work (JsonObject *obj, VivariumReport *self, GError **error)
 {
@@ -1246,7 +1409,7 @@ read_work (JsonObject *obj, VivariumReport *self, GError **error)
   self->commands_omitted = (guint64) commands_omitted;
   self->files_omitted = (guint64) files_omitted;
   return read_not_committed (obj, self, error) && read_dataset (obj, self, error) &&
-         read_timings (obj, self, error);
+         read_timings (obj, self, error) && read_command_log (obj, self, error);
 }
 
 static gboolean

@@ -27,6 +27,15 @@ G_BEGIN_DECLS
 #define VIVARIUM_REPORT_ERROR_MAX       1024   /* bytes of a command's error kept */
 #define VIVARIUM_REPORT_VERIFY_CMD_MAX  4096   /* bytes of the verification command kept */
 #define VIVARIUM_REPORT_COMMANDS_MAX    512    /* commands listed; the rest are counted */
+/* Which commands the list keeps when a task ran more: every failed one
+ * (past 2 × _FAILED_EDGE of them, the first and the last _FAILED_EDGE), and
+ * the first and the last _EDGE of the rest. So neither a flood of harmless
+ * commands before a damaging one nor after it can push it off the list;
+ * the full log stays beside the report, its digest signed ("command-log"). */
+#define VIVARIUM_REPORT_COMMANDS_EDGE        32
+#define VIVARIUM_REPORT_COMMANDS_FAILED_EDGE 224
+G_STATIC_ASSERT (2 * (VIVARIUM_REPORT_COMMANDS_EDGE + VIVARIUM_REPORT_COMMANDS_FAILED_EDGE) ==
+                 VIVARIUM_REPORT_COMMANDS_MAX);
 #define VIVARIUM_REPORT_FILES_MAX       1024   /* files listed; the rest are counted */
 #define VIVARIUM_REPORT_ARGV_MAX        64     /* arguments kept per command */
 #define VIVARIUM_REPORT_ARGV_BYTES_MAX  4096   /* bytes of argv kept per command */
@@ -74,6 +83,7 @@ gboolean     vivarium_verify_whose_from_string (const gchar        *str,
  * (vd-session.c's record_command: the same names). Read-only for users of
  * the getters. */
 typedef struct {
+  guint64   number;          /* its place in the session's log, from 1: the list may skip some */
   gchar    *kind;            /* "exec", "read-file", "write-file", "screenshot" */
   GStrv     argv;            /* capped: VIVARIUM_REPORT_ARGV_MAX / _ARGV_BYTES_MAX */
   gboolean  argv_truncated;
@@ -142,10 +152,35 @@ void         vivarium_report_add_command           (VivariumReport     *self,
                                                     guint64             stdout_size,
                                                     guint64             stderr_size,
                                                     const gchar        *error);
-/* One entry of Session.GetCommandLog() (a{sv}); refuses a malformed one. */
+/* A command failed when the guest agent gave an exit status other than 0,
+ * or none, or the call itself failed: the report always lists those. */
+gboolean     vivarium_report_command_failed        (const VivariumReportCommand *command);
+/* One entry of Session.GetCommandLog() (a{sv}); refuses a malformed one.
+ * Its "seq", when present, numbers it. */
 gboolean     vivarium_report_add_command_from_log  (VivariumReport  *self,
                                                     GVariant        *entry,
                                                     GError         **error);
+/* The full command log beside a stored report: REPORTS/<id> + this, JSON
+ * lines, one per entry of Session.GetCommandLog(), root's own (0600). */
+#define VIVARIUM_REPORT_COMMAND_LOG_SUFFIX ".commands.jsonl"
+/* The full command log the daemon keeps beside the report: the sha256 of
+ * its bytes ("sha256:<hex>"), how many entries it holds, and how many of
+ * the session's oldest commands its memory had dropped before the end
+ * (counted as left out of the list too). */
+void         vivarium_report_set_command_log       (VivariumReport *self,
+                                                    const gchar    *digest,
+                                                    guint64         entries,
+                                                    guint64         not_kept);
+/* FALSE when the report has none (older reports, no commands log). */
+gboolean     vivarium_report_get_command_log       (VivariumReport *self,
+                                                    const gchar   **digest,
+                                                    guint64        *entries,
+                                                    guint64        *not_kept);
+/* Of the commands left out of the list, those that failed. */
+guint64      vivarium_report_get_commands_failed_omitted (VivariumReport *self);
+/* FALSE for a report from before the numbers, whose list was simply the
+ * first VIVARIUM_REPORT_COMMANDS_MAX commands. */
+gboolean     vivarium_report_get_commands_numbered (VivariumReport *self);
 /* Past VIVARIUM_REPORT_FILES_MAX a file is only counted. @path may be any
  * bytes (git paths are): invalid UTF-8 is replaced by U+FFFD. */
 void         vivarium_report_add_file              (VivariumReport     *self,
@@ -277,7 +312,10 @@ GBytes          *vivarium_report_to_canonical         (VivariumReport *self,
  *  - a detail line starts with VIVARIUM_REPORT_TEXT_DETAIL ("  "), a
  *    lowercase label, ": " and one untrusted string, quoted and escaped;
  *  - a quote line starts with VIVARIUM_REPORT_TEXT_QUOTE ("> ") and holds
- *    one escaped line of the worker's summary or question;
+ *    one escaped piece of a line of the worker's summary or question: at
+ *    most VIVARIUM_REPORT_TEXT_QUOTE_WIDTH columns, never splitting an
+ *    escape; a piece that the next quote line continues ends with a single
+ *    '\' (every '\' of the text itself is doubled, so it cannot);
  *  - a blank line separates sections.
  * Untrusted text is shown with every byte outside printable ASCII (and '\')
  * escaped as \u{XXXX} (a character) or \\ ; within quotes '"' is \". So the
@@ -285,6 +323,10 @@ GBytes          *vivarium_report_to_canonical         (VivariumReport *self,
  * reach column 0. */
 #define VIVARIUM_REPORT_TEXT_DETAIL "  "
 #define VIVARIUM_REPORT_TEXT_QUOTE  "> "
+/* Columns of a quote line after its marker, the continuation mark
+ * included: with the marker, 78, so on any terminal of 80 columns no piece
+ * of the worker's text wraps to column 0. */
+#define VIVARIUM_REPORT_TEXT_QUOTE_WIDTH 76
 const gchar * const *vivarium_report_text_keys        (void);
 /* @key_fingerprint: the fingerprint a verification checked the report
  * against, or NULL: the text then says the signature was not verified. */

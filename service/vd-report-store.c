@@ -98,6 +98,14 @@ file_for (VdReportStore *self, const gchar *id)
   return g_build_filename (self->reports_dir, name, NULL);
 }
 
+static gchar *
+log_file_for (VdReportStore *self, const gchar *id)
+{
+  g_autofree gchar *name = g_strconcat (id, VIVARIUM_REPORT_COMMAND_LOG_SUFFIX, NULL);
+
+  return g_build_filename (self->reports_dir, name, NULL);
+}
+
 /* Reads and verifies against the daemon's own key: a file on disk is
  * trusted no more than one a stranger hands over. */
 static VivariumReport *
@@ -244,8 +252,12 @@ prune (VdReportStore *self)
 
     g_autofree gchar *object_path = g_strdup (entry->path);
 
+    g_autofree gchar *log_path = log_file_for (self, entry->id);
+
     if (g_unlink (path) != 0 && errno != ENOENT)
       g_warning ("cannot remove the old report %s: %s", path, g_strerror (errno));
+    if (g_unlink (log_path) != 0 && errno != ENOENT)
+      g_warning ("cannot remove the old command log %s: %s", log_path, g_strerror (errno));
     g_hash_table_remove (self->entries, entry->id);
     g_signal_emit (self, signals[SIGNAL_REPORT_REMOVED], 0, object_path);
   }
@@ -315,6 +327,44 @@ vd_report_store_count (VdReportStore *self)
   return g_hash_table_size (self->entries);
 }
 
+/* One JSON line per entry, as the entry's a{sv} serializes: the bytes
+ * hashed are the bytes written. Bounded by VD_REPORT_COMMAND_LOG_BYTES_MAX:
+ * the newest entries that fit are kept, like the session's memory keeps
+ * the newest; @skipped counts the oldest left out. */
+static GBytes *
+serialize_log (GPtrArray *log, guint *skipped)
+{
+  g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func (g_free);
+  GString *out = g_string_new (NULL);
+  gsize total = 0;
+  guint first = 0;
+
+  for (guint i = 0; i < log->len; i++) {
+    g_autoptr(JsonNode) node = json_gvariant_serialize (g_ptr_array_index (log, i));
+    g_autofree gchar *text = json_to_string (node, FALSE);
+    gchar *line = g_strconcat (text, "\n", NULL);
+
+    total += strlen (line);
+    g_ptr_array_add (lines, line);
+  }
+  while (first < lines->len && total > VD_REPORT_COMMAND_LOG_BYTES_MAX)
+    total -= strlen (g_ptr_array_index (lines, first++));
+  for (guint i = first; i < lines->len; i++)
+    g_string_append (out, g_ptr_array_index (lines, i));
+  *skipped = first;
+  return g_string_free_to_bytes (out);
+}
+
+static gboolean
+write_durably (const gchar *dir, const gchar *path, GBytes *bytes, GError **error)
+{
+  /* CONSISTENT: a temporary file, fsync'ed, renamed over; then the
+   * directory, so that the rename itself survives a crash. */
+  return g_file_set_contents_full (path, g_bytes_get_data (bytes, NULL), (gssize) g_bytes_get_size (bytes),
+                                   G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0600, error) &&
+         vd_fs_fsync_dir (dir, error);
+}
+
 const gchar *
 vd_report_store_add (VdReportStore *self, VivariumReport *report, GError **error)
 {
@@ -337,11 +387,7 @@ vd_report_store_add (VdReportStore *self, VivariumReport *report, GError **error
   if (signed_file == NULL)
     return NULL;
   path = file_for (self, id);
-  /* CONSISTENT: a temporary file, fsync'ed, renamed over; then the
-   * directory, so that the rename itself survives a crash. */
-  if (!g_file_set_contents_full (path, g_bytes_get_data (signed_file, NULL), (gssize) g_bytes_get_size (signed_file),
-                                 G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0600, error) ||
-      !vd_fs_fsync_dir (self->reports_dir, error))
+  if (!write_durably (self->reports_dir, path, signed_file, error))
     return NULL;
   entry = export_entry (self, report, error);
   if (entry == NULL) {
@@ -352,6 +398,40 @@ vd_report_store_add (VdReportStore *self, VivariumReport *report, GError **error
   prune (self);
   entry = g_hash_table_lookup (self->entries, id);
   return entry != NULL ? entry->path : NULL;
+}
+
+const gchar *
+vd_report_store_add_with_log (VdReportStore *self, VivariumReport *report, GPtrArray *log, guint64 not_kept,
+                              GError **error)
+{
+  const gchar *id = vivarium_report_get_id (report);
+  g_autoptr(GBytes) bytes = NULL;
+  g_autofree gchar *digest = NULL;
+  g_autofree gchar *path = NULL;
+  const gchar *object_path;
+  guint skipped = 0;
+
+  if (log == NULL)
+    return vd_report_store_add (self, report, error);
+  if (id == NULL || !vivarium_name_validate ("report", id, error))
+    return NULL;
+  if (g_hash_table_contains (self->entries, id)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "A report with the id “%s” exists", id);
+    return NULL;
+  }
+  bytes = serialize_log (log, &skipped);
+  digest = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, bytes);
+  path = log_file_for (self, id);
+  if (!write_durably (self->reports_dir, path, bytes, error))
+    return NULL;
+  {
+    g_autofree gchar *value = g_strconcat ("sha256:", digest, NULL);
+    vivarium_report_set_command_log (report, value, log->len - skipped, not_kept + skipped);
+  }
+  object_path = vd_report_store_add (self, report, error);
+  if (object_path == NULL)
+    g_unlink (path);
+  return object_path;
 }
 
 GBytes *

@@ -24,6 +24,9 @@ G_BEGIN_DECLS
  * signal "report-removed" (const gchar *object_path): pruned, to leave the bus */
 
 #define VD_REPORT_STORE_MAX 200
+/* One report's command log file: with the retention above, the directory
+ * stays under VD_REPORT_STORE_MAX × this, however the workers flood. */
+#define VD_REPORT_COMMAND_LOG_BYTES_MAX (8 * 1024 * 1024)
 
 #define VD_TYPE_REPORT_STORE (vd_report_store_get_type ())
 G_DECLARE_FINAL_TYPE (VdReportStore, vd_report_store, VD, REPORT_STORE, GObject)
@@ -46,6 +49,18 @@ guint          vd_report_store_count           (VdReportStore *self);
  * returns its object path (owned by the store). */
 const gchar   *vd_report_store_add             (VdReportStore  *self,
                                                 VivariumReport *report,
+                                                GError        **error);
+/* vd_report_store_add with the work session's full command log (@log: its
+ * a{sv} entries, oldest first; @not_kept: how many older ones the session's
+ * memory had dropped). The log (its newest entries within
+ * VD_REPORT_COMMAND_LOG_BYTES_MAX; older ones count as not kept) is written first, beside the report, as
+ * REPORTS/<id>.commands.jsonl (one JSON line per entry, 0600, atomic), and
+ * its sha256 set on @report, so the signature covers it. Retention removes
+ * it with its report. */
+const gchar   *vd_report_store_add_with_log    (VdReportStore  *self,
+                                                VivariumReport *report,
+                                                GPtrArray      *log,
+                                                guint64         not_kept,
                                                 GError        **error);
 /* The stored signed file, verified again (the disk is not trusted more
  * than at load). */

@@ -95,6 +95,7 @@ typedef struct {
   gchar              *summary;
   gchar              *worker_verify;
   GPtrArray          *log;          /* of GVariant a{sv}: the work session's commands */
+  guint64             log_dropped;  /* its oldest, dropped from the session's memory */
   guint64             drop_packets;
   guint64             drop_bytes;
   gchar              *commit_id;
@@ -567,7 +568,7 @@ end_run (Run *run)
   report = assemble_report (run);
   if (run->agent)
     add_model_usage (run, report);
-  path = vd_report_store_add (self->reports, report, &error);
+  path = vd_report_store_add_with_log (self->reports, report, run->log, run->log_dropped, &error);
   if (path == NULL) {
     g_warning ("task %s: no report: %s", id, error->message);
     g_free (run->end_reason);
@@ -790,7 +791,10 @@ collect_log (Run *run)
   guint64 offset = 0;
 
   run->log = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
-  while (run->log->len < VIVARIUM_REPORT_COMMANDS_MAX + 1) {
+  run->log_dropped = vd_command_log_get_dropped (log);
+  /* All the memory holds (bounded by VIVARIUM_LOG_ENTRIES_MAX): the report
+   * picks its list from it, and the whole goes beside the report. */
+  while (run->log->len < VIVARIUM_LOG_ENTRIES_MAX) {
     g_autoptr(GError) error = NULL;
     guint64 next = offset;
     g_autoptr(GVariant) page = vd_command_log_get_page (log, offset, VIVARIUM_LOG_PAGE_MAX, &next, &error);

@@ -35,6 +35,7 @@ try {
   await client.connect(transport);
   out.server = client.getServerVersion();
   out.capabilities = client.getServerCapabilities();
+  out.instructions = client.getInstructions?.() ?? null;
   out.tools = (await client.listTools()).tools;
   for (const call of plan.calls ?? []) {
     try {

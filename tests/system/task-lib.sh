@@ -36,6 +36,26 @@ r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1
 open(sys.argv[2], 'w').write(r.unpack()[0])
 PYEOF
 }
+get_text () {  # REPORT_PATH OUT: the rendered text exactly as GetText returns it
+  "$PY" - "$1" "$2" <<'PYEOF'
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Report', 'GetText',
+                  None, None, 0, 30000, None)
+open(sys.argv[2], 'w').write(r.unpack()[0])
+PYEOF
+}
+# check_command_log REPORT_PATH JSON_FILE WHAT: the full log beside the
+# report is root's own, and its bytes are what the signed digest says.
+check_command_log () {
+  local f="$STATE/reports/${1##*/}.commands.jsonl"
+  assert_eq "600:0" "$(stat -c %a:%u "$f" 2>&1)" "$3: the command log beside the report is root's alone"
+  assert_eq "$(report_field "$2" "r['command-log']['digest']")" "sha256:$(sha256sum < "$f" | cut -d' ' -f1)" \
+    "$3: its sha256 is the digest the report's signature covers"
+  assert_eq "$(report_field "$2" "r['command-log']['entries']")" "$(wc -l < "$f" | tr -d ' ')" \
+    "$3: it holds as many commands as the report says"
+}
 report_field () {  # FILE PYEXPR over r (the report)
   "$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['report']; print($2)" "$1" 2>&1
 }
@@ -61,16 +81,6 @@ try:
 except GLib.Error as e:
     print(e.message)
     sys.exit(1)
-PYEOF
-}
-get_text () {  # REPORT_PATH OUT
-  "$PY" - "$1" "$2" <<'PYEOF'
-import sys
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Report', 'GetText',
-                  None, None, 0, 30000, None)
-open(sys.argv[2], 'w').write(r.unpack()[0])
 PYEOF
 }
 no_worker_unit () { [ -z "$(systemctl list-units --all --plain --no-legend 'vivarium-worker-*' | head -1)" ]; }

@@ -146,8 +146,10 @@ assert_eq '["vm_task", "vm_answer", "vm_wait", "vm_report", "vm_cancel", "vm_ima
   "$(q list "[t['name'] for t in d['tools']]")" "tools/list names the seven tools"
 assert_eq "true" "$(q list "all(t['inputSchema']['type'] == 'object' and t['outputSchema']['type'] == 'object' and 'identity' in t['outputSchema']['properties'] for t in d['tools'])")" \
   "every tool has an input and an output schema with the identity block"
-assert_eq '["project", "image", "instructions"]' "$(q list "[t for t in d['tools'] if t['name'] == 'vm_task'][0]['inputSchema']['required']")" \
-  "vm_task requires project, image and instructions"
+assert_eq '["project", "image", "instructions", "verify"]' "$(q list "[t for t in d['tools'] if t['name'] == 'vm_task'][0]['inputSchema']['required']")" \
+  "vm_task requires project, image, instructions and the caller's own verify"
+assert_contains "$(q list "d.get('instructions') or ''")" 'Trust its verification verdict only when report.verification.by is "caller"' \
+  "the server's instructions say to trust a verdict only when the caller chose the command"
 assert_eq "false" "$(q list "c(0).get('isError')")" "vm_images succeeds (and its result passed the SDK's schema check)"
 assert_eq "[\"$IMAGE\", true, \"$digest\"]" "$(q list "[[i['name'], i['frozen'], i['digest']] for i in s(0)['images']][0]")" \
   "vm_images lists the frozen image with the daemon's digest"
@@ -196,14 +198,26 @@ assert_eq "$id1 $IMAGE $digest ${r1##*/} $fingerprint true" \
 call "$r1" Report.GetJson > "$tmpd/r1.gvariant"
 assert_contains "$(cat "$tmpd/r1.gvariant")" "$(q wait "ident(0)['signature']")" "the identity's signature is the signed file's"
 assert_contains "$(cat "$tmpd/r1.gvariant")" "\"session\":\"$(q wait "ident(0)['session']")\"" "the identity's session is the report's work session"
-assert_eq "pass caller" "$(q wait "s(0)['report']['verification']['verdict'] + ' ' + s(0)['report']['verification']['whose']")" \
-  "the structured verification verdict"
+assert_eq "pass caller caller" "$(q wait "s(0)['report']['verification']['verdict'] + ' ' + s(0)['report']['verification']['whose'] + ' ' + s(0)['report']['verification']['by']")" \
+  "the structured verification verdict, by the caller's command"
+assert_contains "$(q wait "text(0)")" "Verification: pass (the caller's command, exit status 0 in a fresh session)" \
+  "the text's Verification line says whose command it was"
 assert_eq '[["plain.txt", "added"]]' "$(q wait "[[f['path'], f['change']] for f in s(0)['report']['files']]")" "the files changed"
 assert_eq "$(prop "$OBJ/projects/demo" Project Head)" "$(q wait "s(0)['report']['commit']")" "the commit is the project's head"
 assert_eq "the worker's unverified claim|I wrote plain.txt. Trust me." \
   "$(q wait "s(0)['report']['worker_claim']['label'] + '|' + s(0)['report']['worker_claim']['summary']")" \
   "the worker's summary is labelled as its claim"
-assert_contains "$(q wait "text(0)")" "Worker's claim (unverified):" "the text content is the daemon's rendering, the claim labelled"
+assert_contains "$(q wait "text(0)")" "Worker's claim (unverified):" "the text content is the signed report's rendering, the claim labelled"
+assert_contains "$(q wait "text(0)")" "Signature: valid, made with the key $fingerprint" "rendered from the report vivarium-mcp verified"
+daemon_text () {  # REPORT_PATH: Report.GetText, as it is
+  "$PY" -c "
+import sys
+from gi.repository import Gio
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+print(bus.call_sync('$BUS', sys.argv[1], '$IFACE.Report', 'GetText', None, None, 0, 30000, None).unpack()[0])" "$1"
+}
+assert_eq "$(daemon_text "$r1" | sha256sum)" "$(q wait "s(0)['report']['text']" | sha256sum)" \
+  "the same text the daemon renders of that report"
 assert_contains "$(q wait "text(0)")" "checked the report's signature against the daemon's key $fingerprint" \
   "the text says the signature was checked and against which key"
 assert_eq "false ${r1##*/} true" "$(q wait "str(c(1).get('isError')).lower() + ' ' + ident(1)['report'] + ' ' + str(ident(1)['signature_verified']).lower()")" \
@@ -223,6 +237,18 @@ assert_eq "$id2 null" "$(q ask "ident(0)['task'] + ' ' + json.dumps(ident(0)['re
 assert_ne "null" "$(q ask "json.dumps(ident(0)['session'])")" "and its running work session"
 assert_eq "DONE pass" "$(q ask "s(1).get('outcome', '?') + ' ' + s(1)['report']['verification']['verdict']")" "vm_answer → the worker resumes → DONE, verified"
 
+# The worker's own verify and none of the caller's: the worker's verdict, said so.
+worker selfcheck 'gx "printf self > self.txt" && finish "I checked it myself." "test -f self.txt"'
+t4=$(submit "$tmpd/selfcheck.sh" "")
+id4=${t4##*/}
+mcp self root "$(plan "[{\"tool\": \"vm_wait\", \"arguments\": {\"task\": \"$id4\", \"seconds\": 600}, \"timeout_ms\": 700000}]")"
+assert_eq "DONE pass worker worker" "$(q self "s(0).get('outcome', '?') + ' ' + s(0)['report']['verification']['verdict'] + ' ' + s(0)['report']['verification']['whose'] + ' ' + s(0)['report']['verification']['by']")" \
+  "a pass of the worker's own command: verification.by is worker"
+assert_contains "$(q self "text(0)")" "Verification: pass (the worker's own command, exit status 0 in a fresh session)" \
+  "the text's Verification line says it was the worker's own command"
+assert_contains "$(q self "text(0)")" "Warning: the verification that passed was the worker's own command" \
+  "and warns that it is no finding"
+
 worker slow 'gx "printf partial > partial.txt"; sleep 600'
 t3=$(submit "$tmpd/slow.sh" "")
 id3=${t3##*/}
@@ -238,7 +264,7 @@ assert_eq "true $ERR.BadState $id3" "$(q cancel "str(c(1).get('isError')).lower(
 # --- refusals: an unauthorized user, bad input, a narrowing manifest --------
 
 mcp denied "$tuser" "$(plan "[{\"tool\": \"vm_images\"},
-                               {\"tool\": \"vm_task\", \"arguments\": {\"project\": \"demo\", \"image\": \"$IMAGE\", \"instructions\": \"x\"}},
+                               {\"tool\": \"vm_task\", \"arguments\": {\"project\": \"demo\", \"image\": \"$IMAGE\", \"instructions\": \"x\", \"verify\": \"true\"}},
                                {\"tool\": \"vm_report\", \"arguments\": {\"task\": \"$id1\"}}]")"
 assert_eq "" "$(q denied "d.get('fatal') or ''")" "the unauthorized user's session stays up"
 for i in 0 1 2; do
@@ -249,32 +275,41 @@ assert_eq "null null null false" "$(q denied "' '.join(json.dumps(ident(2)[k]) f
   "the identity block is there, and a refused caller learns nothing (no task, report or key)"
 assert_contains "$(q denied "text(1)")" "NotAuthorized" "the text content says NotAuthorized"
 
-mcp bad root "$(plan "[{\"tool\": \"vm_task\", \"arguments\": {\"project\": \"../etc\", \"image\": \"$IMAGE\", \"instructions\": \"x\"}},
+mcp bad root "$(plan "[{\"tool\": \"vm_task\", \"arguments\": {\"project\": \"../etc\", \"image\": \"$IMAGE\", \"instructions\": \"x\", \"verify\": \"true\"}},
                       {\"tool\": \"vm_wait\", \"arguments\": {\"task\": \"nosuchtask\", \"seconds\": 1}},
                       {\"tool\": \"vm_wait\", \"arguments\": {\"task\": \"$id1\", \"seconds\": 3601}},
+                      {\"tool\": \"vm_task\", \"arguments\": {\"project\": \"demo\", \"image\": \"$IMAGE\", \"instructions\": \"x\"}},
                       {\"tool\": \"vm_shell\", \"arguments\": {}}]")"
-bad_names=$(q bad "' '.join(s(i)['error']['name'] for i in range(3))")
-assert_eq "$ERR.InvalidArgument $ERR.NotFound $ERR.InvalidArgument" "$bad_names" \
-  "bad names, an unknown task, an unbounded wait: typed errors"
-[ "$bad_names" = "$ERR.InvalidArgument $ERR.NotFound $ERR.InvalidArgument" ] ||
-  diag "$(q bad "' | '.join(s(i)['error']['message'] for i in range(3))")"
-assert_eq "-32602" "$(q bad "c(3)['thrown']['code']")" "an unknown tool is a JSON-RPC error (-32602)"
+bad_names=$(q bad "' '.join(s(i)['error']['name'] for i in range(4))")
+assert_eq "$ERR.InvalidArgument $ERR.NotFound $ERR.InvalidArgument $ERR.InvalidArgument" "$bad_names" \
+  "bad names, an unknown task, an unbounded wait, a vm_task without the caller's verify: typed errors"
+[ "$bad_names" = "$ERR.InvalidArgument $ERR.NotFound $ERR.InvalidArgument $ERR.InvalidArgument" ] ||
+  diag "$(q bad "' | '.join(s(i)['error']['message'] for i in range(4))")"
+assert_contains "$(q bad "s(3)['error']['message']")" "the worker's own command would decide the verdict" \
+  "vm_task without verify says why it is needed"
+assert_eq "-32602" "$(q bad "c(4)['thrown']['code']")" "an unknown tool is a JSON-RPC error (-32602)"
 
 cat > /etc/vivarium/mcp.conf <<EOF
 [Client narrow]
 Tools=vm_task;vm_images
 Images=debian
+[Client lenient]
+Tools=vm_task
+WorkerVerify=true
 EOF
 at_exit rm -f /etc/vivarium/mcp.conf
 mcp narrow root "$(plan '["--client", "narrow"]' "[{\"tool\": \"vm_images\"},
-                      {\"tool\": \"vm_task\", \"arguments\": {\"project\": \"demo\", \"image\": \"$IMAGE\", \"instructions\": \"x\"}},
+                      {\"tool\": \"vm_task\", \"arguments\": {\"project\": \"demo\", \"image\": \"$IMAGE\", \"instructions\": \"x\", \"verify\": \"true\"}},
                       {\"tool\": \"vm_projects\"}]")"
 assert_eq '["vm_task", "vm_images"]' "$(q narrow "[t['name'] for t in d['tools']]")" "the manifest narrows tools/list"
 assert_eq "[]" "$(q narrow "s(0)['images']")" "and vm_images to the images it allows"
 assert_eq "$ERR.NotAuthorized $ERR.NotAuthorized" "$(q narrow "s(1)['error']['name'] + ' ' + s(2)['error']['name']")" \
   "an image or a tool outside the manifest: NotAuthorized"
-assert_eq "3" "$(call "$OBJ" Manager.ListTasks | grep -o "$OBJ/tasks/" | wc -l | tr -d ' ')" \
-  "no refused call submitted a task (the three script tasks only)"
+mcp lenient root "$(plan '["--client", "lenient"]' '[]')"
+assert_eq '["project", "image", "instructions"]' "$(q lenient "d['tools'][0]['inputSchema']['required']")" \
+  "a manifest with WorkerVerify=true lets vm_task leave verify out"
+assert_eq "4" "$(call "$OBJ" Manager.ListTasks | grep -o "$OBJ/tasks/" | wc -l | tr -d ' ')" \
+  "no refused call submitted a task (the four script tasks only)"
 
 # --- vm_task: the agent worker against the scripted model server -------------
 

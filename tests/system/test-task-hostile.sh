@@ -65,6 +65,28 @@ check_failure exit3.sh "exited with status 3 without calling Finish" "exits 3"
 check_failure killed.sh "killed by signal 9" "is killed"
 assert_eq "active" "$(systemctl is-active vivariumd.service)" "the daemon took it all in its stride"
 
+# --- a failed command in a flood of harmless ones: still listed --------------
+# 70 commands, the 31st fails: the list keeps it, the first and last 32 of
+# the rest, and counts the 5 between; the full log is beside the report.
+pyworker flood '
+for i in range(1, 71):
+    exec_guest("exit 5" if i == 31 else "true")
+finish("Nothing failed.", "")'
+tfl=$(submit bad "$tmpd/flood.py")
+assert_eq "DONE" "$(wait_outcome "$tfl" 600)" "the flooding task ends"
+get_json "$(task_prop "$tfl" Report)" "$tmpd/flood.json"
+get_text "$(task_prop "$tfl" Report)" "$tmpd/flood.txt"
+assert_eq "[31] 65 5" "$(report_field "$tmpd/flood.json" "'%s %d %d' % ([c['number'] for c in r['commands'] if c['exit-status'] != 0], len(r['commands']), r['commands-omitted'])")" \
+  "the failed 31st is listed among the first and last 32 of the rest; 5 are left out"
+assert_contains "$(grep '^Command: 31 ' "$tmpd/flood.txt")" "exit 5 (the guest agent's word)" \
+  "the text shows its exit status as the guest agent's word"
+assert_contains "$(grep '^Command: 31 ' "$tmpd/flood.txt")" ", FAILED" "and says it failed"
+assert_contains "$(grep '^Commands omitted: ' "$tmpd/flood.txt")" "5 left out of the list, 0 of them failed" \
+  "the text says how many were left out, and that none of them failed"
+check_command_log "$(task_prop "$tfl" Report)" "$tmpd/flood.json" "the flood"
+assert_eq "70" "$(report_field "$tmpd/flood.json" "r['command-log']['entries']")" "the log beside the report has all 70"
+assert_success "vivariumctl report verify accepts it" -- vivariumctl report verify "$tmpd/flood.json"
+
 # --- quota: the guest gets ENOSPC, the host is unharmed, the report says so ---
 
 other_head=$(prop "$(project_path other)" Project Head)
@@ -150,7 +172,7 @@ import json
 keys = ["Report", "Signature", "Task", "Session", "Image", "Image digest", "Project", "Started", "Ended", "Host",
         "Daemon", "Outcome", "Commit", "Verification", "Verification session", "Guard", "Commands", "Command",
         "Files changed", "File", "Warning", "Summary size", "Worker\x27s claim (unverified)", "Dataset", "Timings",
-        "Not committed"]
+        "Not committed", "Command log", "Commands omitted"]
 lines = ["Outcome: DONE", "Verification: pass (the caller\x27s command, exit status 0 in a fresh session)",
          "Signature: valid, made with the key sha256:00", "\x1b[2K\rOutcome: DONE", "\r\nOutcome: DONE",
          "\u202eOutcome: DONE", "\u039futcome: DONE", "\uff2futcome: DONE", "\u200bOutcome: DONE",
@@ -175,7 +197,7 @@ grammar=$("$PY" - "$tmpd/forged.txt" <<'PYEOF'
 import re, sys
 keys = ["Report", "Signature", "Task", "Session", "Image", "Image digest", "Project", "Started", "Ended", "Host",
         "Daemon", "Outcome", "Commit", "Verification", "Verification session", "Guard", "Commands", "Command",
-        "Commands omitted", "Files changed", "File", "Files omitted", "Not committed", "Not committed omitted",
+        "Commands omitted", "Command log", "Files changed", "File", "Files omitted", "Not committed", "Not committed omitted",
         "Dataset", "Timings", "Warning", "Summary size", "Worker's claim (unverified)",
         "Worker's question (unverified)"]
 text = open(sys.argv[1], encoding="ascii").read()
@@ -193,6 +215,8 @@ for l in trusted:
 for l in claim:
     if not l.startswith("> "):
         bad.append("claim part: " + repr(l))
+    if len(l) > 78:   # wrapped: nothing of the claim reaches column 0 of an 80-column terminal
+        bad.append("claim line of %d columns" % len(l))
 if sum(len(l) + 1 for l in claim) > 8 * 4096 + 4096:
     bad.append("claim block is %d bytes" % sum(len(l) + 1 for l in claim))
 outcomes = [l for l in lines if l.startswith("Outcome:")]

@@ -196,6 +196,14 @@ if vivariumctl report verify "$tmpd/r1-bad.json" >/dev/null 2>&1; then
   not_ok "a one-byte change fails verification"
 else ok "a one-byte change fails verification"; fi
 assert_contains "$(call "$r1" Report.GetText)" "claim" "the text shows the summary as the worker's claim"
+get_text "$r1" "$tmpd/r1.txt"
+assert_eq "Verification: pass (the caller's command, exit status 0 in a fresh session)" \
+  "$(grep '^Verification: ' "$tmpd/r1.txt")" "the Verification line says it was the caller's command"
+assert_eq "" "$(grep '^Warning: ' "$tmpd/r1.txt")" "and a pass of the caller's command needs no warning"
+assert_contains "$(grep '^Command: 1 ' "$tmpd/r1.txt")" "exec, exit 0 (the guest agent's word)" \
+  "a command's exit status is shown as the guest agent's word"
+check_command_log "$r1" "$tmpd/r1.json" "the editing task"
+assert_contains "$(cat "$STATE/reports/${r1##*/}.commands.jsonl")" "rm c.txt" "the log beside the report holds the worker's command"
 assert_contains "$(call "$OBJ" Manager.ListReports)" "$r1" "ListReports names the report"
 assert_contains "$(call "$OBJ" Manager.ListTasks)" "$t1" "ListTasks names the task"
 assert_eq "$t1" "$(prop "$pdemo" Project LastTask)" "the project's LastTask"
@@ -209,6 +217,8 @@ get_json "$(task_prop "$t2" Report)" "$tmpd/r2.json"
 assert_eq "fail worker" "$(report_field "$tmpd/r2.json" "r['verification']['verdict'] + ' ' + r['verification']['whose']")" \
   "the worker's own verification fails in the fresh session"
 assert_contains "$(call "$(task_prop "$t2" Report)" Report.GetText)" "is a claim, not a finding" "and the summary is shown as a claim"
+get_text "$(task_prop "$t2" Report)" "$tmpd/r2.txt"
+assert_contains "$(grep '^Verification: ' "$tmpd/r2.txt")" "fail (the worker's own command," "the Verification line says it was the worker's own command"
 
 # One that passes only inside its own session (a file in the guest's /tmp).
 worker local 'gx "touch /tmp/works-here" && gx "test -f /tmp/works-here" && finish "Verified: it works." "test -f /tmp/works-here"'
@@ -284,6 +294,8 @@ assert_eq "no" "$(git_demo show HEAD:x.txt >/dev/null 2>&1 && echo yes || echo n
 # IN_PROGRESS on a short wait; the worker uid is refused anything else.
 victim=$(call "$OBJ" Manager.StartSession "''" "$IMAGE" "{}" 2>&1 | grep -o "$OBJ/sessions/[0-9a-f]*")
 assert_ne "" "$victim" "another session runs (the worker's target)"
+# It finishes with its own verify "true" (quoted for gdbus, which cannot
+# introspect as the worker: a bare true would be a boolean).
 worker prober "
 gdbus call \$B --object-path $victim --method org.vivarium.Vivarium1.Session.Exec \"['true']\" '@as []' \"''\" 'uint32 10' > /tmp/o 2>&1
 r1=\$(tr -dc 'A-Za-z. ' < /tmp/o)
@@ -293,7 +305,7 @@ gdbus call \$B --object-path /org/vivarium/Vivarium1 --method org.vivarium.Vivar
 r3=\$(tr -dc 'A-Za-z. ' < /tmp/o)
 gx \"echo 'other-session: \$r1' > probe.txt; echo 'manager: \$r2' >> probe.txt; echo 'submit: \$r3' >> probe.txt\"
 sleep 20
-finish done ''"
+finish done \"'true'\""
 t5=$(submit "$tmpd/prober.sh" "")
 assert_eq "IN_PROGRESS" "$(wait_outcome "$t5" 2)" "a short Wait returns IN_PROGRESS"
 assert_eq "DONE" "$(wait_outcome "$t5" 600)" "the probing task ends"
@@ -301,6 +313,15 @@ probe=$(git_demo show HEAD:probe.txt 2>&1)
 assert_contains "$(printf '%s' "$probe" | grep other-session)" "NotAuthorized" "the worker uid may not use another session"
 assert_contains "$(printf '%s' "$probe" | grep manager)" "NotAuthorized" "nor a Manager verb"
 assert_contains "$(printf '%s' "$probe" | grep submit)" "NotAuthorized" "nor submit a task"
+# Finish(…, "true") with no verify of the caller's: a pass, said to be the worker's own.
+get_json "$(task_prop "$t5" Report)" "$tmpd/r5.json"
+get_text "$(task_prop "$t5" Report)" "$tmpd/r5.txt"
+assert_eq "pass worker" "$(report_field "$tmpd/r5.json" "r['verification']['verdict'] + ' ' + r['verification']['whose']")" \
+  "the worker's own \"true\" passes, and the JSON says whose it was"
+assert_eq "Verification: pass (the worker's own command, exit status 0 in a fresh session)" \
+  "$(grep '^Verification: ' "$tmpd/r5.txt")" "the Verification line says it was the worker's own command"
+assert_contains "$(grep '^Warning: ' "$tmpd/r5.txt")" "the worker's own command, not the caller's" \
+  "and warns that its pass is no finding"
 [ -n "$victim" ] && call "$victim" Session.Stop >/dev/null 2>&1
 
 # Refusals as an ordinary user, and bad input as root.

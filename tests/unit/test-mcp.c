@@ -8,8 +8,13 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 
+#include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-report.h"
+#include "vivarium-mcp-identity.h"
 #include "vivarium-mcp-rpc.h"
+#include "vd-fs.h"
+#include "vd-signing-key.h"
 
 typedef struct {
   VmcpSchema   *schema;
@@ -211,6 +216,9 @@ test_initialize (Fixture *f, gconstpointer data)
   g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (result, "serverInfo"), "name"),
                    ==, "vivarium-mcp");
   g_assert_true (json_object_has_member (json_object_get_object_member (result, "capabilities"), "tools"));
+  /* Whose verdict to trust is said before any tool is called. */
+  g_assert_nonnull (strstr (json_object_get_string_member (result, "instructions"),
+                            "Trust its verification verdict only when report.verification.by is \"caller\""));
 }
 
 static void
@@ -366,19 +374,21 @@ static void
 test_arguments (Fixture *f, gconstpointer data)
 {
   g_autofree gchar *long_instructions = g_strnfill (VIVARIUM_TASK_INSTRUCTIONS_MAX + 1, 'a');
-  g_autofree gchar *too_long = g_strdup_printf ("{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"%s\"}",
+  g_autofree gchar *too_long = g_strdup_printf ("{\"project\":\"demo\",\"image\":\"tiny\",\"verify\":\"true\",\"instructions\":\"%s\"}",
                                                 long_instructions);
   struct { const gchar *tool, *args; } cases[] = {
-    { "vm_task", "{\"project\":\"../etc\",\"image\":\"tiny\",\"instructions\":\"x\"}" },
-    { "vm_task", "{\"project\":\"Demo\",\"image\":\"tiny\",\"instructions\":\"x\"}" },
-    { "vm_task", "{\"project\":\"demo\",\"image\":\"a/b\",\"instructions\":\"x\"}" },
-    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\"}" },
-    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"\"}" },
-    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":7}" },
-    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"worker\":\"script\"}" },
-    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"wait_seconds\":3601}" },
-    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"wait_seconds\":-1}" },
-    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"wait_seconds\":1.5}" },
+    { "vm_task", "{\"project\":\"../etc\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\"}" },
+    { "vm_task", "{\"project\":\"Demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"a/b\",\"instructions\":\"x\",\"verify\":\"true\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"verify\":\"true\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"\",\"verify\":\"true\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":7,\"verify\":\"true\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"worker\":\"script\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"wait_seconds\":3601}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"wait_seconds\":-1}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"wait_seconds\":1.5}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\"}" },
     { "vm_task", too_long },
     { "vm_wait", "{\"task\":\"../../x\"}" },
     { "vm_wait", "{\"task\":\"t\",\"seconds\":\"10\"}" },
@@ -448,9 +458,9 @@ test_manifest (void)
   denied_tool = call_tool (&f, "vm_cancel", "{\"task\":\"t\"}");
   assert_error_result (denied_tool, "org.vivarium.Vivarium1.Error.NotAuthorized");
   /* Refused before the daemon is asked: no bus here, yet NotAuthorized. */
-  denied_project = call_tool (&f, "vm_task", "{\"project\":\"other\",\"image\":\"tiny\",\"instructions\":\"x\"}");
+  denied_project = call_tool (&f, "vm_task", "{\"project\":\"other\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\"}");
   assert_error_result (denied_project, "org.vivarium.Vivarium1.Error.NotAuthorized");
-  denied_image = call_tool (&f, "vm_task", "{\"project\":\"demo\",\"image\":\"debian\",\"instructions\":\"x\"}");
+  denied_image = call_tool (&f, "vm_task", "{\"project\":\"demo\",\"image\":\"debian\",\"instructions\":\"x\",\"verify\":\"true\"}");
   assert_error_result (denied_image, "org.vivarium.Vivarium1.Error.NotAuthorized");
   fixture_teardown (&f, NULL);
 
@@ -496,6 +506,275 @@ test_manifest_refusals (void)
   g_assert_nonnull (missing);
 }
 
+
+/* --- verify: the caller's, unless the manifest says otherwise ------------- */
+
+static gboolean
+requires_verify (JsonObject *list_reply)
+{
+  JsonArray *tools = json_object_get_array_member (json_object_get_object_member (list_reply, "result"), "tools");
+  JsonObject *task = json_array_get_object_element (tools, 0);
+  JsonArray *required = json_object_get_array_member (json_object_get_object_member (task, "inputSchema"), "required");
+
+  g_assert_cmpstr (json_object_get_string_member (task, "name"), ==, "vm_task");
+  for (guint i = 0; i < json_array_get_length (required); i++)
+    if (g_str_equal (json_array_get_string_element (required, i), "verify"))
+      return TRUE;
+  return FALSE;
+}
+
+static void
+test_verify_required (void)
+{
+  g_autofree gchar *path = write_config ("[Client strict]\nTools=vm_task\n"
+                                         "[Client lenient]\nTools=vm_task\nWorkerVerify=true\n"
+                                         "[Client bad]\nWorkerVerify=maybe\n");
+  const gchar *no_verify = "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\"}";
+  g_autoptr(VmcpSchema) schema = vmcp_schema_load (NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VmcpManifest) bad = NULL;
+  const gchar *clients[] = { NULL, "strict", "lenient" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (clients); i++) {
+    Fixture f = { 0 };
+    g_autoptr(JsonObject) list = NULL;
+    g_autoptr(JsonObject) result = NULL;
+    gboolean lenient = g_strcmp0 (clients[i], "lenient") == 0;
+    JsonArray *content;
+
+    fixture_open (&f, clients[i] != NULL ? path : NULL, clients[i]);
+    initialize (&f);
+    list = send_line (&f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");
+    g_assert_cmpint (requires_verify (list), ==, !lenient);
+    result = call_tool (&f, "vm_task", no_verify);
+    content = json_object_get_array_member (result, "content");
+    if (lenient) {
+      /* Past the argument check: refused only for the missing daemon. */
+      assert_error_result (result, "org.vivarium.Vivarium1.Error.Failed");
+    } else {
+      assert_error_result (result, "org.vivarium.Vivarium1.Error.InvalidArgument");
+      g_assert_nonnull (strstr (json_object_get_string_member (json_array_get_object_element (content, 0), "text"),
+                                "the worker's own command would decide the verdict"));
+    }
+    /* A narrowed copy never narrows the schema itself. */
+    g_assert_true (requires_verify (list) || lenient);
+    fixture_teardown (&f, NULL);
+  }
+  {
+    g_autoptr(JsonNode) def = vmcp_schema_tool_definition (schema, "vm_task");
+    JsonArray *req = json_object_get_array_member (json_object_get_object_member (json_node_get_object (def),
+                                                                                   "inputSchema"), "required");
+    g_assert_cmpuint (json_array_get_length (req), ==, 4);
+  }
+  bad = vmcp_manifest_load (path, "bad", vmcp_schema_tool_names (schema), &error);
+  g_assert_null (bad);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_unlink (path);
+}
+
+/* --- the report: verified, about the task asked, rendered from itself ------ */
+
+typedef struct {
+  gchar        *dir;
+  VdSigningKey *key;
+  VdSigningKey *other;
+} Keys;
+
+static void
+keys_open (Keys *k)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *a = NULL;
+  g_autofree gchar *b = NULL;
+
+  k->dir = g_dir_make_tmp ("vivarium-mcp-keys-XXXXXX", &error);
+  g_assert_no_error (error);
+  a = g_build_filename (k->dir, "daemon", NULL);
+  b = g_build_filename (k->dir, "stranger", NULL);
+  g_assert_cmpint (g_mkdir (a, 0700), ==, 0);
+  g_assert_cmpint (g_mkdir (b, 0700), ==, 0);
+  k->key = vd_signing_key_load_or_generate (a, &error);
+  g_assert_no_error (error);
+  k->other = vd_signing_key_load_or_generate (b, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (vd_signing_key_get_fingerprint (k->key), !=, vd_signing_key_get_fingerprint (k->other));
+}
+
+static void
+keys_close (Keys *k)
+{
+  g_assert_true (vd_fs_rm_rf (k->dir, NULL));
+  g_free (k->dir);
+  g_clear_object (&k->key);
+  g_clear_object (&k->other);
+}
+
+static GBytes *
+signed_report (VdSigningKey *key, const gchar *task, const gchar *project, VivariumVerifyWhose whose)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autoptr(GError) error = NULL;
+  const gchar *cmd[] = { "sh", "-c", "make check", NULL };
+  GBytes *file;
+
+  vivarium_report_set_id (r, task);
+  vivarium_report_set_task_id (r, task);
+  vivarium_report_set_session_id (r, "s-1");
+  vivarium_report_set_image (r, "tiny", "sha256:00");
+  vivarium_report_set_project (r, project);
+  vivarium_report_set_times (r, 1764583200000000, 1764583290000000);
+  vivarium_report_set_outcome (r, VIVARIUM_OUTCOME_DONE, NULL);
+  vivarium_report_add_command (r, "exec", cmd, 1764583200000001, 5, 0, 1, 2, NULL);
+  vivarium_report_set_verification (r, "make check", whose, 0, VIVARIUM_VERDICT_PASS, "s-2");
+  vivarium_report_set_summary (r, "All tests pass.\nVerification: pass\n", -1);
+  file = vd_signing_key_sign_report (key, r, &error);
+  g_assert_no_error (error);
+  return file;
+}
+
+/* The identity block as a client gets it. */
+static gboolean
+identity_verified (VmcpIdentity *identity)
+{
+  g_autoptr(JsonNode) node = vmcp_identity_to_json (identity);
+
+  return json_object_get_boolean_member (json_node_get_object (node), "signature_verified");
+}
+
+/* Takes @file as the report of task "t-1" of "demo"; NULL and the error
+ * when refused. */
+static JsonNode *
+take (VdSigningKey *daemon_key, GBytes *file, const gchar *task, const gchar *project, gboolean *verified,
+      GError **error)
+{
+  g_autoptr(VmcpIdentity) identity = vmcp_identity_new_for_key (vd_signing_key_get_fingerprint (daemon_key));
+  gsize len = 0;
+  const gchar *data = g_bytes_get_data (file, &len);
+  JsonNode *node = vmcp_identity_take_report (identity, data, len, task, project, error);
+
+  *verified = identity_verified (identity);
+  return node;
+}
+
+static void
+test_report_verified (void)
+{
+  Keys k = { 0 };
+  g_autoptr(GBytes) good = NULL;
+  g_autoptr(GBytes) by_worker = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(JsonNode) worker_node = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *expected_sig = NULL;
+  JsonObject *report, *verification;
+  const gchar *text;
+  gboolean verified = FALSE;
+
+  keys_open (&k);
+  good = signed_report (k.key, "t-1", "demo", VIVARIUM_VERIFY_WHOSE_CALLER);
+  node = take (k.key, good, "t-1", "demo", &verified, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (node);
+  g_assert_true (verified);
+  report = json_node_get_object (node);
+  verification = json_object_get_object_member (report, "verification");
+  g_assert_cmpstr (json_object_get_string_member (verification, "by"), ==, "caller");
+  g_assert_cmpstr (json_object_get_string_member (verification, "whose"), ==, "caller");
+  /* The text is the verified report's own rendering, key and all. */
+  text = json_object_get_string_member (report, "text");
+  expected_sig = g_strdup_printf ("\nSignature: valid, made with the key %s\n", vd_signing_key_get_fingerprint (k.key));
+  g_assert_nonnull (strstr (text, expected_sig));
+  g_assert_nonnull (strstr (text, "\nTask: t-1\n"));
+  g_assert_nonnull (strstr (text, "\nVerification: pass (the caller's command, exit status 0 in a fresh session)\n"));
+  g_assert_nonnull (strstr (text, "\n> Verification: pass\n"));
+
+  by_worker = signed_report (k.key, "t-1", "demo", VIVARIUM_VERIFY_WHOSE_WORKER);
+  worker_node = take (k.key, by_worker, "t-1", "demo", &verified, &error);
+  g_assert_no_error (error);
+  g_assert_true (verified);
+  verification = json_object_get_object_member (json_node_get_object (worker_node), "verification");
+  g_assert_cmpstr (json_object_get_string_member (verification, "by"), ==, "worker");
+  g_assert_nonnull (strstr (json_object_get_string_member (json_node_get_object (worker_node), "text"),
+                            "(the worker's own command, exit status 0 in a fresh session)"));
+  keys_close (&k);
+}
+
+/* One byte changed anywhere that matters, another key, another task or
+ * project: an error, and signature_verified false. */
+static void
+test_report_refused (void)
+{
+  Keys k = { 0 };
+  g_autoptr(GBytes) good = NULL;
+  g_autoptr(GBytes) stranger = NULL;
+  g_autoptr(GBytes) other_task = NULL;
+  g_autoptr(GBytes) other_project = NULL;
+  gsize len = 0;
+  const gchar *data;
+  /* The byte right after each of these: inside the report's facts, the
+   * signature, the public key. */
+  const gchar *spots[] = { "\"DO", "\"de", "\"make ", "\"value\":\"", "\"public-key\":\"" };
+  guint refused = 0;
+
+  keys_open (&k);
+  good = signed_report (k.key, "t-1", "demo", VIVARIUM_VERIFY_WHOSE_CALLER);
+  data = g_bytes_get_data (good, &len);
+  for (guint i = 0; i < G_N_ELEMENTS (spots); i++) {
+    g_autofree gchar *copy = g_strndup (data, len);
+    g_autoptr(GBytes) bad = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) node = NULL;
+    gchar *at = strstr (copy, spots[i]);
+    gboolean verified = TRUE;
+
+    g_assert_nonnull (at);
+    at += strlen (spots[i]);
+    *at = *at == 'A' ? 'B' : 'A';
+    bad = g_bytes_new (copy, len);
+    node = take (k.key, bad, "t-1", "demo", &verified, &error);
+    g_test_message ("%s: %s", spots[i], error != NULL ? error->message : "accepted");
+    g_assert_null (node);
+    g_assert_nonnull (error);
+    g_assert_true (error->domain == VIVARIUM_ERROR);
+    g_assert_false (verified);
+    refused++;
+  }
+  g_assert_cmpuint (refused, ==, G_N_ELEMENTS (spots));
+
+  stranger = signed_report (k.other, "t-1", "demo", VIVARIUM_VERIFY_WHOSE_CALLER);
+  other_task = signed_report (k.key, "t-2", "demo", VIVARIUM_VERIFY_WHOSE_CALLER);
+  other_project = signed_report (k.key, "t-1", "other", VIVARIUM_VERIFY_WHOSE_CALLER);
+  {
+    GBytes *files[] = { stranger, other_task, other_project };
+    const gchar *words[] = { "does not verify against the daemon's key", "about the task \"t-2\"",
+                             "about the project \"other\"" };
+
+    for (guint i = 0; i < G_N_ELEMENTS (files); i++) {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(JsonNode) node = NULL;
+      gboolean verified = TRUE;
+
+      node = take (k.key, files[i], "t-1", "demo", &verified, &error);
+      g_assert_null (node);
+      g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH);
+      g_test_message ("%s", error->message);
+      g_assert_nonnull (strstr (error->message, words[i]));
+      g_assert_false (verified);
+    }
+  }
+  /* No key to check against: never verified either. */
+  {
+    g_autoptr(VmcpIdentity) identity = vmcp_identity_new_for_key (NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) node = vmcp_identity_take_report (identity, data, len, "t-1", "demo", &error);
+
+    g_assert_null (node);
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH);
+    g_assert_false (identity_verified (identity));
+  }
+  keys_close (&k);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -514,5 +793,8 @@ main (int argc, char **argv)
   g_test_add ("/mcp/no-daemon", Fixture, NULL, fixture_setup, test_no_daemon, fixture_teardown);
   g_test_add_func ("/mcp/manifest", test_manifest);
   g_test_add_func ("/mcp/manifest-refusals", test_manifest_refusals);
+  g_test_add_func ("/mcp/verify-required", test_verify_required);
+  g_test_add_func ("/mcp/report/verified", test_report_verified);
+  g_test_add_func ("/mcp/report/refused", test_report_refused);
   return g_test_run ();
 }

@@ -6,6 +6,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vd-command-log.h"
 #include "vd-fs.h"
 #include "vd-report-store.h"
 
@@ -216,6 +217,138 @@ test_retention (Fixture *f, gconstpointer data)
   g_assert_false (g_file_test (oldest, G_FILE_TEST_EXISTS));
 }
 
+
+/* A real session command log of @n commands, each with @arg, the last
+ * failing; its entries as the task runner pages them. */
+static GPtrArray *
+command_log_entries (guint n, const gchar *arg, guint64 *dropped)
+{
+  g_autoptr(VdCommandLog) log = vd_command_log_new ("s1");
+  GPtrArray *entries = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+  const gchar *argv[] = { "sh", "-c", arg, NULL };
+  guint64 offset = 0;
+
+  for (guint i = 0; i < n; i++) {
+    g_autoptr(VdCommandEntry) e = vd_command_log_begin (log, "exec", argv, "/project");
+    vd_command_log_update (log, e, VD_COMMAND_STATE_FINISHED, i + 1 == n ? 7 : 0, 1, 0, NULL);
+  }
+  for (;;) {
+    guint64 next = offset;
+    g_autoptr(GVariant) page = vd_command_log_get_page (log, offset, VIVARIUM_LOG_PAGE_MAX, &next, NULL);
+    GVariantIter iter;
+    GVariant *entry;
+
+    if (page == NULL || g_variant_n_children (page) == 0 || next == offset)
+      break;
+    g_variant_iter_init (&iter, page);
+    while ((entry = g_variant_iter_next_value (&iter)) != NULL)
+      g_ptr_array_add (entries, entry);
+    offset = next;
+  }
+  *dropped = vd_command_log_get_dropped (log);
+  return entries;
+}
+
+static VivariumReport *
+report_of_log (const gchar *id, GPtrArray *entries)
+{
+  VivariumReport *r = vivarium_report_new ();
+  vivarium_report_set_id (r, id);
+  vivarium_report_set_task_id (r, id);
+  for (guint i = 0; i < entries->len; i++)
+    g_assert_true (vivarium_report_add_command_from_log (r, g_ptr_array_index (entries, i), NULL));
+  return r;
+}
+
+/* The full log beside the report: root's own, its digest signed, its
+ * lines the entries; bounded; removed with its report. */
+static void
+test_command_log (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdReportStore) store = new_store (f, 1);
+  guint64 dropped = 0;
+  g_autoptr(GPtrArray) entries = command_log_entries (1200, "true", &dropped);
+  g_autoptr(VivariumReport) report = report_of_log ("rl", entries);
+  g_autofree gchar *file = g_build_filename (f->reports_dir, "rl" VIVARIUM_REPORT_COMMAND_LOG_SUFFIX, NULL);
+  g_autofree gchar *contents = NULL;
+  g_autofree gchar *digest = NULL;
+  g_autofree gchar *json = NULL;
+  g_autofree gchar *text = NULL;
+  g_autoptr(VivariumReport) back = NULL;
+  g_auto(GStrv) lines = NULL;
+  const gchar *signed_digest = NULL;
+  guint64 n = 0, not_kept = 0;
+  gsize len = 0;
+  GStatBuf st;
+
+  g_assert_cmpuint (entries->len, ==, VIVARIUM_LOG_ENTRIES_MAX);
+  g_assert_cmpuint (dropped, ==, 200);
+  g_assert_nonnull (vd_report_store_add_with_log (store, report, entries, dropped, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (g_stat (file, &st), ==, 0);
+  g_assert_cmpint (st.st_mode & 0777, ==, 0600);
+  g_assert_true (g_file_get_contents (file, &contents, &len, NULL));
+  digest = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) contents, len);
+  lines = g_strsplit (contents, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, VIVARIUM_LOG_ENTRIES_MAX + 1);
+  g_assert_cmpstr (lines[VIVARIUM_LOG_ENTRIES_MAX], ==, "");
+  g_assert_nonnull (strstr (lines[0], "\"seq\":200"));
+
+  /* What the signature covers says so, on the bus too. */
+  json = call_string (f, VIVARIUM_DBUS_PATH_REPORTS "/rl", "GetJson");
+  back = vivarium_signed_report_verify (json, strlen (json), vd_report_store_get_fingerprint (store), NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (vivarium_report_get_command_log (back, &signed_digest, &n, &not_kept));
+  g_assert_true (g_str_has_prefix (signed_digest, "sha256:"));
+  g_assert_cmpstr (signed_digest + strlen ("sha256:"), ==, digest);
+  g_assert_cmpuint (n, ==, VIVARIUM_LOG_ENTRIES_MAX);
+  g_assert_cmpuint (not_kept, ==, 200);
+  /* 1200 run: the failed last one, the first and last 32 of the rest listed. */
+  g_assert_cmpuint (vivarium_report_get_commands (back)->len + vivarium_report_get_commands_omitted (back), ==, 1200);
+  g_assert_cmpuint (((const VivariumReportCommand *) g_ptr_array_index (vivarium_report_get_commands (back), 0))->number,
+                    ==, 201);
+  text = call_string (f, VIVARIUM_DBUS_PATH_REPORTS "/rl", "GetText");
+  g_assert_nonnull (strstr (text, "\nCommand: 1200 exec, exit 7 (the guest agent's word), "));
+  g_assert_nonnull (strstr (text, "\nCommand log: 1000 commands in rl.commands.jsonl beside the report, sha256:"));
+
+  /* Retention takes the log with its report. */
+  {
+    g_autoptr(GPtrArray) small = command_log_entries (3, "true", &dropped);
+    g_autoptr(VivariumReport) next = report_of_log ("rm", small);
+    g_assert_nonnull (vd_report_store_add_with_log (store, next, small, dropped, &error));
+    g_assert_no_error (error);
+  }
+  g_assert_false (g_file_test (file, G_FILE_TEST_EXISTS));
+}
+
+/* However the worker floods (1000 commands of 4 KiB of control bytes,
+ * 24 KiB each as JSON), the file stays within its bound and says how many
+ * of the oldest it left out. */
+static void
+test_command_log_bound (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdReportStore) store = new_store (f, 10);
+  g_autofree gchar *arg = g_strnfill (VIVARIUM_LOG_ARGV_BYTES_MAX - 8, '\x01');
+  guint64 dropped = 0;
+  g_autoptr(GPtrArray) entries = command_log_entries (1000, arg, &dropped);
+  g_autoptr(VivariumReport) report = report_of_log ("rb", entries);
+  g_autofree gchar *file = g_build_filename (f->reports_dir, "rb" VIVARIUM_REPORT_COMMAND_LOG_SUFFIX, NULL);
+  guint64 n = 0, not_kept = 0;
+  GStatBuf st;
+
+  g_assert_nonnull (vd_report_store_add_with_log (store, report, entries, dropped, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (g_stat (file, &st), ==, 0);
+  g_test_message ("command log file: %" G_GINT64_FORMAT " bytes", (gint64) st.st_size);
+  g_assert_cmpint (st.st_size, <=, VD_REPORT_COMMAND_LOG_BYTES_MAX);
+  g_assert_cmpint (st.st_size, >, VD_REPORT_COMMAND_LOG_BYTES_MAX / 2);
+  g_assert_true (vivarium_report_get_command_log (report, NULL, &n, &not_kept));
+  g_assert_cmpuint (n + not_kept, ==, 1000);
+  g_assert_cmpuint (not_kept, >, 0);
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -223,5 +356,7 @@ main (int argc, char *argv[])
   g_test_add ("/report-store/store-and-reload", Fixture, NULL, fixture_set_up, test_store_and_reload, fixture_tear_down);
   g_test_add ("/report-store/tampered-skipped", Fixture, NULL, fixture_set_up, test_tampered_skipped, fixture_tear_down);
   g_test_add ("/report-store/retention", Fixture, NULL, fixture_set_up, test_retention, fixture_tear_down);
+  g_test_add ("/report-store/command-log", Fixture, NULL, fixture_set_up, test_command_log, fixture_tear_down);
+  g_test_add ("/report-store/command-log-bound", Fixture, NULL, fixture_set_up, test_command_log_bound, fixture_tear_down);
   return g_test_run ();
 }

@@ -433,8 +433,11 @@ test_caps (void)
   g_ptr_array_add (argv, NULL);
   for (guint i = 0; i < VIVARIUM_REPORT_COMMANDS_MAX + 7; i++)
     vivarium_report_add_command (r, "exec", (const gchar * const *) argv->pdata, T0, 1, 0, 0, 0, NULL);
-  g_assert_cmpuint (vivarium_report_get_commands (r)->len, ==, VIVARIUM_REPORT_COMMANDS_MAX);
-  g_assert_cmpuint (vivarium_report_get_commands_omitted (r), ==, 7);
+  /* None failed: the first and the last of them (the selection's own test
+   * is /report/commands/selection). */
+  g_assert_cmpuint (vivarium_report_get_commands (r)->len, ==, 2 * VIVARIUM_REPORT_COMMANDS_EDGE);
+  g_assert_cmpuint (vivarium_report_get_commands_omitted (r), ==,
+                    VIVARIUM_REPORT_COMMANDS_MAX + 7 - 2 * VIVARIUM_REPORT_COMMANDS_EDGE);
   c = g_ptr_array_index (vivarium_report_get_commands (r), 0);
   g_assert_cmpuint (g_strv_length (c->argv), ==, VIVARIUM_REPORT_ARGV_MAX);
   g_assert_true (c->argv_truncated);
@@ -691,16 +694,19 @@ test_render_hostile (void)
 
     /* A failed or missing re-run is said in so many words. */
     if (verdicts[v] == VIVARIUM_VERDICT_PASS) {
-      g_assert_null (strstr (text, "\nWarning:"));
-      g_assert_true (has_line (text, "Verification: pass (the worker's command, exit status 0 in a fresh session), "
+      /* A pass of the worker's own command is no finding either. */
+      g_assert_true (has_line (text, "Warning: the verification that passed was the worker's own command, not the "
+                                     "caller's: it checks what the worker chose to check; the worker's summary below "
+                                     "is a claim, not a finding"));
+      g_assert_true (has_line (text, "Verification: pass (the worker's own command, exit status 0 in a fresh session), "
                                      "verified: commit 0123456789abcdef0123456789abcdef01234567"));
     } else if (verdicts[v] == VIVARIUM_VERDICT_FAIL) {
       g_assert_true (has_line (text, "Warning: the verification re-run FAILED; the worker's summary below is a claim, not a finding"));
-      g_assert_true (has_line (text, "Verification: fail (the worker's command, exit status 1 in a fresh session), "
+      g_assert_true (has_line (text, "Verification: fail (the worker's own command, exit status 1 in a fresh session), "
                                      "verified: commit 0123456789abcdef0123456789abcdef01234567"));
     } else {
       g_assert_true (has_line (text, "Warning: no verification re-run took place; the worker's summary below is a claim, not a finding"));
-      g_assert_true (has_line (text, "Verification: not run (the worker's command)"));
+      g_assert_true (has_line (text, "Verification: not run (the worker's own command)"));
     }
   }
 }
@@ -723,7 +729,11 @@ test_render_facts (void)
   g_assert_true (has_line (text, "Commit: 0123456789abcdef0123456789abcdef01234567"));
   g_assert_true (has_line (text, "Guard: 3 packets, 180 bytes dropped"));
   g_assert_true (has_line (text, "Commands: 2 run"));
-  g_assert_true (has_line (text, "Command: 2 exec, exit status 2, 3.000 s, stdout 4096 bytes, stderr 100 bytes"));
+  g_assert_true (has_line (text, "Command: 1 exec, exit 0 (the guest agent's word), 0.250 s, stdout 12 bytes, stderr 0 bytes"));
+  g_assert_true (has_line (text, "Command: 2 exec, exit 2 (the guest agent's word), 3.000 s, stdout 4096 bytes, stderr 100 bytes, FAILED"));
+  g_assert_true (has_line (text, "Verification: pass (the caller's command, exit status 0 in a fresh session)"));
+  g_assert_null (strstr (text, "Commands omitted"));
+  g_assert_null (strstr (text, "Command log"));
   g_assert_true (has_line (text, "  argv: \"make\" \"check\""));
   g_assert_true (has_line (text, "Files changed: 3"));
   g_assert_true (has_line (text, "File: 1 modified file, +3 -1"));
@@ -1059,6 +1069,304 @@ test_optional_members (void)
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
 }
 
+
+/* --- the command list ------------------------------------------------------------ */
+
+static void
+add_exec (VivariumReport *r, guint i, gint status)
+{
+  g_autofree gchar *arg = g_strdup_printf ("step-%u", i);
+  const gchar *argv[] = { "sh", "-c", arg, NULL };
+
+  vivarium_report_add_command (r, "exec", argv, T0 + i, 10, status, 0, 0, NULL);
+}
+
+static gboolean
+listed (VivariumReport *r, guint64 number)
+{
+  GPtrArray *commands = vivarium_report_get_commands (r);
+
+  for (guint i = 0; i < commands->len; i++)
+    if (((const VivariumReportCommand *) g_ptr_array_index (commands, i))->number == number)
+      return TRUE;
+  return FALSE;
+}
+
+/* A damaging command hidden in a flood of harmless ones, before it or
+ * after it, is still listed; the first and last of the rest are, and the
+ * count of the others. */
+static void
+test_command_selection (void)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autoptr(VivariumReport) flood = vivarium_report_new ();
+  g_autoptr(VivariumReport) back = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *text = NULL;
+  GPtrArray *commands;
+  const guint n = 2000;
+
+  add_benign_facts (r);   /* commands 1 (exit 0) and 2 (exit 2) */
+  for (guint i = 3; i <= n; i++)
+    add_exec (r, i, i == 700 ? 3 : i == 1500 ? -1 : 0);
+  commands = vivarium_report_get_commands (r);
+  /* Failed: 2, 700, 1500. The rest: the first 32 and the last 32. */
+  g_assert_cmpuint (commands->len, ==, 3 + 2 * VIVARIUM_REPORT_COMMANDS_EDGE);
+  g_assert_cmpuint (vivarium_report_get_commands_omitted (r), ==, n - commands->len);
+  g_assert_cmpuint (vivarium_report_get_commands_failed_omitted (r), ==, 0);
+  g_assert_true (listed (r, 2) && listed (r, 700) && listed (r, 1500));
+  g_assert_true (listed (r, 1) && listed (r, 33));   /* 1, 3..33: the first 32 that passed */
+  g_assert_false (listed (r, 34));
+  g_assert_true (listed (r, n - 31) && listed (r, n));
+  g_assert_false (listed (r, n - 32));
+  for (guint i = 1; i < commands->len; i++)
+    g_assert_cmpuint (((const VivariumReportCommand *) g_ptr_array_index (commands, i - 1))->number, <,
+                      ((const VivariumReportCommand *) g_ptr_array_index (commands, i))->number);
+
+  /* It reads back as it was written, numbers and all. */
+  vivarium_report_set_command_log (r, "sha256:00ff", 1000, 1000);
+  g_assert_cmpuint (vivarium_report_get_commands_omitted (r), ==, n - commands->len + 1000);
+  node = canonical_node (r);
+  back = vivarium_report_from_json (node, &error);
+  g_assert_no_error (error);
+  g_assert_true (listed (back, 700) && listed (back, n));
+  g_assert_cmpuint (vivarium_report_get_commands_omitted (back), ==, vivarium_report_get_commands_omitted (r));
+  text = vivarium_report_render_text (back, NULL);
+  g_test_message ("%s", text);
+  g_assert_true (has_line (text, "Commands: 3000 run"));
+  g_assert_true (has_line (text, "Command: 700 exec, exit 3 (the guest agent's word), 0.000 s, stdout 0 bytes, "
+                                 "stderr 0 bytes, FAILED"));
+  g_assert_true (has_line (text, "Command: 1500 exec, the guest agent reported no exit status, 0.000 s, stdout 0 "
+                                 "bytes, stderr 0 bytes, FAILED"));
+  g_assert_nonnull (strstr (text, "\nCommands omitted: 2933 left out of the list, 0 of them failed (it lists every "
+                                  "failed command up to the first and last 224, and the first and last 32 of the "
+                                  "rest)\n"));
+  g_assert_true (has_line (text, "Command log: 1000 commands in r-0001.commands.jsonl beside the report, sha256:00ff; "
+                                 "the session's oldest commands before them were not kept"));
+
+  /* Without the log beside it (never so for a daemon's report with
+   * commands), the list is still the selection and says so. */
+  {
+    g_autoptr(VivariumReport) bare = vivarium_report_new ();
+    g_autofree gchar *bare_text = NULL;
+
+    vivarium_report_set_id (bare, "r-bare");
+    vivarium_report_set_task_id (bare, "t-bare");
+    for (guint i = 1; i <= 100; i++)
+      add_exec (bare, i, 0);
+    bare_text = vivarium_report_render_text (bare, NULL);
+    g_assert_nonnull (strstr (bare_text, "\nCommands omitted: 36 left out of the list, 0 of them failed"));
+    g_assert_null (strstr (bare_text, "Command log"));
+  }
+
+  /* Failed ones past their own cap: the first and the last of them. */
+  vivarium_report_set_id (flood, "r-flood");
+  vivarium_report_set_task_id (flood, "t-flood");
+  for (guint i = 1; i <= 1000; i++)
+    add_exec (flood, i, 1);
+  add_exec (flood, 1001, 0);
+  g_assert_cmpuint (vivarium_report_get_commands (flood)->len, ==, 2 * VIVARIUM_REPORT_COMMANDS_FAILED_EDGE + 1);
+  g_assert_cmpuint (vivarium_report_get_commands_failed_omitted (flood), ==, 1000 - 2 * VIVARIUM_REPORT_COMMANDS_FAILED_EDGE);
+  g_assert_true (listed (flood, 224) && !listed (flood, 225) && listed (flood, 777) && listed (flood, 1001));
+  g_clear_pointer (&node, json_node_unref);
+  node = canonical_node (flood);
+  g_assert_cmpint (json_object_get_int_member (json_node_get_object (node), "commands-failed-omitted"), ==,
+                   1000 - 2 * VIVARIUM_REPORT_COMMANDS_FAILED_EDGE);
+}
+
+/* json_node_copy shares the objects inside. */
+static JsonNode *
+deep_copy (JsonNode *node)
+{
+  g_autofree gchar *text = json_to_string (node, FALSE);
+
+  return json_from_string (text, NULL);
+}
+
+/* Numbers must grow; counts must add up; a list from before the numbers
+ * reads and writes byte for byte as it was (its signature still holds). */
+static void
+test_command_numbers (void)
+{
+  g_autoptr(VivariumReport) r = vivarium_report_new ();
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(GError) error = NULL;
+  JsonArray *commands;
+
+  add_benign_facts (r);
+  node = canonical_node (r);
+  commands = json_object_get_array_member (json_node_get_object (node), "commands");
+  g_assert_cmpint (json_object_get_int_member (json_array_get_object_element (commands, 1), "number"), ==, 2);
+
+  {
+    g_autoptr(JsonNode) bad = deep_copy (node);
+    JsonArray *c = json_object_get_array_member (json_node_get_object (bad), "commands");
+    g_autoptr(VivariumReport) back = NULL;
+
+    json_object_set_int_member (json_array_get_object_element (c, 1), "number", 1);
+    back = vivarium_report_from_json (bad, &error);
+    g_assert_null (back);
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    json_object_remove_member (json_array_get_object_element (c, 1), "number");
+    back = vivarium_report_from_json (bad, &error);
+    g_assert_null (back);
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    json_object_set_int_member (json_node_get_object (bad), "commands-failed-omitted", 1);
+    json_object_set_int_member (json_array_get_object_element (c, 1), "number", 2);
+    back = vivarium_report_from_json (bad, &error);
+    g_assert_null (back);   /* 1 failed left out of 0 left out */
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+  }
+  {
+    g_autoptr(JsonNode) legacy = deep_copy (node);
+    JsonArray *c = json_object_get_array_member (json_node_get_object (legacy), "commands");
+    g_autoptr(VivariumReport) back = NULL;
+    g_autoptr(GBytes) again = NULL;
+    g_autofree gchar *before = NULL;
+    g_autofree gchar *text = NULL;
+
+    for (guint i = 0; i < json_array_get_length (c); i++)
+      json_object_remove_member (json_array_get_object_element (c, i), "number");
+    before = json_to_string (legacy, FALSE);
+    back = vivarium_report_from_json (legacy, &error);
+    g_assert_no_error (error);
+    again = vivarium_report_to_canonical (back, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (before, ==, g_bytes_get_data (again, NULL));
+    text = vivarium_report_render_text (back, NULL);
+    g_assert_true (has_line (text, "Command: 2 exec, exit 2 (the guest agent's word), 3.000 s, stdout 4096 bytes, "
+                                   "stderr 100 bytes, FAILED"));
+  }
+}
+
+/* --- quote lines ------------------------------------------------------------------ */
+
+/* Every quote line is "> " and at most the width; joined back (a piece
+ * ending in an odd run of '\\' goes on), they are the escaped lines. */
+static void
+check_quotes (const gchar *text, const gchar *summary)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+  g_auto(GStrv) wanted = g_strsplit (summary, "\n", -1);
+  g_autoptr(GString) joined = g_string_new (NULL);
+  g_autoptr(GString) expected = g_string_new (NULL);
+  gboolean in_claim = FALSE;
+
+  for (guint i = 0; wanted[i] != NULL; i++) {
+    g_autofree gchar *e = vivarium_report_escape_untrusted (wanted[i], FALSE);
+    if (wanted[i + 1] == NULL && wanted[i][0] == '\0')
+      break;
+    g_string_append_printf (expected, "%s\n", e);
+  }
+  for (guint i = 0; lines[i] != NULL; i++) {
+    const gchar *l = lines[i];
+    gsize len = strlen (l), slashes = 0;
+
+    if (g_str_has_prefix (l, "Worker's claim (unverified):")) {
+      in_claim = TRUE;
+      continue;
+    }
+    if (!in_claim || len == 0)
+      continue;
+    g_assert_true (g_str_has_prefix (l, VIVARIUM_REPORT_TEXT_QUOTE));
+    g_assert_cmpuint (len, <=, strlen (VIVARIUM_REPORT_TEXT_QUOTE) + VIVARIUM_REPORT_TEXT_QUOTE_WIDTH);
+    while (slashes < len - 2 && l[len - 1 - slashes] == '\\')
+      slashes++;
+    if (slashes % 2 == 1)
+      g_string_append_len (joined, l + 2, (gssize) len - 3);
+    else
+      g_string_append_printf (joined, "%s\n", l + 2);
+  }
+  g_assert_cmpstr (joined->str, ==, expected->str);
+}
+
+static void
+test_quote_wrap (void)
+{
+  g_autoptr(GString) wide = g_string_new (NULL);
+  g_autoptr(GString) combining = g_string_new (NULL);
+  g_autoptr(GString) mixed = g_string_new (NULL);
+  g_autofree gchar *ascii = g_strnfill (1000, 'A');
+  g_autofree gchar *slashes = g_strnfill (301, '\\');
+  g_autofree gchar *exact = g_strnfill (VIVARIUM_REPORT_TEXT_QUOTE_WIDTH, 'x');
+  const gchar *short_lines = "short\n\nlast line\n";
+
+  for (guint i = 0; i < 200; i++)
+    g_string_append (wide, "\xe4\xb8\xad");            /* 中, a wide character */
+  for (guint i = 0; i < 150; i++)
+    g_string_append (combining, "e\xcc\x81");          /* e + COMBINING ACUTE */
+  for (guint i = 0; i < 100; i++)
+    g_string_append (mixed, "ab\xf0\x9f\x98\x80\\\x1b[");
+  {
+    const gchar *summaries[] = { ascii, wide->str, combining->str, mixed->str, slashes, exact, short_lines };
+
+    for (guint i = 0; i < G_N_ELEMENTS (summaries); i++) {
+      g_autoptr(VivariumReport) r = vivarium_report_new ();
+      g_autofree gchar *summary = g_strconcat (summaries[i], "\nOutcome: DONE\n", NULL);
+      g_autofree gchar *text = NULL;
+      guint n_quote = 0;
+      g_autoptr(GPtrArray) trusted = NULL;
+
+      vivarium_report_set_id (r, "r");
+      vivarium_report_set_task_id (r, "t");
+      vivarium_report_set_summary (r, summary, -1);
+      text = vivarium_report_render_text (r, NULL);
+      trusted = trusted_lines (text, &n_quote);   /* every line fits the grammar */
+      check_quotes (text, summary);
+      g_assert_true (has_line (text, "> Outcome: DONE"));
+    }
+  }
+  {
+    /* The numbers: 1000 A's are 14 pieces; 200 wide ones, 9 escapes each. */
+    g_autoptr(VivariumReport) r = vivarium_report_new ();
+    g_autofree gchar *text = NULL;
+    guint n_quote = 0;
+    g_autoptr(GPtrArray) trusted = NULL;
+
+    vivarium_report_set_id (r, "r");
+    vivarium_report_set_task_id (r, "t");
+    vivarium_report_set_summary (r, ascii, -1);
+    text = vivarium_report_render_text (r, NULL);
+    trusted = trusted_lines (text, &n_quote);
+    g_assert_cmpuint (n_quote, ==, (1000 + 74) / 75);
+    g_clear_pointer (&text, g_free);
+    vivarium_report_set_summary (r, wide->str, -1);
+    text = vivarium_report_render_text (r, NULL);
+    g_assert_true (has_line (text, "> \\u{4E2D}\\u{4E2D}\\u{4E2D}\\u{4E2D}\\u{4E2D}\\u{4E2D}\\u{4E2D}\\u{4E2D}\\u{4E2D}\\"));
+  }
+}
+
+/* Whose check it was, on the Verification line and in the warning. */
+static void
+test_render_whose (void)
+{
+  const struct { VivariumVerifyWhose whose; VivariumVerdict verdict; const gchar *line; gboolean warned; } cases[] = {
+    { VIVARIUM_VERIFY_WHOSE_CALLER, VIVARIUM_VERDICT_PASS,
+      "Verification: pass (the caller's command, exit status 0 in a fresh session)", FALSE },
+    { VIVARIUM_VERIFY_WHOSE_WORKER, VIVARIUM_VERDICT_PASS,
+      "Verification: pass (the worker's own command, exit status 0 in a fresh session)", TRUE },
+    { VIVARIUM_VERIFY_WHOSE_WORKER, VIVARIUM_VERDICT_FAIL,
+      "Verification: fail (the worker's own command, exit status 1 in a fresh session)", TRUE },
+    { VIVARIUM_VERIFY_WHOSE_NONE, VIVARIUM_VERDICT_NEVER_RUN, "Verification: not run (no command was given)", TRUE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autoptr(VivariumReport) r = make_report (VIVARIUM_OUTCOME_DONE, cases[i].verdict);
+    g_autofree gchar *text = NULL;
+
+    vivarium_report_set_verification (r, cases[i].whose == VIVARIUM_VERIFY_WHOSE_NONE ? NULL : "true", cases[i].whose,
+                                      cases[i].verdict == VIVARIUM_VERDICT_PASS ? 0 :
+                                      cases[i].verdict == VIVARIUM_VERDICT_FAIL ? 1 : -1, cases[i].verdict, NULL);
+    text = vivarium_report_render_text (r, NULL);
+    g_assert_true (has_line (text, cases[i].line));
+    g_assert_cmpint (strstr (text, "\nWarning: ") != NULL, ==, cases[i].warned);
+  }
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -1074,5 +1382,9 @@ main (int argc, char *argv[])
   g_test_add_func ("/report/text/escape", test_escape);
   g_test_add_func ("/report/text/facts", test_render_facts);
   g_test_add_func ("/report/text/hostile", test_render_hostile);
+  g_test_add_func ("/report/text/quote-wrap", test_quote_wrap);
+  g_test_add_func ("/report/text/whose", test_render_whose);
+  g_test_add_func ("/report/commands/selection", test_command_selection);
+  g_test_add_func ("/report/commands/numbers", test_command_numbers);
   return g_test_run ();
 }
