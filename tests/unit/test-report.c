@@ -731,7 +731,8 @@ test_render_facts (void)
   g_assert_true (has_line (text, "Commands: 2 run"));
   g_assert_true (has_line (text, "Command: 1 exec, exit 0 (the guest agent's word), 0.250 s, stdout 12 bytes, stderr 0 bytes"));
   g_assert_true (has_line (text, "Command: 2 exec, exit 2 (the guest agent's word), 3.000 s, stdout 4096 bytes, stderr 100 bytes, FAILED"));
-  g_assert_true (has_line (text, "Verification: pass (the caller's command, exit status 0 in a fresh session)"));
+  g_assert_true (has_line (text, "Verification: pass (the caller's command, exit status 0 in a fresh session), "
+                                 "verified: commit 0123456789abcdef0123456789abcdef01234567"));
   g_assert_null (strstr (text, "Commands omitted"));
   g_assert_null (strstr (text, "Command log"));
   g_assert_true (has_line (text, "  argv: \"make\" \"check\""));
@@ -1340,17 +1341,19 @@ test_quote_wrap (void)
   }
 }
 
-/* Whose check it was, on the Verification line and in the warning. */
+/* Whose check it was, on the Verification line and in the warning; a run
+ * names the commit it ran on. */
+#define COMMITTED "verified: commit 0123456789abcdef0123456789abcdef01234567"
 static void
 test_render_whose (void)
 {
   const struct { VivariumVerifyWhose whose; VivariumVerdict verdict; const gchar *line; gboolean warned; } cases[] = {
     { VIVARIUM_VERIFY_WHOSE_CALLER, VIVARIUM_VERDICT_PASS,
-      "Verification: pass (the caller's command, exit status 0 in a fresh session)", FALSE },
+      "Verification: pass (the caller's command, exit status 0 in a fresh session), " COMMITTED, FALSE },
     { VIVARIUM_VERIFY_WHOSE_WORKER, VIVARIUM_VERDICT_PASS,
-      "Verification: pass (the worker's own command, exit status 0 in a fresh session)", TRUE },
+      "Verification: pass (the worker's own command, exit status 0 in a fresh session), " COMMITTED, TRUE },
     { VIVARIUM_VERIFY_WHOSE_WORKER, VIVARIUM_VERDICT_FAIL,
-      "Verification: fail (the worker's own command, exit status 1 in a fresh session)", TRUE },
+      "Verification: fail (the worker's own command, exit status 1 in a fresh session), " COMMITTED, TRUE },
     { VIVARIUM_VERIFY_WHOSE_NONE, VIVARIUM_VERDICT_NEVER_RUN, "Verification: not run (no command was given)", TRUE },
   };
 
