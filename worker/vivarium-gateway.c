@@ -322,7 +322,9 @@ filter_answer (TaskGate *gate, Answer answer, gboolean chat)
   }
   if (!vivarium_gateway_check_response (answer.body, &prompt, &completion, &why)) {
     g_bytes_unref (answer.body);
-    return refuse (502, why);
+    answer = refuse (502, why);
+    answer.forwarded = TRUE;   /* the endpoint was asked: it counts as a request */
+    return answer;
   }
   if (chat) {
     g_mutex_lock (&gate->lock);
@@ -339,11 +341,13 @@ serve (TaskGate *gate, VivariumHttpMessage *req)
   g_autoptr(GBytes) body = NULL;
   g_autofree gchar *why = NULL;
   guint64 n;
-
   VivariumGatewayPolicy policy = { config.model, config.max_tokens };
 
+  /* Written before the request goes out: a gateway killed while the
+   * endpoint thinks has already counted it. */
   g_mutex_lock (&gate->lock);
   n = ++gate->usage.attempts;
+  write_usage (gate);
   g_mutex_unlock (&gate->lock);
   if (n > config.max_requests)
     return refuse (429, "this task used up its model requests");

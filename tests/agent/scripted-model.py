@@ -19,6 +19,7 @@
 # In "reply", "{n}" in tool-call arguments becomes the turn number and
 # {"big": N} as arguments becomes a JSON object of N bytes.
 # Every failed assertion is appended to --failures and answered with 500.
+# --model / --no-authorization override the file's "model" / "authorization".
 
 import argparse
 import json
@@ -126,7 +127,10 @@ class Handler(BaseHTTPRequestHandler):
             note(args.failures, 'request to %s: %s' % (self.path[:100], e))
             self.answer(500, {'error': {'message': 'scripted model: %s' % e}})
             return
-        note(args.log, json.dumps({'conversation': name, 'turn': index, 'bytes': length}))
+        # What the gateway forwarded besides the conversation: its member
+        # allow-list and clamps are checked on these.
+        note(args.log, json.dumps({'conversation': name, 'turn': index, 'bytes': length,
+                                   'members': sorted(req), 'n': req.get('n'), 'max_tokens': req.get('max_tokens')}))
         reply = render_reply(turn, index)
         self.answer(200, {
             'id': 'chatcmpl-%s-%d' % (name, index), 'object': 'chat.completion', 'model': script['model'],
@@ -143,8 +147,14 @@ def main():
     p.add_argument('--conversations', required=True)
     p.add_argument('--failures', required=True)
     p.add_argument('--log', required=True)
+    p.add_argument('--model')
+    p.add_argument('--no-authorization', action='store_true')
     args = p.parse_args()
     script = json.load(open(args.conversations))
+    if args.model:
+        script['model'] = args.model
+    if args.no_authorization:
+        script['authorization'] = None
     server = ThreadingHTTPServer(('127.0.0.1', args.port), Handler)
     print('ready', flush=True)
     server.serve_forever()
