@@ -11,7 +11,9 @@ G_BEGIN_DECLS
  *   < CONFIG_DIR/vivarium.conf      the administrator's
  *   < CONFIG_DIR/conf.d/ *.conf     drop-ins, in name order
  * Later layers win key by key, so a drop-in holds only what it changes. A
- * missing file is no error; one that cannot be read or parsed is, naming it. */
+ * missing file is no error; one that cannot be read or parsed is, naming it.
+ * Hidden drop-ins (".name.conf", an editor's or a package manager's) are
+ * skipped. */
 
 /* DATA_DIR and CONFIG_DIR as installed, or VIVARIUM_DATA_DIR /
  * VIVARIUM_CONFIG_DIR when set to an absolute path (the test hosts). */

@@ -49,6 +49,12 @@ usage_of () {  # TASK_ID KEY: the gateway's persisted count
   sed -n "s/^$2=//p" "/run/vivarium/tasks/$1/usage" 2>/dev/null
 }
 gateway_pid () { systemctl show -P MainPID "$GW"; }
+kill_gateway () {  # prints the PID it killed (never "kill -9 0": that is this test's own group)
+  local pid
+  pid=$(gateway_pid)
+  [ "${pid:-0}" -gt 1 ] && kill -9 "$pid"
+  echo "${pid:-0}"
+}
 gateway_back () {  # OLD_PID: running again, another process
   local pid
   pid=$(gateway_pid)
@@ -88,7 +94,9 @@ assert_success "freeze it" -- ctl image freeze "$IMAGE"
 
 t1=$(submit_agent restart)
 assert_contains "$t1" "$OBJ/tasks/" "an agent task on the installed defaults is accepted"
-assert_eq "NEEDS_INPUT" "$(wait_outcome "$t1" 300)" "its agent reached the model through the gateway and asks"
+outcome1=$(wait_outcome "$t1" 300)
+assert_eq "NEEDS_INPUT" "$outcome1" "its agent reached the model through the gateway and asks"
+[ "$outcome1" = NEEDS_INPUT ] || diag "its reason: $(task_prop "$t1" Reason)"
 id1=${t1##*/}
 wuid=$(systemctl show -P User "vivarium-worker-$id1.service")
 sock=/run/vivarium/tasks/$id1/model.sock
@@ -108,8 +116,7 @@ assert_not_contains "$answer" "scripted model" "not the endpoint's words"
 assert_eq "0 0 600" "$(stat -c '%u %g %a' "/run/vivarium/tasks/$id1/usage" 2>&1)" "the task's counts are root's, 0600"
 assert_eq "3" "$(usage_of "$id1" Requests)" "three requests so far (the agent's first, two probes)"
 
-old=$(gateway_pid)
-kill -9 "$old"
+old=$(kill_gateway)
 retry_until 100 0.1 gateway_back "$old"
 assert_eq "active" "$(systemctl is-active "$GW")" "killed with -9, the gateway comes back by itself"
 assert_eq "1" "$(systemctl show -P NRestarts "$GW")" "systemd restarted it once"
@@ -140,8 +147,7 @@ sock2=/run/vivarium/tasks/$id2/model.sock
 statuses=""
 for _ in 1 2 3 4; do statuses+="$(gw_request "$wuid2" "$sock2" GET /v1/models) "; done
 assert_eq "200 200 200 429 " "$statuses" "its worker's uid spends the rest; the 5th is refused"
-old=$(gateway_pid)
-kill -9 "$old"
+old=$(kill_gateway)
 retry_until 100 0.1 gateway_back "$old"
 retry_until 50 0.1 test -S "$sock2"
 assert_eq "429" "$(gw_request "$wuid2" "$sock2" GET /v1/models)" "after a kill and restart of the gateway the cap still holds"
