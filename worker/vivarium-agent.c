@@ -180,6 +180,39 @@ request_body (Agent *a)
   return json_builder_get_root (b);
 }
 
+static VivariumHttpMessage *
+exchange (Agent *a, GBytes *body, GError **error)
+{
+  g_autoptr(GIOStream) conn = connect_gateway (a, error);
+
+  if (conn == NULL ||
+      !vivarium_http_write_request (g_io_stream_get_output_stream (conn), "POST", "/v1/chat/completions",
+                                    "vivarium-gateway", NULL, body, error))
+    return NULL;
+  return vivarium_http_read (g_io_stream_get_input_stream (conn), FALSE, MODEL_REPLY_MAX, error);
+}
+
+/* A gateway that restarts (Restart=on-failure) drops the connections it
+ * held without an answer: the request is asked once more, through the new
+ * gateway (connect_gateway waits for its socket). Anything with a status,
+ * a refusal included, is the answer and is not asked again. */
+static VivariumHttpMessage *
+exchange_retrying (Agent *a, GBytes *body, GError **error)
+{
+  g_autoptr(GError) dropped = NULL;
+  VivariumHttpMessage *reply = exchange (a, body, &dropped);
+
+  if (reply != NULL)
+    return reply;
+  if (!g_error_matches (dropped, G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED) &&
+      !g_error_matches (dropped, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE)) {
+    g_propagate_error (error, g_steal_pointer (&dropped));
+    return NULL;
+  }
+  g_printerr ("vivarium-agent: the model gateway dropped the request (%s); asking once more\n", dropped->message);
+  return exchange (a, body, error);
+}
+
 /* One chat-completions round trip; the reply's choices[0].message. */
 static JsonObject *
 ask_model (Agent *a, GError **error)
@@ -187,18 +220,12 @@ ask_model (Agent *a, GError **error)
   g_autoptr(JsonNode) body_node = request_body (a);
   gchar *text = node_to_string (body_node);
   g_autoptr(GBytes) body = g_bytes_new_take (text, strlen (text));
-  g_autoptr(GIOStream) conn = connect_gateway (a, error);
-  g_autoptr(VivariumHttpMessage) reply = NULL;
+  g_autoptr(VivariumHttpMessage) reply = exchange_retrying (a, body, error);
   g_autoptr(JsonParser) parser = json_parser_new ();
   JsonNode *choices;
   JsonNode *first;
   JsonNode *message;
 
-  if (conn == NULL ||
-      !vivarium_http_write_request (g_io_stream_get_output_stream (conn), "POST", "/v1/chat/completions",
-                                    "vivarium-gateway", NULL, body, error))
-    return NULL;
-  reply = vivarium_http_read (g_io_stream_get_input_stream (conn), FALSE, MODEL_REPLY_MAX, error);
   if (reply == NULL)
     return NULL;
   if (reply->status != 200) {

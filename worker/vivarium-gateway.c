@@ -265,13 +265,14 @@ read_usage (TaskGate *gate)
 typedef struct {
   guint    status;
   GBytes  *body;
-  gboolean forwarded;   /* the endpoint answered (any status); else the gateway refused */
+  gboolean forwarded;   /* the endpoint answered (any status) */
+  gboolean sent;        /* counted as a request: it went (or was sent) to the endpoint; else refused */
 } Answer;
 
 static Answer
 refuse (guint status, const gchar *why)
 {
-  return (Answer) { status, vivarium_http_error_body (why), FALSE };
+  return (Answer) { status, vivarium_http_error_body (why), FALSE, FALSE };
 }
 
 static Answer
@@ -300,7 +301,7 @@ forward (const gchar *method, const gchar *suffix, GBytes *body)
   if (reply == NULL)
     return refuse (502, g_error_matches (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE)
                         ? "the model's response is larger than the gateway's cap" : "the model's response is unreadable");
-  return (Answer) { reply->status, g_bytes_ref (reply->body), TRUE };
+  return (Answer) { reply->status, g_bytes_ref (reply->body), TRUE, TRUE };
 }
 
 /* What the worker may see of the endpoint's answer: a 200 that is JSON
@@ -323,7 +324,7 @@ filter_answer (TaskGate *gate, Answer answer, gboolean chat)
   if (!vivarium_gateway_check_response (answer.body, &prompt, &completion, &why)) {
     g_bytes_unref (answer.body);
     answer = refuse (502, why);
-    answer.forwarded = TRUE;   /* the endpoint was asked: it counts as a request */
+    answer.sent = TRUE;
     return answer;
   }
   if (chat) {
@@ -335,6 +336,22 @@ filter_answer (TaskGate *gate, Answer answer, gboolean chat)
   return answer;
 }
 
+/* Counted before it goes out, like the attempt: a gateway killed while
+ * the endpoint thinks has counted the request the endpoint is working on. */
+static Answer
+forward_counted (TaskGate *gate, const gchar *method, const gchar *suffix, GBytes *body, gboolean chat)
+{
+  Answer answer;
+
+  g_mutex_lock (&gate->lock);
+  gate->usage.requests++;
+  write_usage (gate);
+  g_mutex_unlock (&gate->lock);
+  answer = filter_answer (gate, forward (method, suffix, body), chat);
+  answer.sent = TRUE;
+  return answer;
+}
+
 static Answer
 serve (TaskGate *gate, VivariumHttpMessage *req)
 {
@@ -343,8 +360,7 @@ serve (TaskGate *gate, VivariumHttpMessage *req)
   guint64 n;
   VivariumGatewayPolicy policy = { config.model, config.max_tokens };
 
-  /* Written before the request goes out: a gateway killed while the
-   * endpoint thinks has already counted it. */
+  /* Persisted at once: a restart of the gateway does not give it back. */
   g_mutex_lock (&gate->lock);
   n = ++gate->usage.attempts;
   write_usage (gate);
@@ -352,7 +368,7 @@ serve (TaskGate *gate, VivariumHttpMessage *req)
   if (n > config.max_requests)
     return refuse (429, "this task used up its model requests");
   if (g_str_equal (req->path, "/v1/models"))
-    return g_str_equal (req->method, "GET") ? filter_answer (gate, forward ("GET", "/models", NULL), FALSE)
+    return g_str_equal (req->method, "GET") ? forward_counted (gate, "GET", "/models", NULL, FALSE)
                                             : refuse (405, "GET only");
   if (!g_str_equal (req->path, "/v1/chat/completions"))
     return refuse (404, "the gateway serves only POST /v1/chat/completions and GET /v1/models");
@@ -361,7 +377,7 @@ serve (TaskGate *gate, VivariumHttpMessage *req)
   body = vivarium_gateway_rewrite_chat (req->body, &policy, &why);
   if (body == NULL)
     return refuse (403, why);
-  return filter_answer (gate, forward ("POST", "/chat/completions", body), TRUE);
+  return forward_counted (gate, "POST", "/chat/completions", body, TRUE);
 }
 
 /* The worker's words never reach the journal: only names we know. */
@@ -403,9 +419,7 @@ handle_connection (GThreadedSocketService *service, GSocketConnection *conn, GOb
     answer = serve (gate, req);
   }
   g_mutex_lock (&gate->lock);
-  if (answer.forwarded)
-    gate->usage.requests++;
-  else
+  if (!answer.sent)
     gate->usage.refused++;
   write_usage (gate);
   g_mutex_unlock (&gate->lock);

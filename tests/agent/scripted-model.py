@@ -15,7 +15,8 @@
 # first user message carries; its turn is the number of assistant messages it
 # holds (so the server keeps no state). TURN: {"expect": [substrings of the
 # new messages], "expect_fields": {key: value in the last tool result's JSON},
-# "reply": assistant message, "repeat": N (this turn serves N requests)}.
+# "reply": assistant message, "repeat": N (this turn serves N requests),
+# "delay": seconds to wait before answering (logged first)}.
 # In "reply", "{n}" in tool-call arguments becomes the turn number and
 # {"big": N} as arguments becomes a JSON object of N bytes.
 # Every failed assertion is appended to --failures and answered with 500.
@@ -25,6 +26,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 args = None
@@ -131,6 +133,8 @@ class Handler(BaseHTTPRequestHandler):
         # allow-list and clamps are checked on these.
         note(args.log, json.dumps({'conversation': name, 'turn': index, 'bytes': length,
                                    'members': sorted(req), 'n': req.get('n'), 'max_tokens': req.get('max_tokens')}))
+        # A slow model, for a test to do something while a request is out.
+        time.sleep(turn.get('delay', 0))
         reply = render_reply(turn, index)
         self.answer(200, {
             'id': 'chatcmpl-%s-%d' % (name, index), 'object': 'chat.completion', 'model': script['model'],

@@ -11,6 +11,7 @@
 #      n and max_tokens clamped; an endpoint's error text is replaced; the
 #      gateway is killed (-9) while the task waits for an answer, comes back
 #      by itself, and the task's counts go on (the report counts both halves);
+#      killed again while a request is out, the agent asks once more;
 #   2. a task's request cap holds across a kill of the gateway;
 #   3. a configuration the gateway refuses leaves it failed (not retried), and
 #      an agent task then ends FAILED with the gateway's own reason.
@@ -132,6 +133,18 @@ assert_eq "5 0 400 40" "$(model_line "$tmpd/r1.json")" \
   "the report counts the requests from before the restart and after (5, tokens of the four 200s)"
 assert_eq "0" "$(grep -c '"authorization": true' "$tmpd/requests")" \
   "no key was sent (none is configured; the server checks each POST for that too)"
+
+# The gateway killed while a request is out: the agent asks once more
+# through the restarted gateway; the lost request stays counted.
+t1b=$(submit_agent slow)
+retry_until 600 0.1 grep -q '"conversation": "slow", "turn": 0' "$tmpd/requests"
+old=$(kill_gateway)
+retry_until 100 0.1 gateway_back "$old"
+assert_eq "DONE" "$(wait_outcome "$t1b" 300)" "killed while the model thinks, the gateway comes back and the task still ends DONE"
+assert_eq "2" "$(grep -c '"conversation": "slow", "turn": 0' "$tmpd/requests")" "the agent asked the dropped turn once more"
+get_json "$(task_prop "$t1b" Report)" "$tmpd/r1b.json"
+assert_eq "3 0 200 20" "$(model_line "$tmpd/r1b.json")" \
+  "the report counts the dropped request too (3 sent; tokens of the two answered)"
 
 # --- 2. the cap across a restart ---------------------------------------------------------------
 
