@@ -90,8 +90,11 @@ vd_gateway_dup_down_reason (VdSystemd *systemd)
     return NULL;
   result = unit_string (systemd, "org.freedesktop.systemd1.Service", "Result");
   /* The gateway puts its refusal in StatusText= (systemd keeps it while
-   * the unit stays failed). Its own sentence, about its own configuration. */
-  status = unit_string (systemd, "org.freedesktop.systemd1.Service", "StatusText");
+   * the unit stays failed): its own sentence, about its own configuration,
+   * quoted only when it exited by itself (a start refused by systemd's rate
+   * limit leaves the text of an older run there). */
+  if (g_strcmp0 (result, "exit-code") == 0)
+    status = unit_string (systemd, "org.freedesktop.systemd1.Service", "StatusText");
   code = vd_systemd_get_unit_property (systemd, VD_GATEWAY_UNIT, "org.freedesktop.systemd1.Service",
                                        "ExecMainStatus", NULL);
   return g_strdup_printf ("the model gateway is not running: " VD_GATEWAY_UNIT " is %s (%s, exit status %d)%s%s",

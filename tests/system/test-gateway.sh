@@ -151,6 +151,9 @@ assert_eq "3 0 200 20" "$(model_line "$tmpd/r1b.json")" \
 install -d -m 0755 /etc/vivarium/conf.d
 printf '[Agent]\nMaxRequestsPerTask=4\n' > /etc/vivarium/conf.d/50-gateway-test.conf
 at_exit rm -f /etc/vivarium/conf.d/50-gateway-test.conf
+# The kills above count against the unit's start rate limit (5 in 10 s);
+# this test's own restarts must not make it refuse them.
+systemctl reset-failed "$GW"
 systemctl restart "$GW"
 t2=$(submit_agent flood)
 assert_eq "NEEDS_INPUT" "$(wait_outcome "$t2" 300)" "the capped task asks (1 of its 4 requests)"
@@ -171,6 +174,7 @@ assert_contains "$(task_prop "$t2" Reason)" "429" "with the gateway's refusal as
 # --- 3. a configuration the gateway refuses -------------------------------------------------------
 
 printf '[Agent]\nModel=\n' > /etc/vivarium/conf.d/50-gateway-test.conf
+systemctl reset-failed "$GW"
 systemctl restart "$GW" 2>/dev/null
 retry_until 50 0.1 systemctl is-failed --quiet "$GW"
 assert_eq "failed exit-code 78" \
