@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <gio/gio.h>
 
+#include "vivarium-json-depth.h"
 #include "vivarium-mcp-rpc.h"
 
 /* --- lines ---------------------------------------------------------------- */
@@ -182,33 +183,6 @@ vmcp_server_reply_too_long (VmcpServer *self)
   return reply_error (NULL, VMCP_RPC_INVALID_REQUEST, message);
 }
 
-/* json-glib's parser recurses; the depth is counted before it runs. */
-static gboolean
-nesting_within (const gchar *text, gsize len, guint max)
-{
-  guint depth = 0;
-  gboolean in_string = FALSE;
-
-  for (gsize i = 0; i < len; i++) {
-    gchar c = text[i];
-
-    if (in_string) {
-      if (c == '\\')
-        i++;
-      else if (c == '"')
-        in_string = FALSE;
-    } else if (c == '"') {
-      in_string = TRUE;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max)
-        return FALSE;
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      depth--;
-    }
-  }
-  return TRUE;
-}
-
 static JsonNode *
 parse_message (const gchar *line, gsize len, gchar **why)
 {
@@ -219,7 +193,7 @@ parse_message (const gchar *line, gsize len, gchar **why)
     *why = g_strdup ("The message is not UTF-8 text");
     return NULL;
   }
-  if (!nesting_within (line, len, VMCP_JSON_DEPTH_MAX)) {
+  if (!vivarium_json_depth_within (line, len, VMCP_JSON_DEPTH_MAX)) {
     *why = g_strdup_printf ("The message is nested deeper than %u levels", VMCP_JSON_DEPTH_MAX);
     return NULL;
   }

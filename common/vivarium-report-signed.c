@@ -6,6 +6,7 @@
 #include <gnutls/abstract.h>
 
 #include "vivarium-error.h"
+#include "vivarium-json-depth.h"
 #include "vivarium-report.h"
 
 /* The signed file and its offline check. Only the public key is needed, so
@@ -83,35 +84,6 @@ vivarium_signed_report_assemble (GBytes *canonical_report, GBytes *public_key, G
 
 /* --- reading ----------------------------------------------------------- */
 
-static gboolean
-nesting_ok (const gchar *data, gsize len)
-{
-  gboolean in_string = FALSE;
-  gboolean escaped = FALSE;
-  guint depth = 0;
-
-  for (gsize i = 0; i < len; i++) {
-    gchar c = data[i];
-
-    if (in_string) {
-      if (escaped)
-        escaped = FALSE;
-      else if (c == '\\')
-        escaped = TRUE;
-      else if (c == '"')
-        in_string = FALSE;
-    } else if (c == '"') {
-      in_string = TRUE;
-    } else if (c == '{' || c == '[') {
-      if (++depth > SIGNED_REPORT_DEPTH_MAX)
-        return FALSE;
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      depth--;
-    }
-  }
-  return TRUE;
-}
-
 static JsonParser *
 parse_bounded (const gchar *data, gsize len, GError **error)
 {
@@ -124,7 +96,7 @@ parse_bounded (const gchar *data, gsize len, GError **error)
                  VIVARIUM_REPORT_DOCUMENT_MAX, len);
     return NULL;
   }
-  if (!nesting_ok (data, len)) {
+  if (!vivarium_json_depth_within (data, len, SIGNED_REPORT_DEPTH_MAX)) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                          "This is not a signed report: its JSON is nested deeper than a report's");
     return NULL;

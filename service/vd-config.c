@@ -5,12 +5,14 @@
 
 #include <stdarg.h>
 
+#include "vivarium-config-layers.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-config.h"
 
-/* Layers, later ones win key by key:
- * defaults.conf (package) < vivarium.conf (admin) < conf.d/ *.conf (drop-ins, sorted). */
+/* Layers, later ones win key by key (common/vivarium-config-layers.h):
+ * defaults.conf (package) < vivarium.conf (admin) < conf.d/ *.conf (drop-ins, sorted).
+ * The values compiled in below stand only for a key no layer sets. */
 struct _VdConfig {
   GObject    parent_instance;
   GKeyFile  *merged;
@@ -58,8 +60,8 @@ vd_config_init (VdConfig *self)
   self->merged = g_key_file_new ();
   self->state_dir = dir_from_env ("VIVARIUM_STATE_DIR", VIVARIUM_STATEDIR);
   self->runtime_dir = dir_from_env ("VIVARIUM_RUNTIME_DIR", VIVARIUM_RUNTIMEDIR);
-  self->config_dir = dir_from_env ("VIVARIUM_CONFIG_DIR", VIVARIUM_SYSCONFDIR);
-  self->data_dir = dir_from_env ("VIVARIUM_DATA_DIR", VIVARIUM_PKGDATADIR);
+  self->config_dir = g_strdup (vivarium_config_config_dir ());
+  self->data_dir = g_strdup (vivarium_config_data_dir ());
   self->libexec_dir = dir_from_env ("VIVARIUM_LIBEXEC_DIR", VIVARIUM_LIBEXECDIR "/vivarium");
 }
 
@@ -69,67 +71,16 @@ vd_config_new (void)
   return g_object_new (VD_TYPE_CONFIG, NULL);
 }
 
-static gboolean
-merge_file (VdConfig *self, const gchar *path, GError **error)
-{
-  g_autoptr(GKeyFile) layer = g_key_file_new ();
-  g_autoptr(GError) local_error = NULL;
-  g_auto(GStrv) groups = NULL;
-
-  if (!g_key_file_load_from_file (layer, path, G_KEY_FILE_NONE, &local_error)) {
-    if (g_error_matches (local_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-      return TRUE;
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
-                 "Cannot read configuration %s: %s", path, local_error->message);
-    return FALSE;
-  }
-  groups = g_key_file_get_groups (layer, NULL);
-  for (guint i = 0; groups[i] != NULL; i++) {
-    g_auto(GStrv) keys = g_key_file_get_keys (layer, groups[i], NULL, NULL);
-    for (guint j = 0; keys != NULL && keys[j] != NULL; j++) {
-      g_autofree gchar *value = g_key_file_get_value (layer, groups[i], keys[j], NULL);
-      g_key_file_set_value (self->merged, groups[i], keys[j], value);
-    }
-  }
-  g_debug ("loaded configuration layer %s", path);
-  return TRUE;
-}
-
-static gint
-compare_paths (gconstpointer a, gconstpointer b)
-{
-  return g_strcmp0 (*(const gchar * const *) a, *(const gchar * const *) b);
-}
-
-static GPtrArray *
-list_dropins (const gchar *dir)
-{
-  g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
-  const gchar *name;
-
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL) {
-    if (g_str_has_suffix (name, ".conf"))
-      g_ptr_array_add (files, g_build_filename (dir, name, NULL));
-  }
-  g_ptr_array_sort (files, compare_paths);
-  return g_steal_pointer (&files);
-}
-
+/* The one loader of the layers every program shares (common/). */
 gboolean
 vd_config_load (VdConfig *self, GError **error)
 {
-  g_autofree gchar *defaults = g_build_filename (self->data_dir, "defaults.conf", NULL);
-  g_autofree gchar *admin = g_build_filename (self->config_dir, "vivarium.conf", NULL);
-  g_autofree gchar *dropin_dir = g_build_filename (self->config_dir, "conf.d", NULL);
-  g_autoptr(GPtrArray) dropins = list_dropins (dropin_dir);
+  GKeyFile *merged = vivarium_config_load_layers (self->data_dir, self->config_dir, error);
 
-  if (!merge_file (self, defaults, error) || !merge_file (self, admin, error))
+  if (merged == NULL)
     return FALSE;
-  for (guint i = 0; i < dropins->len; i++) {
-    if (!merge_file (self, g_ptr_array_index (dropins, i), error))
-      return FALSE;
-  }
+  g_key_file_unref (self->merged);
+  self->merged = merged;
   return TRUE;
 }
 

@@ -67,3 +67,39 @@ vd_gateway_task_close (const gchar *runtime_dir, const gchar *task_id)
   if (!vd_fs_rm_rf (dir, &error))
     g_warning ("cannot remove %s: %s", dir, error->message);
 }
+
+static gchar *
+unit_string (VdSystemd *systemd, const gchar *iface, const gchar *property)
+{
+  g_autoptr(GVariant) v = vd_systemd_get_unit_property (systemd, VD_GATEWAY_UNIT, iface, property, NULL);
+
+  return v != NULL && g_variant_is_of_type (v, G_VARIANT_TYPE_STRING) ? g_variant_dup_string (v, NULL) : NULL;
+}
+
+gchar *
+vd_gateway_dup_down_reason (VdSystemd *systemd)
+{
+  g_autofree gchar *state = unit_string (systemd, "org.freedesktop.systemd1.Unit", "ActiveState");
+  g_autofree gchar *result = NULL;
+  g_autofree gchar *status = NULL;
+  g_autoptr(GVariant) code = NULL;
+
+  if (state == NULL)
+    return g_strdup ("the model gateway did not start: " VD_GATEWAY_UNIT " is not loaded (is it installed?)");
+  if (g_str_equal (state, "active") || g_str_equal (state, "reloading"))
+    return NULL;
+  result = unit_string (systemd, "org.freedesktop.systemd1.Service", "Result");
+  /* The gateway puts its refusal in StatusText= (systemd keeps it while
+   * the unit stays failed): its own sentence, about its own configuration,
+   * quoted only when it exited by itself (a start refused by systemd's rate
+   * limit leaves the text of an older run there). */
+  if (g_strcmp0 (result, "exit-code") == 0)
+    status = unit_string (systemd, "org.freedesktop.systemd1.Service", "StatusText");
+  code = vd_systemd_get_unit_property (systemd, VD_GATEWAY_UNIT, "org.freedesktop.systemd1.Service",
+                                       "ExecMainStatus", NULL);
+  return g_strdup_printf ("the model gateway is not running: " VD_GATEWAY_UNIT " is %s (%s, exit status %d)%s%s",
+                          state, result != NULL ? result : "result unknown",
+                          code != NULL && g_variant_is_of_type (code, G_VARIANT_TYPE_INT32) ? g_variant_get_int32 (code) : -1,
+                          status != NULL && status[0] != '\0' ? ": " : "",
+                          status != NULL ? status : "");
+}

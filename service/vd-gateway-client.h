@@ -3,6 +3,8 @@
 
 #include <gio/gio.h>
 
+#include "vd-systemd.h"
+
 G_BEGIN_DECLS
 
 /* The daemon's side of vivarium-gateway: no bus between them, only files
@@ -15,6 +17,7 @@ G_BEGIN_DECLS
  * socket. */
 
 #define VD_GATEWAY_SOCKET_NAME "model.sock"
+#define VD_GATEWAY_UNIT "vivarium-gateway.service"
 
 /* Returns the socket's path (which the gateway binds soon after). */
 gchar    *vd_gateway_task_open       (const gchar *runtime_dir,
@@ -28,5 +31,8 @@ gboolean  vd_gateway_task_read_usage (const gchar *runtime_dir,
                                       guint64      usage[4]);
 void      vd_gateway_task_close      (const gchar *runtime_dir,
                                       const gchar *task_id);
+/* Why the gateway cannot serve a task, read from systemd (the unit's state,
+ * result, exit status and the gateway's own StatusText=); NULL while it runs. */
+gchar    *vd_gateway_dup_down_reason (VdSystemd   *systemd);
 
 G_END_DECLS

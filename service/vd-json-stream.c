@@ -8,6 +8,7 @@
 #include <gio/gunixsocketaddress.h>
 
 #include "vivarium-error.h"
+#include "vivarium-json-depth.h"
 #include "vivarium-names.h"
 #include "vd-deadline.h"
 #include "vd-json-stream.h"
@@ -136,15 +137,19 @@ vd_json_check_integer (const gchar *text, gsize len, gsize *used, GError **error
   return TRUE;
 }
 
-/* What json-glib does not check for us: nesting depth (its parser recurses)
- * and integer range. */
+/* What json-glib does not check for us: nesting depth (its parser recurses;
+ * the one count in common/) and integer range. */
 static gboolean
 vd_json_prescan (const gchar *text, gsize len, GError **error)
 {
   gboolean in_string = FALSE;
   gboolean escaped = FALSE;
-  guint depth = 0;
 
+  if (!vivarium_json_depth_within (text, len, VD_JSON_STREAM_MAX_DEPTH)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
+                 "Message nested deeper than %u levels", VD_JSON_STREAM_MAX_DEPTH);
+    return FALSE;
+  }
   for (gsize i = 0; i < len; i++) {
     gchar c = text[i];
     if (in_string) {
@@ -163,14 +168,6 @@ vd_json_prescan (const gchar *text, gsize len, GError **error)
       if (!vd_json_check_integer (text + i, len - i, &used, error))
         return FALSE;
       i += used - 1;
-    } else if (c == '{' || c == '[') {
-      if (++depth > VD_JSON_STREAM_MAX_DEPTH) {
-        g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
-                     "Message nested deeper than %u levels", VD_JSON_STREAM_MAX_DEPTH);
-        return FALSE;
-      }
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      depth--;
     }
   }
   return TRUE;

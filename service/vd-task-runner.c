@@ -890,8 +890,11 @@ worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
    * the rest says what went wrong. */
   if (run->agent) {
     g_autofree gchar *why = vd_transcript_dup_failure (run->transcript);
+    /* An agent that could not reach its gateway says "Could not connect";
+     * systemd knows why the gateway is not there. */
+    g_autofree gchar *gateway = vd_gateway_dup_down_reason (run->runner->systemd);
     g_autofree gchar *reason = g_strdup_printf ("the agent stopped without finishing: %s",
-                                                why != NULL ? why :
+                                                gateway != NULL ? gateway : why != NULL ? why :
                                                 failure != NULL ? failure : "it exited without saying why");
     wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
     return;

@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "vivarium-agent-tools.h"
+#include "vivarium-json-depth.h"
+
+#define VIVARIUM_AGENT_ARGS_DEPTH_MAX 16
 
 static const gchar *const tools[] = {
   "exec", "read_file", "write_file", "list_dir", "screenshot", "ask", "finish", NULL
@@ -147,6 +150,13 @@ vivarium_agent_parse_tool_call (JsonNode *node, const VivariumAgentLimits *limit
   if (!vivarium_agent_tool_known (call->name)) {
     *error_text = g_strdup_printf ("error: there is no tool %s; the tools are exec, read_file, write_file, "
                                    "list_dir, screenshot, ask and finish", name);
+    return g_steal_pointer (&call);
+  }
+  /* The arguments are a string in the model's answer: the gateway's depth
+   * bound never saw inside it. Tools take flat objects. */
+  if (args != NULL && !vivarium_json_depth_within (args, strlen (args), VIVARIUM_AGENT_ARGS_DEPTH_MAX)) {
+    *error_text = g_strdup_printf ("error: the arguments of %s are nested deeper than %u levels", name,
+                                   VIVARIUM_AGENT_ARGS_DEPTH_MAX);
     return g_steal_pointer (&call);
   }
   if (args == NULL || !json_parser_load_from_data (parser, args, -1, &error) ||

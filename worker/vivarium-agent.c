@@ -18,6 +18,9 @@
 #include <json-glib/json-glib.h>
 
 #include "vivarium-agent-tools.h"
+#include "vivarium-config-layers.h"
+#include "vivarium-gateway-rewrite.h"
+#include "vivarium-json-depth.h"
 #include "vivarium-http.h"
 
 #define IFACE "org.vivarium.Vivarium1"
@@ -46,7 +49,7 @@ typedef struct {
 
 /* --- files ----------------------------------------------------------------- */
 
-/* The administrator's copy wins, file by file. */
+/* The administrator's copy of the prompt or the tools wins, file by file. */
 static gchar *
 config_path (const gchar *name)
 {
@@ -61,17 +64,29 @@ config_path (const gchar *name)
   return g_build_filename (VIVARIUM_PKGDATADIR "/agent", name, NULL);
 }
 
+/* agent.conf is layered like vivarium.conf (the one loader in common/):
+ * the package's, then the administrator's, then the test's, key by key. */
+static GKeyFile *
+load_agent_conf (GError **error)
+{
+  const gchar *test_dir = g_getenv ("VIVARIUM_AGENT_CONFIG_DIR");
+  g_autofree gchar *test_conf = test_dir != NULL ? g_build_filename (test_dir, "agent.conf", NULL) : NULL;
+  const gchar *paths[] = { VIVARIUM_PKGDATADIR "/agent/agent.conf", VIVARIUM_SYSCONFDIR "/agent/agent.conf",
+                           test_conf, NULL };
+
+  return vivarium_config_load_files (paths, error);
+}
+
 static gboolean
 load_files (Agent *a, gchar **system_prompt, GError **error)
 {
-  g_autofree gchar *conf = config_path ("agent.conf");
   g_autofree gchar *prompt = config_path ("system-prompt.txt");
   g_autofree gchar *tools = config_path ("tools.json");
-  g_autoptr(GKeyFile) kf = g_key_file_new ();
+  g_autoptr(GKeyFile) kf = load_agent_conf (error);
   g_autoptr(JsonParser) parser = json_parser_new ();
 
   vivarium_agent_limits_defaults (&a->limits);
-  if (!g_key_file_load_from_file (kf, conf, G_KEY_FILE_NONE, error) ||
+  if (kf == NULL ||
       !vivarium_agent_limits_load (&a->limits, kf, error) ||
       !g_file_get_contents (prompt, system_prompt, NULL, error) ||
       !json_parser_load_from_file (parser, tools, error))
@@ -165,6 +180,39 @@ request_body (Agent *a)
   return json_builder_get_root (b);
 }
 
+static VivariumHttpMessage *
+exchange (Agent *a, GBytes *body, GError **error)
+{
+  g_autoptr(GIOStream) conn = connect_gateway (a, error);
+
+  if (conn == NULL ||
+      !vivarium_http_write_request (g_io_stream_get_output_stream (conn), "POST", "/v1/chat/completions",
+                                    "vivarium-gateway", NULL, body, error))
+    return NULL;
+  return vivarium_http_read (g_io_stream_get_input_stream (conn), FALSE, MODEL_REPLY_MAX, error);
+}
+
+/* A gateway that restarts (Restart=on-failure) drops the connections it
+ * held without an answer: the request is asked once more, through the new
+ * gateway (connect_gateway waits for its socket). Anything with a status,
+ * a refusal included, is the answer and is not asked again. */
+static VivariumHttpMessage *
+exchange_retrying (Agent *a, GBytes *body, GError **error)
+{
+  g_autoptr(GError) dropped = NULL;
+  VivariumHttpMessage *reply = exchange (a, body, &dropped);
+
+  if (reply != NULL)
+    return reply;
+  if (!g_error_matches (dropped, G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED) &&
+      !g_error_matches (dropped, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE)) {
+    g_propagate_error (error, g_steal_pointer (&dropped));
+    return NULL;
+  }
+  g_printerr ("vivarium-agent: the model gateway dropped the request (%s); asking once more\n", dropped->message);
+  return exchange (a, body, error);
+}
+
 /* One chat-completions round trip; the reply's choices[0].message. */
 static JsonObject *
 ask_model (Agent *a, GError **error)
@@ -172,24 +220,26 @@ ask_model (Agent *a, GError **error)
   g_autoptr(JsonNode) body_node = request_body (a);
   gchar *text = node_to_string (body_node);
   g_autoptr(GBytes) body = g_bytes_new_take (text, strlen (text));
-  g_autoptr(GIOStream) conn = connect_gateway (a, error);
-  g_autoptr(VivariumHttpMessage) reply = NULL;
+  g_autoptr(VivariumHttpMessage) reply = exchange_retrying (a, body, error);
   g_autoptr(JsonParser) parser = json_parser_new ();
   JsonNode *choices;
   JsonNode *first;
   JsonNode *message;
 
-  if (conn == NULL ||
-      !vivarium_http_write_request (g_io_stream_get_output_stream (conn), "POST", "/v1/chat/completions",
-                                    "vivarium-gateway", NULL, body, error))
-    return NULL;
-  reply = vivarium_http_read (g_io_stream_get_input_stream (conn), FALSE, MODEL_REPLY_MAX, error);
   if (reply == NULL)
     return NULL;
   if (reply->status != 200) {
     g_autofree gchar *shown = g_utf8_make_valid (g_bytes_get_data (reply->body, NULL),
                                                  MIN ((gssize) g_bytes_get_size (reply->body), 400));
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "the model gateway answered %u: %s", reply->status, shown);
+    return NULL;
+  }
+  /* The gateway bounds the depth already; json-glib recurses, so the
+   * agent does not rely on that alone. */
+  if (!vivarium_json_depth_within (g_bytes_get_data (reply->body, NULL), g_bytes_get_size (reply->body),
+                                   VIVARIUM_GATEWAY_JSON_DEPTH_MAX)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "the model's reply is nested deeper than %u levels",
+                 VIVARIUM_GATEWAY_JSON_DEPTH_MAX);
     return NULL;
   }
   if (!json_parser_load_from_data (parser, g_bytes_get_data (reply->body, NULL),

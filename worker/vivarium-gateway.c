@@ -5,12 +5,15 @@
  * directory the daemon makes under /run/vivarium/tasks/ (vd-gateway-client.h)
  * it serves a unix socket only that task's worker uid may connect to, and
  * forwards exactly POST /v1/chat/completions and GET /v1/models to
- * [Agent] Endpoint=, with the model forced to [Agent] Model=, sizes and
- * requests per task capped, and the Authorization header added from a
- * root-only key file (the worker never holds the key). Its unit allows
- * one address, the endpoint's; it reads that back at start and refuses to
- * run otherwise. Each request is logged by sizes, status and latency, never
- * content, and counted into <task>/usage for the report. */
+ * [Agent] Endpoint=, rewritten (vivarium-gateway-rewrite.h: the members of
+ * an allow-list only, the model forced to [Agent] Model=, n 1, max_tokens
+ * bounded), sizes, nesting and requests per task capped, and the
+ * Authorization header added from a root-only key file (the worker never
+ * holds the key). Its unit allows one address, the endpoint's; it reads that
+ * back at start and refuses to run otherwise. Each request is logged by
+ * sizes, status and latency, never content, and counted into <task>/usage
+ * (root's, 0600) for the report; a gate reopened after a restart of the
+ * gateway reads its counts back from there. */
 
 #include "config.h"
 
@@ -24,16 +27,24 @@
 #include <json-glib/json-glib.h>
 #include <systemd/sd-daemon.h>
 
+#include "vivarium-config-layers.h"
+#include "vivarium-gateway-rewrite.h"
 #include "vivarium-http.h"
 
 #define SOCKET_NAME "model.sock"
+#define USAGE_NAME "usage"
+/* sysexits.h's EX_CONFIG: the unit does not restart a gateway that refused
+ * its configuration (RestartPreventExitStatus=), it stays failed and says why. */
+#define EXIT_CONFIG 78
 
 typedef struct {
   gchar   *endpoint_host;     /* an IP literal */
   guint16  endpoint_port;
   gchar   *endpoint_prefix;   /* "/v1" */
+  gchar   *endpoint;          /* as configured, for messages */
   gchar   *model;
   gchar   *key;               /* from KeyFile=, or NULL */
+  guint    max_tokens;
   gsize    max_request;
   gsize    max_response;
   guint    max_requests;
@@ -46,8 +57,7 @@ typedef struct {
   guint32         uid;
   GSocketService *service;
   GMutex          lock;
-  guint64         attempts;   /* every request the worker made: what the cap counts */
-  guint64         requests, refused, prompt_tokens, completion_tokens;
+  VivariumGatewayUsage usage;
 } TaskGate;
 
 static Config config;
@@ -55,48 +65,6 @@ static GHashTable *gates;   /* id → TaskGate */
 static gchar *tasks_dir;
 
 /* --- configuration ------------------------------------------------------------- */
-
-static void
-load_layer (GKeyFile *merged, const gchar *path)
-{
-  g_autoptr(GKeyFile) kf = g_key_file_new ();
-  g_auto(GStrv) keys = NULL;
-
-  if (!g_key_file_load_from_file (kf, path, G_KEY_FILE_NONE, NULL))
-    return;
-  keys = g_key_file_get_keys (kf, "Agent", NULL, NULL);
-  for (guint i = 0; keys != NULL && keys[i] != NULL; i++) {
-    g_autofree gchar *v = g_key_file_get_value (kf, "Agent", keys[i], NULL);
-    g_key_file_set_value (merged, "Agent", keys[i], v);
-  }
-}
-
-/* The daemon's layers: defaults.conf < vivarium.conf < conf.d/ in name order. */
-static GKeyFile *
-load_layers (void)
-{
-  GKeyFile *kf = g_key_file_new ();
-  const gchar *conf_dir = g_getenv ("VIVARIUM_CONFIG_DIR");
-  g_autofree gchar *sysconf = g_strdup (conf_dir != NULL ? conf_dir : VIVARIUM_SYSCONFDIR);
-  g_autofree gchar *defaults = g_build_filename (VIVARIUM_PKGDATADIR, "defaults.conf", NULL);
-  g_autofree gchar *main_conf = g_build_filename (sysconf, "vivarium.conf", NULL);
-  g_autofree gchar *dropins = g_build_filename (sysconf, "conf.d", NULL);
-  g_autoptr(GDir) dir = g_dir_open (dropins, 0, NULL);
-  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
-  const gchar *name;
-
-  load_layer (kf, defaults);
-  load_layer (kf, main_conf);
-  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
-    if (g_str_has_suffix (name, ".conf"))
-      g_ptr_array_add (names, g_strdup (name));
-  g_ptr_array_sort (names, (GCompareFunc) g_strcmp0);
-  for (guint i = 0; i < names->len; i++) {
-    g_autofree gchar *path = g_build_filename (dropins, *(gchar **) &names->pdata[i], NULL);
-    load_layer (kf, path);
-  }
-  return kf;
-}
 
 static gboolean
 read_key (const gchar *path, GError **error)
@@ -171,23 +139,43 @@ parse_endpoint (const gchar *endpoint, GError **error)
   return TRUE;
 }
 
+/* A required key no layer sets: the message says where a person sets it. */
+static gchar *
+get_required (GKeyFile *kf, const gchar *key, GError **error)
+{
+  g_autofree gchar *value = g_key_file_get_string (kf, "Agent", key, NULL);
+  g_autofree gchar *where = NULL;
+
+  if (value != NULL)
+    g_strstrip (value);
+  if (value != NULL && value[0] != '\0' && strlen (value) <= 256)
+    return g_steal_pointer (&value);
+  where = vivarium_config_layers_describe (vivarium_config_data_dir (), vivarium_config_config_dir ());
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+               "[Agent] %s= is not set (1 to 256 characters) in %s", key, where);
+  return NULL;
+}
+
 static gboolean
 load_config (GError **error)
 {
-  g_autoptr(GKeyFile) kf = load_layers ();
-  g_autofree gchar *endpoint = g_key_file_get_string (kf, "Agent", "Endpoint", NULL);
-  g_autofree gchar *key_file = g_key_file_get_string (kf, "Agent", "KeyFile", NULL);
+  g_autoptr(GKeyFile) kf = vivarium_config_load_layers (vivarium_config_data_dir (), vivarium_config_config_dir (),
+                                                        error);
+  g_autofree gchar *key_file = NULL;
 
-  config.model = g_key_file_get_string (kf, "Agent", "Model", NULL);
-  if (config.model == NULL || config.model[0] == '\0' || strlen (config.model) > 256) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "[Agent] Model= is not set");
+  if (kf == NULL)
     return FALSE;
-  }
+  key_file = g_key_file_get_string (kf, "Agent", "KeyFile", NULL);
+  config.model = get_required (kf, "Model", error);
+  config.endpoint = config.model != NULL ? get_required (kf, "Endpoint", error) : NULL;
+  if (config.endpoint == NULL)
+    return FALSE;
   config.max_request = get_uint (kf, "MaxRequestBytes", 4 * 1024 * 1024, 4096, 64 * 1024 * 1024);
   config.max_response = get_uint (kf, "MaxResponseBytes", 16 * 1024 * 1024, 4096, 64 * 1024 * 1024);
   config.max_requests = get_uint (kf, "MaxRequestsPerTask", 200, 1, 100000);
   config.timeout_sec = get_uint (kf, "RequestTimeoutSec", 600, 1, 3600);
-  if (!parse_endpoint (endpoint != NULL ? endpoint : "http://127.0.0.1:11434/v1", error))
+  config.max_tokens = get_uint (kf, "MaxTokens", 8192, 16, 1000000);
+  if (!parse_endpoint (config.endpoint, error))
     return FALSE;
   return key_file == NULL || key_file[0] == '\0' || read_key (key_file, error);
 }
@@ -238,36 +226,38 @@ check_allowed_address (GError **error)
 
 /* --- counters ---------------------------------------------------------------------- */
 
+/* Root's, 0600, replaced atomically: the daemon reads it for the report, a
+ * restarted gateway reads it back, nobody else reads it at all. */
 static void
 write_usage (TaskGate *gate)
 {
-  g_autofree gchar *path = g_build_filename (gate->dir, "usage", NULL);
-  g_autofree gchar *text = g_strdup_printf ("[Usage]\nRequests=%" G_GUINT64_FORMAT "\nRefused=%" G_GUINT64_FORMAT
-                                            "\nPromptTokens=%" G_GUINT64_FORMAT "\nCompletionTokens=%" G_GUINT64_FORMAT
-                                            "\n", gate->requests, gate->refused, gate->prompt_tokens,
-                                            gate->completion_tokens);
+  g_autofree gchar *path = g_build_filename (gate->dir, USAGE_NAME, NULL);
+  g_autofree gchar *text = vivarium_gateway_usage_to_text (&gate->usage);
   g_autoptr(GError) error = NULL;
 
-  if (!g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644, &error))
+  if (!g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
     g_warning ("task %s: cannot write its usage: %s", gate->id, error->message);
 }
 
+/* A gate opened again (the gateway restarted while the task ran) goes on
+ * from the counts it had: the cap is not reset, the report not undercounted. */
 static void
-count_usage (TaskGate *gate, GBytes *body)
+read_usage (TaskGate *gate)
 {
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  JsonObject *usage;
-  JsonNode *node;
+  g_autofree gchar *path = g_build_filename (gate->dir, USAGE_NAME, NULL);
+  g_autofree gchar *text = NULL;
+  struct stat st;
 
-  if (!json_parser_load_from_data (parser, g_bytes_get_data (body, NULL), (gssize) g_bytes_get_size (body), NULL) ||
-      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+  if (g_lstat (path, &st) != 0)
     return;
-  node = json_object_get_member (json_node_get_object (json_parser_get_root (parser)), "usage");
-  if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node))
+  if (!S_ISREG (st.st_mode) || st.st_uid != 0 || st.st_size > 4096 ||
+      !g_file_get_contents (path, &text, NULL, NULL) || !vivarium_gateway_usage_parse (text, &gate->usage)) {
+    /* Not ours: count from the most the cap allows, not from zero. */
+    g_warning ("task %s: its usage file is unreadable; the task's request cap counts as spent", gate->id);
+    gate->usage.attempts = config.max_requests;
     return;
-  usage = json_node_get_object (node);
-  gate->prompt_tokens += (guint64) MAX (0, json_object_get_int_member_with_default (usage, "prompt_tokens", 0));
-  gate->completion_tokens += (guint64) MAX (0, json_object_get_int_member_with_default (usage, "completion_tokens", 0));
+  }
+  g_message ("task %s: counts read back (%" G_GUINT64_FORMAT " requests made)", gate->id, gate->usage.attempts);
 }
 
 /* --- one request ------------------------------------------------------------------- */
@@ -275,45 +265,14 @@ count_usage (TaskGate *gate, GBytes *body)
 typedef struct {
   guint    status;
   GBytes  *body;
-  gboolean forwarded;   /* the endpoint answered (any status); else the gateway refused */
+  gboolean forwarded;   /* the endpoint answered (any status) */
+  gboolean sent;        /* counted as a request: it went (or was sent) to the endpoint; else refused */
 } Answer;
 
 static Answer
 refuse (guint status, const gchar *why)
 {
-  return (Answer) { status, vivarium_http_error_body (why), FALSE };
-}
-
-/* The body the model gets: the worker's, with the model forced. */
-static GBytes *
-rewrite_chat (GBytes *body, gchar **why)
-{
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autoptr(JsonGenerator) gen = json_generator_new ();
-  JsonObject *o;
-  const gchar *model;
-  gsize len = 0;
-  gchar *text;
-
-  if (!json_parser_load_from_data (parser, g_bytes_get_data (body, NULL), (gssize) g_bytes_get_size (body), NULL) ||
-      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
-    *why = g_strdup ("the request is not a JSON object");
-    return NULL;
-  }
-  o = json_node_get_object (json_parser_get_root (parser));
-  model = json_object_get_string_member_with_default (o, "model", NULL);
-  if (model != NULL && g_strcmp0 (model, config.model) != 0) {
-    *why = g_strdup ("this gateway serves one model; the request named another");
-    return NULL;
-  }
-  if (json_object_get_boolean_member_with_default (o, "stream", FALSE)) {
-    *why = g_strdup ("streaming is not served");
-    return NULL;
-  }
-  json_object_set_string_member (o, "model", config.model);
-  json_generator_set_root (gen, json_parser_get_root (parser));
-  text = json_generator_to_data (gen, &len);
-  return g_bytes_new_take (text, len);
+  return (Answer) { status, vivarium_http_error_body (why), FALSE, FALSE };
 }
 
 static Answer
@@ -330,8 +289,11 @@ forward (const gchar *method, const gchar *suffix, GBytes *body)
 
   g_socket_client_set_timeout (client, config.timeout_sec);
   conn = g_socket_client_connect_to_host (client, config.endpoint_host, config.endpoint_port, NULL, &error);
-  if (conn == NULL)
-    return refuse (502, "the model endpoint is not reachable");
+  if (conn == NULL) {
+    g_autofree gchar *why = g_strdup_printf ("the model endpoint %s is not reachable: %s", config.endpoint,
+                                             error->message);
+    return refuse (502, why);
+  }
   if (!vivarium_http_write_request (g_io_stream_get_output_stream (G_IO_STREAM (conn)), method, path, host, headers,
                                     body, &error))
     return refuse (502, "the model endpoint dropped the request");
@@ -339,7 +301,55 @@ forward (const gchar *method, const gchar *suffix, GBytes *body)
   if (reply == NULL)
     return refuse (502, g_error_matches (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE)
                         ? "the model's response is larger than the gateway's cap" : "the model's response is unreadable");
-  return (Answer) { reply->status, g_bytes_ref (reply->body), TRUE };
+  return (Answer) { reply->status, g_bytes_ref (reply->body), TRUE, TRUE };
+}
+
+/* What the worker may see of the endpoint's answer: a 200 that is JSON
+ * within the depth bound (its tokens counted), else the gateway's own
+ * sentence; the endpoint's own error text never passes (it may quote the
+ * key, the prompt, or anything else it pleases). */
+static Answer
+filter_answer (TaskGate *gate, Answer answer, gboolean chat)
+{
+  g_autofree gchar *why = NULL;
+  guint64 prompt = 0, completion = 0;
+
+  if (!answer.forwarded)
+    return answer;
+  if (answer.status != 200) {
+    g_bytes_unref (answer.body);
+    answer.body = vivarium_gateway_upstream_error (answer.status);
+    return answer;
+  }
+  if (!vivarium_gateway_check_response (answer.body, &prompt, &completion, &why)) {
+    g_bytes_unref (answer.body);
+    answer = refuse (502, why);
+    answer.sent = TRUE;
+    return answer;
+  }
+  if (chat) {
+    g_mutex_lock (&gate->lock);
+    gate->usage.prompt_tokens += prompt;
+    gate->usage.completion_tokens += completion;
+    g_mutex_unlock (&gate->lock);
+  }
+  return answer;
+}
+
+/* Counted before it goes out, like the attempt: a gateway killed while
+ * the endpoint thinks has counted the request the endpoint is working on. */
+static Answer
+forward_counted (TaskGate *gate, const gchar *method, const gchar *suffix, GBytes *body, gboolean chat)
+{
+  Answer answer;
+
+  g_mutex_lock (&gate->lock);
+  gate->usage.requests++;
+  write_usage (gate);
+  g_mutex_unlock (&gate->lock);
+  answer = filter_answer (gate, forward (method, suffix, body), chat);
+  answer.sent = TRUE;
+  return answer;
 }
 
 static Answer
@@ -348,22 +358,26 @@ serve (TaskGate *gate, VivariumHttpMessage *req)
   g_autoptr(GBytes) body = NULL;
   g_autofree gchar *why = NULL;
   guint64 n;
+  VivariumGatewayPolicy policy = { config.model, config.max_tokens };
 
+  /* Persisted at once: a restart of the gateway does not give it back. */
   g_mutex_lock (&gate->lock);
-  n = ++gate->attempts;
+  n = ++gate->usage.attempts;
+  write_usage (gate);
   g_mutex_unlock (&gate->lock);
   if (n > config.max_requests)
     return refuse (429, "this task used up its model requests");
   if (g_str_equal (req->path, "/v1/models"))
-    return g_str_equal (req->method, "GET") ? forward ("GET", "/models", NULL) : refuse (405, "GET only");
+    return g_str_equal (req->method, "GET") ? forward_counted (gate, "GET", "/models", NULL, FALSE)
+                                            : refuse (405, "GET only");
   if (!g_str_equal (req->path, "/v1/chat/completions"))
     return refuse (404, "the gateway serves only POST /v1/chat/completions and GET /v1/models");
   if (!g_str_equal (req->method, "POST"))
     return refuse (405, "POST only");
-  body = rewrite_chat (req->body, &why);
+  body = vivarium_gateway_rewrite_chat (req->body, &policy, &why);
   if (body == NULL)
     return refuse (403, why);
-  return forward ("POST", "/chat/completions", body);
+  return forward_counted (gate, "POST", "/chat/completions", body, TRUE);
 }
 
 /* The worker's words never reach the journal: only names we know. */
@@ -405,12 +419,8 @@ handle_connection (GThreadedSocketService *service, GSocketConnection *conn, GOb
     answer = serve (gate, req);
   }
   g_mutex_lock (&gate->lock);
-  if (answer.status == 200 && req != NULL && g_str_equal (req->path, "/v1/chat/completions"))
-    count_usage (gate, answer.body);
-  if (answer.forwarded)
-    gate->requests++;
-  else
-    gate->refused++;
+  if (!answer.sent)
+    gate->usage.refused++;
   write_usage (gate);
   g_mutex_unlock (&gate->lock);
   /* Sizes, status, latency: never what was said. */
@@ -478,6 +488,7 @@ open_gate (const gchar *id, GError **error)
     gate_free (gate);
     return NULL;
   }
+  read_usage (gate);
   g_unlink (path);
   addr = g_unix_socket_address_new (path);
   sock = g_socket_new (G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, error);
@@ -548,6 +559,19 @@ tick_cb (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* The reason goes to the journal and to the unit's StatusText=, which
+ * systemd keeps while the unit stays failed: the daemon reads it there to
+ * tell a task why its model gateway is not running. The barrier makes sure
+ * systemd has taken the status before the process is gone. */
+static int
+refuse_to_start (const gchar *why)
+{
+  g_printerr ("vivarium-gateway: %s\n", why);
+  sd_notifyf (0, "STATUS=%s", why);
+  sd_notify_barrier (0, 5 * G_USEC_PER_SEC);
+  return EXIT_CONFIG;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -558,10 +582,8 @@ main (int argc, char **argv)
   const gchar *runtime = g_getenv ("VIVARIUM_RUNTIME_DIR");
 
   tasks_dir = g_build_filename (runtime != NULL ? runtime : VIVARIUM_RUNTIMEDIR, "tasks", NULL);
-  if (!load_config (&error) || !check_allowed_address (&error)) {
-    g_printerr ("vivarium-gateway: %s\n", error->message);
-    return 1;
-  }
+  if (!load_config (&error) || !check_allowed_address (&error))
+    return refuse_to_start (error->message);
   if (g_mkdir_with_parents (tasks_dir, 0711) != 0) {
     g_printerr ("vivarium-gateway: cannot create %s: %s\n", tasks_dir, g_strerror (errno));
     return 1;
@@ -576,9 +598,10 @@ main (int argc, char **argv)
   g_signal_connect (monitor, "changed", G_CALLBACK (changed_cb), NULL);
   g_timeout_add_seconds (2, tick_cb, NULL);
   rescan ();
-  g_message ("serving model sockets under %s for %s:%u%s, model %s%s", tasks_dir, config.endpoint_host,
-             config.endpoint_port, config.endpoint_prefix, config.model, config.key != NULL ? ", with a key" : "");
-  sd_notify (0, "READY=1");
+  g_message ("serving model sockets under %s for %s:%u%s, model %s, max_tokens %u%s", tasks_dir,
+             config.endpoint_host, config.endpoint_port, config.endpoint_prefix, config.model, config.max_tokens,
+             config.key != NULL ? ", with a key" : "");
+  sd_notifyf (0, "READY=1\nSTATUS=serving %s for %s", config.model, config.endpoint);
   g_main_loop_run (loop);
   return 0;
 }

@@ -15,15 +15,18 @@
 # first user message carries; its turn is the number of assistant messages it
 # holds (so the server keeps no state). TURN: {"expect": [substrings of the
 # new messages], "expect_fields": {key: value in the last tool result's JSON},
-# "reply": assistant message, "repeat": N (this turn serves N requests)}.
+# "reply": assistant message, "repeat": N (this turn serves N requests),
+# "delay": seconds to wait before answering (logged first)}.
 # In "reply", "{n}" in tool-call arguments becomes the turn number and
 # {"big": N} as arguments becomes a JSON object of N bytes.
 # Every failed assertion is appended to --failures and answered with 500.
+# --model / --no-authorization override the file's "model" / "authorization".
 
 import argparse
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 args = None
@@ -126,7 +129,12 @@ class Handler(BaseHTTPRequestHandler):
             note(args.failures, 'request to %s: %s' % (self.path[:100], e))
             self.answer(500, {'error': {'message': 'scripted model: %s' % e}})
             return
-        note(args.log, json.dumps({'conversation': name, 'turn': index, 'bytes': length}))
+        # What the gateway forwarded besides the conversation: its member
+        # allow-list and clamps are checked on these.
+        note(args.log, json.dumps({'conversation': name, 'turn': index, 'bytes': length,
+                                   'members': sorted(req), 'n': req.get('n'), 'max_tokens': req.get('max_tokens')}))
+        # A slow model, for a test to do something while a request is out.
+        time.sleep(turn.get('delay', 0))
         reply = render_reply(turn, index)
         self.answer(200, {
             'id': 'chatcmpl-%s-%d' % (name, index), 'object': 'chat.completion', 'model': script['model'],
@@ -143,8 +151,14 @@ def main():
     p.add_argument('--conversations', required=True)
     p.add_argument('--failures', required=True)
     p.add_argument('--log', required=True)
+    p.add_argument('--model')
+    p.add_argument('--no-authorization', action='store_true')
     args = p.parse_args()
     script = json.load(open(args.conversations))
+    if args.model:
+        script['model'] = args.model
+    if args.no_authorization:
+        script['authorization'] = None
     server = ThreadingHTTPServer(('127.0.0.1', args.port), Handler)
     print('ready', flush=True)
     server.serve_forever()

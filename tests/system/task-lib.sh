@@ -115,3 +115,47 @@ pyworker () {  # NAME BODY: a Python worker script, its helpers inline (its /var
   { printf '#!/usr/bin/python3\n'; _worker_lib; printf '%s\n' "$2"; } > "$tmpd/$1.py"
 }
 
+
+# The agent tests' helpers (test-gateway.sh; test-agent.sh still has its own).
+submit_agent () {  # CONVERSATION [VERIFY]: prints the task's path, or the error
+  "$PY" - "$@" <<'PYEOF'
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+opts = {'worker': GLib.Variant('s', 'agent'), 'timeout': GLib.Variant('u', 900)}
+if len(sys.argv) > 2 and sys.argv[2]:
+    opts['verify'] = GLib.Variant('s', sys.argv[2])
+try:
+    r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
+                      'SubmitTask', GLib.Variant('(sssa{sv})', ('demo', 'tiny',
+                      'Do the task. [conversation: %s]' % sys.argv[1], opts)), None, 0, 120000, None)
+    print(r.unpack()[0])
+except GLib.Error as e:
+    print(e.message)
+    sys.exit(1)
+PYEOF
+}
+# gw_request UID SOCKET METHOD PATH [BODY]: one HTTP request on a task's model
+# socket as UID; prints the status, then (GW_BODY=1) a space and the body.
+gw_request () {
+  GW_BODY=${GW_BODY:-0} setpriv --reuid="$1" --regid="$1" --clear-groups "$PY" - "$2" "$3" "$4" "${5:-}" <<'PYEOF' 2>&1
+import os, socket, sys
+sock, method, path, body = sys.argv[1:5]
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sock)
+except OSError as e:
+    print('connect: %s' % e.strerror); sys.exit(0)
+b = body.encode()
+s.sendall(('%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n' % (method, path, len(b))).encode() + b)
+reply = b''
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    reply += chunk
+head, _, rest = reply.partition(b'\r\n\r\n')
+status = head.split(b'\r\n')[0].split(b' ')[1].decode()
+print(status + (' ' + rest.decode(errors='replace') if os.environ.get('GW_BODY') == '1' else ''))
+PYEOF
+}

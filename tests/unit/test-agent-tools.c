@@ -312,6 +312,42 @@ test_report_model (void)
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
 }
 
+/* Arguments are a string inside the model's answer, so the gateway's depth
+ * bound never reached them: 100 000 levels must be an error result, not a
+ * crash in json-glib. */
+static void
+test_tool_call_deep (void)
+{
+  g_autoptr(GString) args = g_string_new ("");
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(VivariumToolCall) c = NULL;
+  g_autofree gchar *why = NULL;
+  VivariumAgentLimits limits;
+
+  for (guint i = 0; i < 100000; i++)
+    g_string_append_c (args, '[');
+  for (guint i = 0; i < 100000; i++)
+    g_string_append_c (args, ']');
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "id");
+  json_builder_add_string_value (b, "c1");
+  json_builder_set_member_name (b, "function");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, "exec");
+  json_builder_set_member_name (b, "arguments");
+  json_builder_add_string_value (b, args->str);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  node = json_builder_get_root (b);
+  vivarium_agent_limits_defaults (&limits);
+  c = vivarium_agent_parse_tool_call (node, &limits, &why);
+  g_assert_nonnull (c);
+  g_assert_null (c->args);
+  g_assert_nonnull (strstr (why, "nested deeper"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -321,6 +357,7 @@ main (int argc, char **argv)
   g_test_add_func ("/agent/tool-call/malformed", test_tool_call_malformed);
   g_test_add_func ("/agent/tool-call/oversize", test_tool_call_oversize);
   g_test_add_func ("/agent/tool-call/no-id", test_tool_call_no_id);
+  g_test_add_func ("/agent/tool-call/deep", test_tool_call_deep);
   g_test_add_func ("/agent/limits", test_limits);
   g_test_add_func ("/agent/guest-text", test_guest_text);
   g_test_add_func ("/agent/http", test_http);
