@@ -155,3 +155,19 @@ write_polkit_rule () {
 }
 
 remove_polkit_rule () { rm -f "/etc/polkit-1/rules.d/$1.rules"; }
+
+# journal_at_exit [UNIT...]: when anything failed, the end of these units'
+# journal (vivariumd.service unless named) is in the TAP output at exit.
+# Cleanups run with stdout on /dev/null: the output is kept apart now.
+journal_at_exit () {
+  exec {_journal_fd}>&1
+  _journal_units=("${@:-vivariumd.service}")
+  at_exit _dump_journal
+}
+_dump_journal () {
+  local args=() unit
+  [ "${_tap_failed:-0}" = 0 ] && return 0
+  for unit in "${_journal_units[@]}"; do args+=(-u "$unit"); done
+  diag "journal (${_journal_units[*]}):" >&"$_journal_fd"
+  diag "$(journalctl --no-pager -o cat "${args[@]}" 2>&1 | grep -v '^DNS relay' | tail -n 80)" >&"$_journal_fd"
+}

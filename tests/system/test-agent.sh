@@ -115,14 +115,7 @@ PYEOF
 tmpd=$(mktemp -d /var/tmp/vivarium-agent.XXXXXX)
 at_exit rm -rf "$tmpd"
 create_test_user tuser || bail_out "cannot create a test user"
-exec {report_fd}>&1
-dump_journal () {
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "journal (vivariumd, gateway, workers):" >&"$report_fd"
-  diag "$(journalctl --no-pager -o cat -u vivariumd.service -u vivarium-gateway.service -u 'vivarium-worker-*' 2>&1 |
-          grep -v '^DNS relay' | tail -n 80)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit vivariumd.service vivarium-gateway.service 'vivarium-worker-*'
 
 # --- the model server and the configuration -------------------------------------
 

@@ -38,14 +38,7 @@ done
 
 tmpd=$(mktemp -d /var/tmp/vivarium-gateway.XXXXXX)
 at_exit rm -rf "$tmpd"
-exec {report_fd}>&1
-dump_journal () {
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "journal (vivariumd, gateway, workers):" >&"$report_fd"
-  diag "$(journalctl --no-pager -o cat -u vivariumd.service -u "$GW" -u 'vivarium-worker-*' 2>&1 |
-          grep -v '^DNS relay' | tail -n 80)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit vivariumd.service "$GW" 'vivarium-worker-*'
 usage_of () {  # TASK_ID KEY: the gateway's persisted count
   sed -n "s/^$2=//p" "/run/vivarium/tasks/$1/usage" 2>/dev/null
 }

@@ -42,13 +42,7 @@ sdk_src=${VIVARIUM_TEST_BUILD_DIR:?}/tests/mcp-sdk
 tmpd=$(mktemp -d /var/tmp/vivarium-mcp.XXXXXX)
 at_exit rm -rf "$tmpd"
 create_test_user tuser || bail_out "cannot create a test user"
-exec {report_fd}>&1
-dump_journal () {
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "vivariumd's journal:" >&"$report_fd"
-  diag "$(journalctl -u vivariumd.service --no-pager -o cat 2>&1 | grep -v '^DNS relay' | tail -n 60)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit
 
 # The client and the SDK, readable by the unprivileged user too.
 cp -r "$sdk_src" "$tmpd/sdk"

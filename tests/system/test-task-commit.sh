@@ -28,13 +28,7 @@ git_of () { local p=$1; shift; git --git-dir="$STATE/projects/$p/repo" "$@"; }
 
 tmpd=$(mktemp -d /var/tmp/vivarium-commit.XXXXXX)
 at_exit rm -rf "$tmpd"
-exec {report_fd}>&1
-dump_journal () {
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "vivariumd's journal:" >&"$report_fd"
-  diag "$(journalctl -u vivariumd.service --no-pager -o cat 2>&1 | grep -v '^DNS relay' | tail -n 60)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit
 
 # A per-file cap of 2 MiB, so that a file above it fits in the quota.
 install -d -m 0755 /etc/vivarium/conf.d

@@ -40,13 +40,7 @@ exposure () {  # UNIT: systemd-analyze security's overall figure
 tmpd=$(mktemp -d /var/tmp/vivarium-isolation.XXXXXX)
 chmod 0755 "$tmpd"
 at_exit rm -rf "$tmpd"
-exec {report_fd}>&1
-dump_journal () {
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "vivariumd's journal:" >&"$report_fd"
-  diag "$(journalctl -u vivariumd.service --no-pager -o cat 2>&1 | grep -v '^DNS relay' | tail -n 60)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit
 create_test_user tuser || bail_out "cannot create a test user"
 
 build_out=$(ctl image build "$IMAGE" "$IMAGE" 2>&1)

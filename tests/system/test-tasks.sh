@@ -32,13 +32,7 @@ unit_gone () { [ "$(systemctl show -P LoadState "$1" 2>/dev/null)" != loaded ]; 
 tmpd=$(mktemp -d /var/tmp/vivarium-tasks.XXXXXX)
 at_exit rm -rf "$tmpd"
 create_test_user tuser || bail_out "cannot create a test user"
-exec {report_fd}>&1   # cleanups run with stdout on /dev/null
-dump_journal () {  # the daemon's own account, when something failed
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "vivariumd's journal:" >&"$report_fd"
-  diag "$(journalctl -u vivariumd.service --no-pager -o cat 2>&1 | grep -v '^DNS relay' | tail -n 60)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit
 
 # --- projects: refusals first, as an ordinary user and with bad input -----
 
