@@ -36,16 +36,6 @@ printf '[Tasks]\nCommitFileMaxMiB=2\n' > "$CONF"
 at_exit rm -f "$CONF"
 systemctl stop vivariumd.service 2>/dev/null
 
-get_text () {  # REPORT_PATH OUT
-  "$PY" - "$1" "$2" <<'PYEOF'
-import sys
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Report', 'GetText',
-                  None, None, 0, 30000, None)
-open(sys.argv[2], 'w').write(r.unpack()[0])
-PYEOF
-}
 worker () {  # NAME GUEST-SCRIPT SUMMARY: a script worker that runs GUEST-SCRIPT in /project, then finishes
   cat > "$tmpd/$1.sh" <<EOF
 #!/bin/sh
@@ -54,7 +44,7 @@ vivariumctl worker finish --summary '$3'
 EOF
   chmod 0755 "$tmpd/$1.sh"
 }
-submit () {  # PROJECT NAME VERIFY: prints the task's object path
+submit_cli () {  # PROJECT NAME VERIFY: through vivariumctl; prints the task's object path
   local id
   id=$(ctl task submit "$1" "$IMAGE" --script "$tmpd/$2.sh" --verify "$3" 2>&1) || { echo "$id"; return 1; }
   printf '%s/tasks/%s\n' "$OBJ" "$id"
@@ -88,7 +78,7 @@ answers=$tmpd/answers
 poller=$!
 at_exit touch "$tmpd/stop-polling"
 started=$(date +%s)
-tb=$(submit bounded bounded 'test ! -e big && test ! -e over-cap && test -f shared && test -f sub/link3')
+tb=$(submit_cli bounded bounded 'test ! -e big && test ! -e over-cap && test -f shared && test -f sub/link3')
 assert_contains "$tb" "$OBJ/tasks/" "submit the task that makes a 64 GiB sparse file"
 assert_eq "DONE" "$(wait_outcome "$tb" 600)" "it ends DONE"
 elapsed=$(($(date +%s) - started))
@@ -137,7 +127,7 @@ vivariumctl worker ask "Is the fifo there?" >/dev/null || exit 1
 vivariumctl worker finish --summary 'left a .GIT, a fifo and 600 levels'
 EOF
 chmod 0755 "$tmpd/leaver.sh"
-ta=$(submit reset leaver 'test ! -e .GIT && test ! -e pipe && test ! -e d && test -f kept.txt')
+ta=$(submit_cli reset leaver 'test ! -e .GIT && test ! -e pipe && test ! -e d && test -f kept.txt')
 assert_contains "$ta" "$OBJ/tasks/" "submit the task that leaves .GIT/, a fifo and 600 levels of directories"
 assert_eq "NEEDS_INPUT" "$(wait_outcome "$ta" 600)" "its worker made them and asks"
 assert_success "a fifo in the tree" -- mkfifo "$STATE/projects/reset/work/pipe"
@@ -162,7 +152,7 @@ assert_contains "$(grep '^Not committed: ' "$tmpd/leaver.txt")" "removed from th
 assert_eq "kept.txt" "$(ls -A "$STATE/projects/reset/work")" "the project's tree holds exactly the commit"
 
 worker lister 'ls -A /project > listing.txt' 'listed /project'
-tl=$(submit reset lister 'test -f listing.txt')
+tl=$(submit_cli reset lister 'test -f listing.txt')
 assert_contains "$tl" "$OBJ/tasks/" "submit the next task on the same project"
 assert_eq "DONE" "$(wait_outcome "$tl" 600)" "it ends DONE: the project still works"
 assert_eq "$(printf 'kept.txt\nlisting.txt')" "$(git_of reset show HEAD:listing.txt 2>&1)" \
@@ -174,7 +164,7 @@ assert_eq "active" "$(systemctl is-active vivariumd.service)" "the daemon is ali
 cancel_head=$(git_of cancel rev-parse HEAD)
 # shellcheck disable=SC2016  # expanded in the guest
 worker filler 'for i in $(seq 12); do head -c 2000000 /dev/urandom > f$i || exit 1; done' 'wrote 24 MB'
-tc=$(submit cancel filler 'true')
+tc=$(submit_cli cancel filler 'true')
 assert_contains "$tc" "$OBJ/tasks/" "submit a task to cancel during its commit"
 step_is_commit () { [ "$(task_prop "$tc" Step)" = commit ]; }
 assert_success "its step becomes commit" -- retry_until 1200 0.1 step_is_commit
