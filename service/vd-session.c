@@ -1265,23 +1265,19 @@ handle_write_file (VivariumDBusSession *iface, GDBusMethodInvocation *invocation
 }
 
 /* QEMU writes the picture into the session's runtime directory, which its
- * uid owns: open it without following links and with a size cap. */
+ * uid owns (and could replace by a link, a FIFO, or a file it grows or
+ * truncates under us): vd_fs_read_untrusted(). */
 static GBytes *
 read_screenshot (const gchar *path, GError **error)
 {
-  g_autoptr(GMappedFile) mapped = NULL;
-  int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st;
+  g_autoptr(GError) local = NULL;
+  GBytes *png = vd_fs_read_untrusted (path, SCREENSHOT_MAX, &local);
 
-  if (fd < 0 || fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size > SCREENSHOT_MAX) {
-    if (fd >= 0)
-      close (fd);
+  if (png == NULL) {
+    g_info ("screenshot %s: %s", path, local->message);
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "QEMU did not produce a usable screenshot");
-    return NULL;
   }
-  mapped = g_mapped_file_new_from_fd (fd, FALSE, error);
-  close (fd);
-  return mapped != NULL ? g_mapped_file_get_bytes (mapped) : NULL;
+  return png;
 }
 
 static void
