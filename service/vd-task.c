@@ -122,6 +122,21 @@ wait_timeout_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+/* A caller is its unique bus name: one of them may hold only a few of the
+ * task's wait slots, so no single caller fills them for everyone else. */
+static guint
+count_waits_of (VdTask *self, const gchar *sender)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < self->waits->len; i++) {
+    Wait *wait = g_ptr_array_index (self->waits, i);
+    if (g_strcmp0 (g_dbus_method_invocation_get_sender (wait->invocation), sender) == 0)
+      n++;
+  }
+  return n;
+}
+
 static gboolean
 handle_wait (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint timeout, VdTask *self)
 {
@@ -134,6 +149,12 @@ handle_wait (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint t
   }
   if (timeout == 0 || self->finished || self->outcome != VIVARIUM_OUTCOME_IN_PROGRESS) {
     vivarium_dbus_task_complete_wait (iface, invocation, vivarium_outcome_to_string (self->outcome));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (count_waits_of (self, g_dbus_method_invocation_get_sender (invocation)) >= VD_TASK_WAITS_PER_CALLER) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                                           "You are already waiting for this task %u times at once; "
+                                           "wait again when one of them returns", VD_TASK_WAITS_PER_CALLER);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   if (self->waits->len >= VD_TASK_WAITS_MAX) {

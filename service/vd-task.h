@@ -10,13 +10,16 @@ G_BEGIN_DECLS
 
 /* One task's org.vivarium.Vivarium1.Task object: its typed outcome (strings
  * only on the bus), the question between Ask and Answer, the callers
- * waiting in Wait (at most VD_TASK_WAITS_MAX at once). It decides nothing
+ * waiting in Wait (at most VD_TASK_WAITS_MAX at once, VD_TASK_WAITS_PER_CALLER
+ * of them from one caller). It decides nothing
  * about the work: Finish and Cancel are handed to the runner by signals.
  *
  * signal "finish-requested" (const gchar *summary, const gchar *verify_command)
  * signal "cancel-requested" () */
 
 #define VD_TASK_WAITS_MAX        32
+/* Of which one caller (unique bus name) may hold this many at once. */
+#define VD_TASK_WAITS_PER_CALLER 4
 /* The contract's bounds (Wait's timeout, Ask, Answer, Finish's summary)
  * are VIVARIUM_TASK_* in common/vivarium-names.h. */
 
