@@ -72,6 +72,9 @@ struct _VdSession {
   gboolean              stop_requested;
   gboolean              torn_down;
   guint                 screenshot_seq;
+  guint                 unit_watch;    /* what systemd says of the unit's end */
+  gboolean              died;          /* QEMU went away without being asked to */
+  gchar                *end_detail;    /* how, in systemd's words ("signal, SIGKILL"), or NULL */
 };
 
 G_DEFINE_TYPE (VdSession, vd_session, G_TYPE_OBJECT)
@@ -84,6 +87,8 @@ vd_session_finalize (GObject *object)
 {
   VdSession *self = VD_SESSION (object);
 
+  if (self->unit_watch != 0)
+    vd_systemd_unwatch_unit (self->systemd, self->unit_watch);
   g_clear_object (&self->skeleton);
   g_clear_object (&self->qmp);
   g_clear_object (&self->agent);
@@ -94,6 +99,7 @@ vd_session_finalize (GObject *object)
   g_clear_object (&self->log);
   g_clear_object (&self->reapers);
   g_free (self->io_error);
+  g_free (self->end_detail);
   g_hash_table_unref (self->timings);
   g_free (self->id);
   g_free (self->object_path);
@@ -147,6 +153,24 @@ const gchar *
 vd_session_get_state (VdSession *self)
 {
   return vivarium_session_state_to_string (self->state);
+}
+
+gboolean
+vd_session_died (VdSession *self)
+{
+  return self->died;
+}
+
+const gchar *
+vd_session_get_end_detail (VdSession *self)
+{
+  return self->end_detail;
+}
+
+const gchar *
+vd_session_get_state_reason (VdSession *self)
+{
+  return vivarium_dbus_session_get_state_reason (self->skeleton);
 }
 
 gboolean
@@ -419,6 +443,9 @@ remove_files_and_check (VdSession *self, gboolean failed, const gchar *reason)
 
   if (!vd_fs_rm_rf (self->runtime_dir, &error) || !vd_fs_rm_rf (self->state_dir, &error))
     vd_log_session (G_LOG_LEVEL_WARNING, self->id, "teardown of %s: %s", self->id, error->message);
+  if (self->unit_watch != 0)
+    vd_systemd_unwatch_unit (self->systemd, self->unit_watch);
+  self->unit_watch = 0;
   leftovers = find_leftovers (self);
   vivarium_dbus_session_set_leftovers (self->skeleton, (const gchar * const *) leftovers);
   for (guint i = 0; leftovers[i] != NULL; i++)
@@ -464,7 +491,16 @@ unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
    * expired) makes StopUnit fail; what counts is the leftover check. */
   if (!vd_systemd_stop_unit_finish (self->systemd, res, &error))
     g_debug ("stopping %s: %s", self->unit, error->message);
-  remove_files_and_check (self, data->failed, data->reason);
+  /* Its stop job is done: systemd has said how the unit ended by now. */
+  if (self->died && self->unit_watch != 0)
+    self->end_detail = vd_systemd_describe_unit_end (self->systemd, self->unit_watch);
+  if (self->end_detail != NULL) {
+    g_autofree gchar *reason = g_strdup_printf ("%s (systemd: %s)", data->reason, self->end_detail);
+    vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: %s", self->id, reason);
+    remove_files_and_check (self, data->failed, reason);
+  } else {
+    remove_files_and_check (self, data->failed, data->reason);
+  }
   g_task_return_boolean (task, TRUE);
 }
 
@@ -548,6 +584,7 @@ qmp_closed_cb (VdQmpClient *qmp, gpointer user_data)
   vd_log_session (G_LOG_LEVEL_INFO, self->id, "QEMU of session %s exited %s", self->id,
                   expired ? "at the end of its runtime limit" : "on its own");
   self->stop_requested = TRUE;
+  self->died = !expired;
   teardown_async (self, !expired, expired ? "the session reached its runtime limit" : "QEMU exited on its own",
                   NULL, NULL);
 }
@@ -843,6 +880,10 @@ overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   step_end (self, "overlay");
   step_begin (self);
   argv = qemu_argv (self, data->kvm);
+  /* Before the start: systemd's word on how QEMU ended may come and go
+   * (the unit is collected) before the daemon thinks of asking. */
+  if (self->unit_watch == 0)
+    self->unit_watch = vd_systemd_watch_unit (self->systemd, self->unit);
   vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, (const gchar * const *) argv, data->kvm),
                                     NULL, g_task_get_cancellable (task), unit_started_cb, task);
 }

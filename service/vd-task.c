@@ -378,6 +378,26 @@ vd_task_finish (VdTask *self, VivariumOutcome outcome, const gchar *reason)
     release_waits (self);
 }
 
+/* The daemon lost the bus: a waiter's or the worker's call that came over
+ * another connection than @keep can never be answered (its caller got an
+ * error from the bus already) and would only keep the closed connection
+ * alive. The waiters are let go of; an unanswerable question is taken back,
+ * so that the worker, whose Ask failed, may ask it again. */
+void
+vd_task_forget_connection (VdTask *self, GDBusConnection *keep)
+{
+  for (guint i = self->waits->len; i > 0; i--) {
+    Wait *wait = g_ptr_array_index (self->waits, i - 1);
+    if (g_dbus_method_invocation_get_connection (wait->invocation) != keep)
+      g_ptr_array_remove_index (self->waits, i - 1);
+  }
+  if (self->ask != NULL && g_dbus_method_invocation_get_connection (self->ask) != keep) {
+    g_clear_object (&self->ask);
+    vivarium_dbus_task_set_question (self->skeleton, "");
+    set_outcome (self, VIVARIUM_OUTCOME_IN_PROGRESS);
+  }
+}
+
 /* --- the record of a finished task (it outlives the daemon) ----------------- */
 
 static void

@@ -55,6 +55,10 @@ void             vd_task_finish          (VdTask          *self,
 /* Refuses further Ask/Finish once the runner started to wind down, and
  * fails a pending Ask with Cancelled. */
 void             vd_task_close_worker    (VdTask *self);
+/* After the daemon lost the bus: drops the waits and the pending Ask that
+ * came over any connection but @keep (NULL: all of them). */
+void             vd_task_forget_connection (VdTask          *self,
+                                            GDBusConnection *keep);
 
 /* The record of a finished task (STATE/tasks/done/<id>.json): what it
  * was, how it ended, its report, its times; the restarted daemon lists it
