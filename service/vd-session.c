@@ -72,6 +72,7 @@ struct _VdSession {
   gboolean              stop_requested;
   gboolean              torn_down;
   guint                 screenshot_seq;
+  guint                 save_seq;      /* names each save's qemu-img unit */
   guint                 unit_watch;    /* what systemd says of the unit's end */
   gboolean              died;          /* QEMU went away without being asked to */
   gchar                *end_detail;    /* how, in systemd's words ("signal, SIGKILL"), or NULL */
@@ -1652,9 +1653,17 @@ disk_converted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GTask *task = G_TASK (user_data);
   SaveDiskData *d = g_task_get_task_data (task);
 
-  if (!g_subprocess_wait_check_finish (G_SUBPROCESS (source), res, &d->error)) {
+  g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
+
+  if (!vd_systemd_start_transient_finish (VD_SYSTEMD (source), res, &d->error)) {
     g_prefix_error (&d->error, "Cannot copy the session's disk: ");
     vivarium_error_convert (&d->error);
+    save_disk_let_go (task);
+    return;
+  }
+  /* Root's again, as every file of an image (see open_output_for). */
+  if (chown (disk, 0, 0) != 0 || chmod (disk, 0644) != 0) {
+    vd_fs_set_error_errno (&d->error, errno, "Cannot take back %s", disk);
     save_disk_let_go (task);
     return;
   }
@@ -1665,23 +1674,89 @@ disk_converted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   save_disk_let_go (task);
 }
 
+/* The output, root's inside the root-only staging directory, lent to the
+ * session uid through a descriptor only (qemu-img writes /dev/stdout). */
+static int
+open_output_for (VdSession *self, const gchar *path, GError **error)
+{
+  struct group *grp = getgrnam (VIVARIUM_QEMU_GROUP);
+  int fd;
+
+  if (grp == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The group %s does not exist", VIVARIUM_QEMU_GROUP);
+    return -1;
+  }
+  fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot create %s", path), -1;
+  if (fchown (fd, self->uid, grp->gr_gid) != 0) {
+    int errsv = errno;
+    close (fd);
+    return vd_fs_set_error_errno (error, errsv, "Cannot lend %s to the session", path), -1;
+  }
+  return fd;
+}
+
+static GVariant *
+convert_unit_properties (VdSession *self, const gchar *qemu_img)
+{
+  g_autofree gchar *description = g_strdup_printf ("Vivarium: saving the disk of session %s", self->id);
+  g_autofree gchar *user = g_strdup_printf ("%u", self->uid);
+  const gchar *argv[] = { qemu_img, "convert", "-U", "-f", "qcow2", "-O", "qcow2", self->overlay, "/dev/stdout", NULL };
+  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
+  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string (description));
+  /* The start job ends when qemu-img does. */
+  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("oneshot"));
+  g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 ((guint64) 3600 * G_USEC_PER_SEC));
+  g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
+  g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
+  g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
+  g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", qemu_img, argv));
+  g_variant_builder_add (&b, "(sv)", "StandardOutputFileDescriptor", g_variant_new_handle (0));
+  g_variant_builder_add (&b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "PrivateTmp", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "NoNewPrivileges", g_variant_new_boolean (TRUE));
+  return g_variant_builder_end (&b);
+}
+
 /* The overlay chain (session → boot.qcow2 → disk.qcow2) flattened into one
- * self-contained disk, as Freeze requires; -U because QEMU holds it. */
+ * self-contained disk, as Freeze requires; -U because QEMU holds it.
+ * qemu-img runs as the session's uid, in a unit of its own (systemd switches
+ * the uid; the daemon has no CAP_SETUID): the overlay's header is QEMU's to
+ * write, and a header naming another backing file or an external data file
+ * (/etc/shadow, another session's disk, the keys) must get no further than
+ * QEMU itself could; root would read anything it names into the image. */
 static void
 convert_disk (GTask *task)
 {
   VdSession *self = g_task_get_source_object (task);
   SaveDiskData *d = g_task_get_task_data (task);
   g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
-  g_autoptr(GSubprocess) proc = NULL;
+  g_autofree gchar *qemu_img = g_find_program_in_path ("qemu-img");
+  g_autofree gchar *unit = g_strdup_printf ("vivarium-save-%s-%u.service", self->id, ++self->save_seq);
+  g_autoptr(GUnixFDList) fds = g_unix_fd_list_new ();
+  int fd;
 
-  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, &d->error,
-                           "qemu-img", "convert", "-U", "-f", "qcow2", "-O", "qcow2", self->overlay, disk, NULL);
-  if (proc == NULL) {
+  if (qemu_img == NULL) {
+    g_set_error_literal (&d->error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "qemu-img is not installed");
     save_disk_let_go (task);
     return;
   }
-  g_subprocess_wait_check_async (proc, NULL, disk_converted_cb, task);
+  fd = open_output_for (self, disk, &d->error);
+  if (fd < 0 || g_unix_fd_list_append (fds, fd, &d->error) < 0) {
+    if (fd >= 0)
+      close (fd);
+    save_disk_let_go (task);
+    return;
+  }
+  close (fd);
+  vd_systemd_start_transient_async (self->systemd, unit, convert_unit_properties (self, qemu_img), fds, NULL,
+                                    disk_converted_cb, task);
 }
 
 static void
