@@ -334,11 +334,12 @@ subscribed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GVariant) reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &error);
   VdSystemd *self = g_object_get_data (source, "vd-systemd");
 
-  if (reply == NULL) {
-    g_info ("cannot subscribe to systemd's signals again: %s", error->message);
-    return;
-  }
-  g_info ("subscribed to systemd's signals again");
+  /* Even unsubscribed, systemd tells the client that queued a job when it
+   * ends: what waits goes now rather than time out. */
+  if (reply == NULL)
+    g_warning ("cannot subscribe to systemd's signals again: %s", error->message);
+  else
+    g_info ("subscribed to systemd's signals again");
   if (self == NULL || G_DBUS_CONNECTION (source) != self->connection)
     return;
   /* From here JobRemoved reaches us: what ended before can be asked. */

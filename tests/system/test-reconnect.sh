@@ -27,7 +27,11 @@
 # which would stop the daemon, and by BindsTo= every session, however well
 # the daemon reconnects. The test records the unit's Type and checks that
 # systemd never stopped it (NRestarts, ActiveEnterTimestamp unchanged).
-#   tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-reconnect.sh
+#
+# Then a script task meets three more restarts (section 3): while its worker
+# runs and a caller waits in Task.Wait, as it commits, and while the
+# verification command runs; it must end DONE with nothing left running.
+#   VIVARIUM_TEST_BTRFS=768M tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-reconnect.sh
 
 # shellcheck disable=SC2317
 # shellcheck source=SCRIPTDIR/lib.sh
@@ -225,13 +229,15 @@ check_all "after dbus.service restarted"
 for id in "${ids[@]}"; do ctl session stop "$id" >/dev/null 2>&1; done   # the CPU is the task's
 
 restart_bus () {  # WHAT: restart dbus.service; the same daemon owns its name again within 30 s
-  local bus_pid
+  local bus_pid t0
   bus_pid=$(systemctl show -P MainPID dbus.service)
+  t0=$(date +%s%N)
   systemctl restart dbus.service || not_ok "$1: systemctl restart dbus.service"
   retry_until 100 0.1 systemctl is-active -q dbus.service
   assert_ne "$bus_pid" "$(systemctl show -P MainPID dbus.service)" "$1: dbus-daemon restarted"
   if retry_until 300 0.1 owned_by "$dpid"; then
     ok "$1: the daemon (PID $dpid) owns $BUS again"
+    diag "restart of dbus.service → name owned again: $((($(date +%s%N) - t0) / 1000000)) ms"
   else
     not_ok "$1: the daemon (PID $dpid) owns $BUS again" "owner PID now: '$(name_owner_pid)'" \
       "$(journalctl -u vivariumd.service -o cat --no-pager | tail -n 8)"
@@ -250,7 +256,7 @@ cat >"$WORK/worker.sh" <<'EOF'
 w () { n=0; until vivariumctl worker "$@"; do n=$((n + 1)); [ "$n" -lt 40 ] || return 1; sleep 1; done; }
 w exec --cwd /project -- sh -c 'echo before > before.txt' || exit 1
 sleep 12
-w exec --cwd /project -- sh -c 'echo after > after.txt' || exit 1
+w exec --cwd /project -- sh -c 'echo after > after.txt && dd if=/dev/urandom of=big.bin bs=1M count=32 2>/dev/null' || exit 1
 w finish --summary "Wrote before.txt and after.txt across a bus restart." --verify "true"
 EOF
 chmod 0755 "$WORK/worker.sh"
@@ -275,8 +281,9 @@ sleep 2   # for the Wait to reach the daemon
 restart_bus "while the worker runs and a caller waits"
 wait "$waiter"
 retry_until 600 0.1 step_left "$tpath" work
-# (b) the worker called Finish: the daemon stops the work session, commits,
-# and starts the verification session (the step may have moved on already).
+# (b) the worker called Finish: the daemon stops the work session, commits
+# (32 MiB of random bytes take it a moment), and starts the verification
+# session; the step may have moved on already.
 step=$(step_of "$tpath")
 case $step in
   commit | verify) ok "the worker finished after the restart; the task's step is $step" ;;
@@ -292,9 +299,9 @@ restart_bus "while the verification runs"
 assert_eq "DONE" "$(wait_outcome "$tpath" 400)" "the task is DONE after three restarts of the bus"
 assert_eq "" "$(task_prop "$tpath" Reason 2>&1)" "with no reason given"
 ctl task report "$tid" --json >"$WORK/report.json" 2>&1
-assert_eq "after.txt:added before.txt:added" \
+assert_eq "after.txt:added before.txt:added big.bin:added" \
   "$(report_field "$WORK/report.json" "' '.join(sorted(f['path'] + ':' + f['change'] for f in r['files']))")" \
-  "the report lists both files the worker wrote"
+  "the report lists the three files the worker wrote"
 assert_eq "pass caller" \
   "$(report_field "$WORK/report.json" "r['verification']['verdict'] + ' ' + r['verification']['whose']")" \
   "the caller's verification passed in its fresh session"
