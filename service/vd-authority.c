@@ -87,6 +87,7 @@ static const VdActionRow action_map[] = {
 struct _VdAuthority {
   GObject          parent_instance;
   PolkitAuthority *polkit;       /* kept: its proxy follows polkitd's restarts */
+  GDBusConnection *shared_bus;   /* GDBus's system bus singleton, libpolkit's */
   guint            generation;   /* bumped when the bus was lost */
   VdWorkerGrants  *grants;       /* task workers: judged before polkit, never by it */
 };
@@ -97,6 +98,7 @@ static void
 vd_authority_finalize (GObject *object)
 {
   g_clear_object (&VD_AUTHORITY (object)->polkit);
+  g_clear_object (&VD_AUTHORITY (object)->shared_bus);
   g_clear_object (&VD_AUTHORITY (object)->grants);
   G_OBJECT_CLASS (vd_authority_parent_class)->finalize (object);
 }
@@ -313,6 +315,31 @@ authority_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   start_check (task, authority);
 }
 
+/* libpolkit talks over GDBus's shared system bus connection (the daemon's
+ * own is private: vd-daemon.c), and GDBus raises SIGTERM when that one
+ * closes unless told not to: a restart of dbus-daemon would stop us. So the
+ * singleton is held here, told, for as long as polkit's client uses it. */
+static void
+hold_shared_bus (VdAuthority *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->shared_bus != NULL && !g_dbus_connection_is_closed (self->shared_bus))
+    return;
+  if (self->shared_bus != NULL)
+    vd_authority_forget_bus (self);
+  self->shared_bus = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
+  if (self->shared_bus == NULL) {
+    g_info ("cannot reach the system bus for polkit: %s", error->message);
+    return;
+  }
+  g_dbus_connection_set_exit_on_close (self->shared_bus, FALSE);
+  /* GDBus hands out the closed one while a check under way still holds
+   * it: not kept, so that a later check gets the new one. */
+  if (g_dbus_connection_is_closed (self->shared_bus))
+    g_clear_object (&self->shared_bus);
+}
+
 /* Subject is the caller's system bus name, never a PID; any failure along
  * the way is a refusal. Runs on the caller's main context, so a password
  * prompt never blocks anyone else. */
@@ -342,6 +369,7 @@ vd_authority_check_async (VdAuthority *self, const gchar *sender, const gchar *a
                                                   interactive ? VD_AUTHORITY_CHECK_TIMEOUT_INTERACTIVE_SEC
                                                               : VD_AUTHORITY_CHECK_TIMEOUT_SEC,
                                                   check_timeout_cb, g_object_ref (task), g_object_unref);
+  hold_shared_bus (self);
   if (self->polkit != NULL)
     start_check (task, self->polkit);
   else
@@ -364,4 +392,5 @@ vd_authority_forget_bus (VdAuthority *self)
 {
   self->generation++;
   g_clear_object (&self->polkit);
+  g_clear_object (&self->shared_bus);
 }

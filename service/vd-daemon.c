@@ -21,7 +21,16 @@
  * would take every caller's machines down because of one disconnect. The
  * daemon reconnects instead, with a bounded backoff, and hands the new
  * connection down through vd_manager_set_connection(). It still exits when
- * another instance owns the name (a real replacement). */
+ * another instance owns the name (a real replacement).
+ *
+ * The daemon's connection is its own, not GDBus's shared system bus
+ * singleton: g_bus_get() hands out the closed singleton for as long as
+ * anyone still holds it (a Task.Wait that has not timed out, a guest
+ * command still running for a caller that is gone), so a reconnect through
+ * it waited on every such holder. A private connection is made new on
+ * each attempt; whatever still holds the old one holds a closed connection
+ * until it lets go, and blocks nothing. The singleton is left to libpolkit
+ * (VdAuthority), which nothing of ours holds past a check. */
 
 #define RECONNECT_FIRST_MS   100
 #define RECONNECT_MAX_MS     5000
@@ -225,17 +234,29 @@ reconnected (VdDaemon *self, GDBusConnection *connection)
   own_name (self, FALSE);
 }
 
+/* A new connection of our own to the system bus, as a message bus client
+ * (Hello is sent before @callback runs); FALSE when there is no address. */
+static gboolean
+connect_bus (VdDaemon *self, GAsyncReadyCallback callback, GError **error)
+{
+  g_autofree gchar *address = g_dbus_address_get_for_bus_sync (G_BUS_TYPE_SYSTEM, NULL, error);
+
+  if (address == NULL)
+    return FALSE;
+  g_dbus_connection_new_for_address (address,
+                                     G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+                                     G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
+                                     NULL, NULL, callback, g_object_ref (self));
+  return TRUE;
+}
+
 static void
 reconnect_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   VdDaemon *self = VD_DAEMON (user_data);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GDBusConnection) connection = g_bus_get_finish (res, &error);
+  g_autoptr(GDBusConnection) connection = g_dbus_connection_new_for_address_finish (res, &error);
 
-  /* GDBus hands out its closed system bus connection until everyone has
-   * let go of it (a polkit check or a call still finishing): try later. */
-  if (connection != NULL && g_dbus_connection_is_closed (connection))
-    g_set_error_literal (&error, G_IO_ERROR, G_IO_ERROR_CLOSED, "the old connection is still held");
   if (error != NULL) {
     g_message ("reconnect attempt %u failed: %s", self->reconnect_attempt, error->message);
     schedule_reconnect (self);
@@ -250,10 +271,14 @@ static gboolean
 reconnect_cb (gpointer user_data)
 {
   VdDaemon *self = VD_DAEMON (user_data);
+  g_autoptr(GError) error = NULL;
 
   self->reconnect_source = 0;
   self->reconnect_attempt++;
-  g_bus_get (G_BUS_TYPE_SYSTEM, NULL, reconnect_ready_cb, g_object_ref (self));
+  if (!connect_bus (self, reconnect_ready_cb, &error)) {
+    g_message ("reconnect attempt %u failed: %s", self->reconnect_attempt, error->message);
+    schedule_reconnect (self);
+  }
   return G_SOURCE_REMOVE;
 }
 
@@ -338,9 +363,9 @@ name_lost_cb (GDBusConnection *connection, const gchar *name, gpointer user_data
 static void
 first_connection_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
-  VdDaemon *self = VD_DAEMON (user_data);
+  g_autoptr(VdDaemon) self = VD_DAEMON (user_data);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GDBusConnection) connection = g_bus_get_finish (res, &error);
+  g_autoptr(GDBusConnection) connection = g_dbus_connection_new_for_address_finish (res, &error);
 
   if (connection == NULL) {
     g_warning ("cannot connect to the system bus: %s", error->message);
@@ -373,10 +398,20 @@ vd_daemon_run (VdDaemon *self)
   guint sigterm = g_unix_signal_add (SIGTERM, signal_cb, self);
   guint sigint = g_unix_signal_add (SIGINT, signal_cb, self);
 
-  g_bus_get (G_BUS_TYPE_SYSTEM, NULL, first_connection_cb, self);
-  g_main_loop_run (self->loop);
+  g_autoptr(GError) error = NULL;
+
+  if (connect_bus (self, first_connection_cb, &error)) {
+    g_main_loop_run (self->loop);
+  } else {
+    g_warning ("cannot connect to the system bus: %s", error->message);
+    self->exit_status = 1;
+  }
   if (self->manager != NULL)
     vd_manager_shutdown (self->manager);
+  /* A private connection is not flushed at exit as the singleton is: the
+   * last replies and the name's release must still leave. */
+  if (self->connection != NULL)
+    g_dbus_connection_flush_sync (self->connection, NULL, NULL);
   g_source_remove (sigterm);
   g_source_remove (sigint);
   return self->exit_status;

@@ -164,3 +164,56 @@ vd_fs_write_durably (const gchar *path, const gchar *text, guint mode, GError **
   }
   return vd_fs_fsync_dir (dir, error);
 }
+
+static GBytes *
+read_bounded_fd (int fd, const gchar *path, gsize max, GError **error)
+{
+  g_autofree guint8 *buf = NULL;
+  struct stat st;
+  gsize len = 0;
+
+  if (fstat (fd, &st) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot read %s", path), NULL;
+  if (!S_ISREG (st.st_mode)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "%s is not a regular file", path);
+    return NULL;
+  }
+  if ((guint64) st.st_size > max) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "%s is over %" G_GSIZE_FORMAT " bytes", path, max);
+    return NULL;
+  }
+  /* The size may change under us: read at most one byte past the cap. */
+  buf = g_malloc (max + 1);
+  while (len <= max) {
+    gssize n = read (fd, buf + len, max + 1 - len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return vd_fs_set_error_errno (error, errno, "Cannot read %s", path), NULL;
+    if (n == 0)
+      break;
+    len += (gsize) n;
+  }
+  if (len > max) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "%s is over %" G_GSIZE_FORMAT " bytes", path, max);
+    return NULL;
+  }
+  return g_bytes_new_take (g_realloc (g_steal_pointer (&buf), MAX (len, 1)), len);
+}
+
+/* For a file that someone else owns and may swap or grow while we read:
+ * no link is followed, a FIFO or device does not block us (O_NONBLOCK)
+ * and is refused, and at most @max bytes are read, by read(): no mapping,
+ * which a truncation under us would turn into SIGBUS. */
+GBytes *
+vd_fs_read_untrusted (const gchar *path, gsize max, GError **error)
+{
+  int fd = open (path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  GBytes *bytes;
+
+  if (fd < 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot open %s", path), NULL;
+  bytes = read_bounded_fd (fd, path, max, error);
+  close (fd);
+  return bytes;
+}

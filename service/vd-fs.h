@@ -24,5 +24,11 @@ gboolean vd_fs_write_durably  (const gchar *path,
                                const gchar *text,
                                guint        mode,
                                GError     **error);
+/* A regular file someone else controls, read whole: not through a link,
+ * never blocking on a FIFO, by read() into at most @max bytes (TooLarge
+ * past it). */
+GBytes  *vd_fs_read_untrusted (const gchar *path,
+                               gsize        max,
+                               GError     **error);
 
 G_END_DECLS

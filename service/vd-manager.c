@@ -1503,12 +1503,13 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
 
 /* The daemon got a new connection after it lost the bus (NULL: it lost it
  * and has none yet). Only the boundary and the systemd client talk over
- * it; nothing else below learns of it. */
+ * it; the tasks only let go of the calls that came over the old one. */
 gboolean
 vd_manager_set_connection (VdManager *self, GDBusConnection *connection, GError **error)
 {
   g_set_object (&self->connection, connection);
   vd_systemd_set_connection (self->systemd, connection);
+  vd_task_runner_set_connection (self->runner, connection);
   return vd_exported_set_connection (self->exported, connection, error);
 }
 

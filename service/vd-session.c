@@ -73,6 +73,10 @@ struct _VdSession {
   gboolean              stop_requested;
   gboolean              torn_down;
   guint                 screenshot_seq;
+  guint                 save_seq;      /* names each save's qemu-img unit */
+  guint                 unit_watch;    /* what systemd says of the unit's end */
+  gboolean              died;          /* QEMU went away without being asked to */
+  gchar                *end_detail;    /* how, in systemd's words ("signal, SIGKILL"), or NULL */
 };
 
 G_DEFINE_TYPE (VdSession, vd_session, G_TYPE_OBJECT)
@@ -85,6 +89,8 @@ vd_session_finalize (GObject *object)
 {
   VdSession *self = VD_SESSION (object);
 
+  if (self->unit_watch != 0)
+    vd_systemd_unwatch_unit (self->systemd, self->unit_watch);
   g_clear_object (&self->skeleton);
   g_clear_object (&self->qmp);
   g_clear_object (&self->agent);
@@ -95,6 +101,7 @@ vd_session_finalize (GObject *object)
   g_clear_object (&self->log);
   g_clear_object (&self->reapers);
   g_free (self->io_error);
+  g_free (self->end_detail);
   g_hash_table_unref (self->timings);
   g_free (self->id);
   g_free (self->object_path);
@@ -148,6 +155,24 @@ const gchar *
 vd_session_get_state (VdSession *self)
 {
   return vivarium_session_state_to_string (self->state);
+}
+
+gboolean
+vd_session_died (VdSession *self)
+{
+  return self->died;
+}
+
+const gchar *
+vd_session_get_end_detail (VdSession *self)
+{
+  return self->end_detail;
+}
+
+const gchar *
+vd_session_get_state_reason (VdSession *self)
+{
+  return vivarium_dbus_session_get_state_reason (self->skeleton);
 }
 
 gboolean
@@ -437,6 +462,9 @@ remove_files_and_check (VdSession *self, gboolean failed, const gchar *reason)
 
   if (!vd_fs_rm_rf (self->runtime_dir, &error) || !vd_fs_rm_rf (self->state_dir, &error))
     vd_log_session (G_LOG_LEVEL_WARNING, self->id, "teardown of %s: %s", self->id, error->message);
+  if (self->unit_watch != 0)
+    vd_systemd_unwatch_unit (self->systemd, self->unit_watch);
+  self->unit_watch = 0;
   leftovers = find_leftovers (self);
   vivarium_dbus_session_set_leftovers (self->skeleton, (const gchar * const *) leftovers);
   for (guint i = 0; leftovers[i] != NULL; i++)
@@ -482,7 +510,16 @@ unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
    * expired) makes StopUnit fail; what counts is the leftover check. */
   if (!vd_systemd_stop_unit_finish (self->systemd, res, &error))
     g_debug ("stopping %s: %s", self->unit, error->message);
-  remove_files_and_check (self, data->failed, data->reason);
+  /* Its stop job is done: systemd has said how the unit ended by now. */
+  if (self->died && self->unit_watch != 0)
+    self->end_detail = vd_systemd_describe_unit_end (self->systemd, self->unit_watch);
+  if (self->end_detail != NULL) {
+    g_autofree gchar *reason = g_strdup_printf ("%s (systemd: %s)", data->reason, self->end_detail);
+    vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: %s", self->id, reason);
+    remove_files_and_check (self, data->failed, reason);
+  } else {
+    remove_files_and_check (self, data->failed, data->reason);
+  }
   g_task_return_boolean (task, TRUE);
 }
 
@@ -566,6 +603,7 @@ qmp_closed_cb (VdQmpClient *qmp, gpointer user_data)
   vd_log_session (G_LOG_LEVEL_INFO, self->id, "QEMU of session %s exited %s", self->id,
                   expired ? "at the end of its runtime limit" : "on its own");
   self->stop_requested = TRUE;
+  self->died = !expired;
   teardown_async (self, !expired, expired ? "the session reached its runtime limit" : "QEMU exited on its own",
                   NULL, NULL);
 }
@@ -861,6 +899,10 @@ overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   step_end (self, "overlay");
   step_begin (self);
   argv = qemu_argv (self, data->kvm);
+  /* Before the start: systemd's word on how QEMU ended may come and go
+   * (the unit is collected) before the daemon thinks of asking. */
+  if (self->unit_watch == 0)
+    self->unit_watch = vd_systemd_watch_unit (self->systemd, self->unit);
   vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, (const gchar * const *) argv, data->kvm),
                                     NULL, g_task_get_cancellable (task), unit_started_cb, task);
 }
@@ -1283,23 +1325,19 @@ handle_write_file (VivariumDBusSession *iface, GDBusMethodInvocation *invocation
 }
 
 /* QEMU writes the picture into the session's runtime directory, which its
- * uid owns: open it without following links and with a size cap. */
+ * uid owns (and could replace by a link, a FIFO, or a file it grows or
+ * truncates under us): vd_fs_read_untrusted(). */
 static GBytes *
 read_screenshot (const gchar *path, GError **error)
 {
-  g_autoptr(GMappedFile) mapped = NULL;
-  int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st;
+  g_autoptr(GError) local = NULL;
+  GBytes *png = vd_fs_read_untrusted (path, SCREENSHOT_MAX, &local);
 
-  if (fd < 0 || fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size > SCREENSHOT_MAX) {
-    if (fd >= 0)
-      close (fd);
+  if (png == NULL) {
+    g_info ("screenshot %s: %s", path, local->message);
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "QEMU did not produce a usable screenshot");
-    return NULL;
   }
-  mapped = g_mapped_file_new_from_fd (fd, FALSE, error);
-  close (fd);
-  return mapped != NULL ? g_mapped_file_get_bytes (mapped) : NULL;
+  return png;
 }
 
 static void
@@ -1633,9 +1671,17 @@ disk_converted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GTask *task = G_TASK (user_data);
   SaveDiskData *d = g_task_get_task_data (task);
 
-  if (!g_subprocess_wait_check_finish (G_SUBPROCESS (source), res, &d->error)) {
+  g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
+
+  if (!vd_systemd_start_transient_finish (VD_SYSTEMD (source), res, &d->error)) {
     g_prefix_error (&d->error, "Cannot copy the session's disk: ");
     vivarium_error_convert (&d->error);
+    save_disk_let_go (task);
+    return;
+  }
+  /* Root's again, as every file of an image (see open_output_for). */
+  if (chown (disk, 0, 0) != 0 || chmod (disk, 0644) != 0) {
+    vd_fs_set_error_errno (&d->error, errno, "Cannot take back %s", disk);
     save_disk_let_go (task);
     return;
   }
@@ -1646,23 +1692,89 @@ disk_converted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   save_disk_let_go (task);
 }
 
+/* The output, root's inside the root-only staging directory, lent to the
+ * session uid through a descriptor only (qemu-img writes /dev/stdout). */
+static int
+open_output_for (VdSession *self, const gchar *path, GError **error)
+{
+  struct group *grp = getgrnam (VIVARIUM_QEMU_GROUP);
+  int fd;
+
+  if (grp == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The group %s does not exist", VIVARIUM_QEMU_GROUP);
+    return -1;
+  }
+  fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot create %s", path), -1;
+  if (fchown (fd, self->uid, grp->gr_gid) != 0) {
+    int errsv = errno;
+    close (fd);
+    return vd_fs_set_error_errno (error, errsv, "Cannot lend %s to the session", path), -1;
+  }
+  return fd;
+}
+
+static GVariant *
+convert_unit_properties (VdSession *self, const gchar *qemu_img)
+{
+  g_autofree gchar *description = g_strdup_printf ("Vivarium: saving the disk of session %s", self->id);
+  g_autofree gchar *user = g_strdup_printf ("%u", self->uid);
+  const gchar *argv[] = { qemu_img, "convert", "-U", "-f", "qcow2", "-O", "qcow2", self->overlay, "/dev/stdout", NULL };
+  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
+  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string (description));
+  /* The start job ends when qemu-img does. */
+  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("oneshot"));
+  g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 ((guint64) 3600 * G_USEC_PER_SEC));
+  g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
+  g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
+  g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
+  g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", qemu_img, argv));
+  g_variant_builder_add (&b, "(sv)", "StandardOutputFileDescriptor", g_variant_new_handle (0));
+  g_variant_builder_add (&b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "PrivateTmp", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "NoNewPrivileges", g_variant_new_boolean (TRUE));
+  return g_variant_builder_end (&b);
+}
+
 /* The overlay chain (session → boot.qcow2 → disk.qcow2) flattened into one
- * self-contained disk, as Freeze requires; -U because QEMU holds it. */
+ * self-contained disk, as Freeze requires; -U because QEMU holds it.
+ * qemu-img runs as the session's uid, in a unit of its own (systemd switches
+ * the uid; the daemon has no CAP_SETUID): the overlay's header is QEMU's to
+ * write, and a header naming another backing file or an external data file
+ * (/etc/shadow, another session's disk, the keys) must get no further than
+ * QEMU itself could; root would read anything it names into the image. */
 static void
 convert_disk (GTask *task)
 {
   VdSession *self = g_task_get_source_object (task);
   SaveDiskData *d = g_task_get_task_data (task);
   g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
-  g_autoptr(GSubprocess) proc = NULL;
+  g_autofree gchar *qemu_img = g_find_program_in_path ("qemu-img");
+  g_autofree gchar *unit = g_strdup_printf ("vivarium-save-%s-%u.service", self->id, ++self->save_seq);
+  g_autoptr(GUnixFDList) fds = g_unix_fd_list_new ();
+  int fd;
 
-  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, &d->error,
-                           "qemu-img", "convert", "-U", "-f", "qcow2", "-O", "qcow2", self->overlay, disk, NULL);
-  if (proc == NULL) {
+  if (qemu_img == NULL) {
+    g_set_error_literal (&d->error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "qemu-img is not installed");
     save_disk_let_go (task);
     return;
   }
-  g_subprocess_wait_check_async (proc, NULL, disk_converted_cb, task);
+  fd = open_output_for (self, disk, &d->error);
+  if (fd < 0 || g_unix_fd_list_append (fds, fd, &d->error) < 0) {
+    if (fd >= 0)
+      close (fd);
+    save_disk_let_go (task);
+    return;
+  }
+  close (fd);
+  vd_systemd_start_transient_async (self->systemd, unit, convert_unit_properties (self, qemu_img), fds, NULL,
+                                    disk_converted_cb, task);
 }
 
 static void

@@ -52,6 +52,17 @@ GVariant  *vd_systemd_get_unit_properties    (VdSystemd     *self,
                                               const gchar   *unit,
                                               const gchar   *interface_name,
                                               GError       **error);
+/* Keeps what systemd says of @unit's service from now on (its Result, how
+ * its main process ended), across reconnects; for telling how a unit that
+ * is collected at its end ended. */
+guint      vd_systemd_watch_unit             (VdSystemd     *self,
+                                              const gchar   *unit);
+void       vd_systemd_unwatch_unit           (VdSystemd     *self,
+                                              guint          id);
+/* "signal, SIGKILL", "exit-code, status 1", "success", or NULL when
+ * systemd said nothing of it. */
+gchar     *vd_systemd_describe_unit_end      (VdSystemd     *self,
+                                              guint          id);
 /* A failed unit stays loaded (to be asked why) until this; errors ignored. */
 void       vd_systemd_reset_failed_unit      (VdSystemd     *self,
                                               const gchar   *unit);

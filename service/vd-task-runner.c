@@ -118,6 +118,8 @@ run_free (Run *run)
     g_signal_handlers_disconnect_by_data (run->task, run);
   if (run->worker != NULL)
     g_signal_handlers_disconnect_by_data (run->worker, run);
+  if (run->session != NULL)
+    g_signal_handlers_disconnect_by_data (run->session, run);
   g_clear_object (&run->task);
   g_free (run->project);
   g_clear_object (&run->image);
@@ -906,6 +908,29 @@ worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
   wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
 }
 
+/* The work session's machine went away under the worker (killed, crashed,
+ * powered off): the worker can do nothing more, and the task says so now,
+ * in the machine's words, instead of when the worker's next call fails
+ * (and the worker is blamed for it). */
+static void
+work_session_ended_cb (VdSession *session, gpointer user_data)
+{
+  Run *run = user_data;
+  const gchar *detail = vd_session_get_end_detail (session);
+  g_autofree gchar *reason = NULL;
+
+  g_signal_handlers_disconnect_by_func (session, work_session_ended_cb, run);
+  if (run->winding_down || run->session_starting)
+    return;
+  if (vd_session_died (session))
+    reason = g_strdup_printf ("the work session's machine died (%s%s)", detail != NULL ? "systemd: " : "",
+                              detail != NULL ? detail : "QEMU exited on its own");
+  else
+    reason = g_strdup_printf ("the work session ended before the worker: %s", vd_session_get_state_reason (session));
+  vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
+  wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+}
+
 static gboolean
 hard_limit_cb (gpointer user_data)
 {
@@ -1020,6 +1045,7 @@ work_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
     /* Never started: nothing of it to stop but its files; the commit
      * path gives the tree back to root. */
+    g_signal_handlers_disconnect_by_data (run->session, run);
     vd_session_stop_async (run->session, NULL, NULL);
     g_clear_object (&run->session);
     run->session_starting = FALSE;
@@ -1049,6 +1075,7 @@ start_work_session (Run *run, VdProject *project, GError **error)
     return FALSE;
   run->session_id = g_strdup (vd_session_get_id (run->session));
   run->session_uid = vd_session_get_uid (run->session);
+  g_signal_connect (run->session, "ended", G_CALLBACK (work_session_ended_cb), run);
   /* From here the start is under way: a Cancel waits for its end. */
   run->session_starting = TRUE;
   vd_project_grant_async (project, run->session_uid, work_granted_cb, run);
@@ -1263,4 +1290,17 @@ vd_task_runner_stop_all (VdTaskRunner *self)
     if (run->worker != NULL)
       vd_systemd_stop_unit_sync (self->systemd, vd_worker_get_unit (run->worker), 15000, NULL);
   }
+}
+
+/* The daemon lost the bus (@connection NULL) or got a new one: no task may
+ * keep a caller's call from the old one. */
+void
+vd_task_runner_set_connection (VdTaskRunner *self, GDBusConnection *connection)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->tasks);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    vd_task_forget_connection (VD_TASK (value), connection);
 }

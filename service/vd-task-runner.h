@@ -59,5 +59,9 @@ const gchar **vd_task_runner_list_paths (VdTaskRunner *self);
 void          vd_task_runner_recover    (VdTaskRunner *self);
 /* At shutdown: stops every worker (their sessions go with the pool). */
 void          vd_task_runner_stop_all   (VdTaskRunner *self);
+/* After the daemon lost the bus: lets go of every call from another
+ * connection than @connection (NULL: from any). */
+void          vd_task_runner_set_connection (VdTaskRunner    *self,
+                                             GDBusConnection *connection);
 
 G_END_DECLS

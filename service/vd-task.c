@@ -122,6 +122,21 @@ wait_timeout_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+/* A caller is its unique bus name: one of them may hold only a few of the
+ * task's wait slots, so no single caller fills them for everyone else. */
+static guint
+count_waits_of (VdTask *self, const gchar *sender)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < self->waits->len; i++) {
+    Wait *wait = g_ptr_array_index (self->waits, i);
+    if (g_strcmp0 (g_dbus_method_invocation_get_sender (wait->invocation), sender) == 0)
+      n++;
+  }
+  return n;
+}
+
 static gboolean
 handle_wait (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint timeout, VdTask *self)
 {
@@ -134,6 +149,12 @@ handle_wait (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint t
   }
   if (timeout == 0 || self->finished || self->outcome != VIVARIUM_OUTCOME_IN_PROGRESS) {
     vivarium_dbus_task_complete_wait (iface, invocation, vivarium_outcome_to_string (self->outcome));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (count_waits_of (self, g_dbus_method_invocation_get_sender (invocation)) >= VD_TASK_WAITS_PER_CALLER) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+                                           "You are already waiting for this task %u times at once; "
+                                           "wait again when one of them returns", VD_TASK_WAITS_PER_CALLER);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   if (self->waits->len >= VD_TASK_WAITS_MAX) {
@@ -358,6 +379,26 @@ vd_task_finish (VdTask *self, VivariumOutcome outcome, const gchar *reason)
     set_outcome (self, outcome);
   if (outcome == VIVARIUM_OUTCOME_IN_PROGRESS)
     release_waits (self);
+}
+
+/* The daemon lost the bus: a waiter's or the worker's call that came over
+ * another connection than @keep can never be answered (its caller got an
+ * error from the bus already) and would only keep the closed connection
+ * alive. The waiters are let go of; an unanswerable question is taken back,
+ * so that the worker, whose Ask failed, may ask it again. */
+void
+vd_task_forget_connection (VdTask *self, GDBusConnection *keep)
+{
+  for (guint i = self->waits->len; i > 0; i--) {
+    Wait *wait = g_ptr_array_index (self->waits, i - 1);
+    if (g_dbus_method_invocation_get_connection (wait->invocation) != keep)
+      g_ptr_array_remove_index (self->waits, i - 1);
+  }
+  if (self->ask != NULL && g_dbus_method_invocation_get_connection (self->ask) != keep) {
+    g_clear_object (&self->ask);
+    vivarium_dbus_task_set_question (self->skeleton, "");
+    set_outcome (self, VIVARIUM_OUTCOME_IN_PROGRESS);
+  }
 }
 
 /* --- the record of a finished task (it outlives the daemon) ----------------- */

@@ -10,13 +10,16 @@ G_BEGIN_DECLS
 
 /* One task's org.vivarium.Vivarium1.Task object: its typed outcome (strings
  * only on the bus), the question between Ask and Answer, the callers
- * waiting in Wait (at most VD_TASK_WAITS_MAX at once). It decides nothing
+ * waiting in Wait (at most VD_TASK_WAITS_MAX at once, VD_TASK_WAITS_PER_CALLER
+ * of them from one caller). It decides nothing
  * about the work: Finish and Cancel are handed to the runner by signals.
  *
  * signal "finish-requested" (const gchar *summary, const gchar *verify_command)
  * signal "cancel-requested" () */
 
 #define VD_TASK_WAITS_MAX        32
+/* Of which one caller (unique bus name) may hold this many at once. */
+#define VD_TASK_WAITS_PER_CALLER 4
 /* The contract's bounds (Wait's timeout, Ask, Answer, Finish's summary)
  * are VIVARIUM_TASK_* in common/vivarium-names.h. */
 
@@ -52,6 +55,10 @@ void             vd_task_finish          (VdTask          *self,
 /* Refuses further Ask/Finish once the runner started to wind down, and
  * fails a pending Ask with Cancelled. */
 void             vd_task_close_worker    (VdTask *self);
+/* After the daemon lost the bus: drops the waits and the pending Ask that
+ * came over any connection but @keep (NULL: all of them). */
+void             vd_task_forget_connection (VdTask          *self,
+                                            GDBusConnection *keep);
 
 /* The record of a finished task (STATE/tasks/done/<id>.json): what it
  * was, how it ended, its report, its times; the restarted daemon lists it

@@ -27,26 +27,29 @@
 # which would stop the daemon, and by BindsTo= every session, however well
 # the daemon reconnects. The test records the unit's Type and checks that
 # systemd never stopped it (NRestarts, ActiveEnterTimestamp unchanged).
-#   tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-reconnect.sh
+#
+# Then a script task meets three more restarts (section 3): while its worker
+# runs and a caller waits in Task.Wait, as it commits, and while the
+# verification command runs; it must end DONE with nothing left running.
+#   VIVARIUM_TEST_BTRFS=768M tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-reconnect.sh
 
 # shellcheck disable=SC2317
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly IFACE=org.vivarium.Vivarium1
-readonly ERR=org.vivarium.Vivarium1.Error
-readonly IMAGE=tiny
-readonly PY=/usr/bin/python3
+# shellcheck source=SCRIPTDIR/task-lib.sh
+source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
+
 readonly LIMIT_CONF=/etc/dbus-1/system-local.conf
 readonly BUS_LIMIT=$((4 * 1024 * 1024))
 
 [ "$(id -u)" = 0 ] || bail_out "must run as root"
 [ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl setpriv "$PY"; do
+for tool in vivariumctl gdbus busctl setpriv git "$PY"; do
   command -v "$tool" >/dev/null || bail_out "$tool is not installed"
 done
+[ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
+  bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 "$PY" -c 'from gi.repository import Gio' 2>/dev/null || bail_out "python3-gi is not installed"
 [ -e "$LIMIT_CONF" ] && bail_out "$LIMIT_CONF exists already; this test writes its own"
 
@@ -55,7 +58,6 @@ readonly WORK
 chmod 755 "$WORK"
 at_exit rm -rf "$WORK"
 
-ctl () { vivariumctl --no-interaction "$@"; }
 daemon_pid () { systemctl show -P MainPID vivariumd.service; }
 unit_of () { busctl get-property "$BUS" "$OBJ/sessions/$1" "$IFACE.Session" Unit 2>/dev/null | cut -d'"' -f2; }
 name_owner_pid () {
@@ -214,6 +216,102 @@ systemctl restart dbus.service || not_ok "systemctl restart dbus.service"
 retry_until 100 0.1 systemctl is-active -q dbus.service
 assert_ne "$bus_pid" "$(systemctl show -P MainPID dbus.service)" "dbus-daemon restarted (PID $bus_pid → $(systemctl show -P MainPID dbus.service))"
 check_all "after dbus.service restarted"
+
+# --- 3: a task across three restarts of dbus.service ------------------------------
+# Issue 22 §1: with a task's worker mid-run the daemon never owned its name
+# again ("the old connection is still held"), and the task ended FAILED with
+# "the worker's unit did not start" for a worker that had run for seconds.
+# One script task meets a restart while its worker runs, one as soon as it
+# is committing, and one while the verification command runs in its fresh
+# session. The worker's calls can fail while the bus restarts: it retries
+# them (they are idempotent). The task must end DONE with everything it did.
+
+for id in "${ids[@]}"; do ctl session stop "$id" >/dev/null 2>&1; done   # the CPU is the task's
+
+restart_bus () {  # WHAT: restart dbus.service; the same daemon owns its name again within 30 s
+  local bus_pid t0
+  bus_pid=$(systemctl show -P MainPID dbus.service)
+  t0=$(date +%s%N)
+  systemctl restart dbus.service || not_ok "$1: systemctl restart dbus.service"
+  retry_until 100 0.1 systemctl is-active -q dbus.service
+  assert_ne "$bus_pid" "$(systemctl show -P MainPID dbus.service)" "$1: dbus-daemon restarted"
+  if retry_until 300 0.1 owned_by "$dpid"; then
+    ok "$1: the daemon (PID $dpid) owns $BUS again"
+    diag "restart of dbus.service → name owned again: $((($(date +%s%N) - t0) / 1000000)) ms"
+  else
+    not_ok "$1: the daemon (PID $dpid) owns $BUS again" "owner PID now: '$(name_owner_pid)'" \
+      "$(journalctl -u vivariumd.service -o cat --no-pager | tail -n 8)"
+  fi
+}
+step_of () { task_prop "$1" Step 2>/dev/null; }
+step_left () { local s; s=$(step_of "$1"); [ -n "$s" ] && [ "$s" != "$2" ]; }
+step_is () { [ "$(step_of "$1")" = "$2" ]; }
+
+out=$(call "$OBJ" Manager.CreateProject demo "uint64 $((64 * MIB))" "{}" 2>&1)
+assert_contains "$out" "$(project_path demo)" "create a project for the task"
+work=$STATE/projects/demo/work
+cat >"$WORK/worker.sh" <<'EOF'
+#!/bin/sh
+# Any call may meet the bus restarting: each is retried (all are idempotent).
+w () { n=0; until vivariumctl worker "$@"; do n=$((n + 1)); [ "$n" -lt 40 ] || return 1; sleep 1; done; }
+w exec --cwd /project -- sh -c 'echo before > before.txt' || exit 1
+sleep 12
+w exec --cwd /project -- sh -c 'echo after > after.txt && dd if=/dev/urandom of=big.bin bs=1M count=32 2>/dev/null' || exit 1
+w finish --summary "Wrote before.txt and after.txt across a bus restart." --verify "true"
+EOF
+chmod 0755 "$WORK/worker.sh"
+tid=$(ctl task submit demo "$IMAGE" --script "$WORK/worker.sh" \
+  --verify "sleep 40; test -f before.txt && test -f after.txt" 2>&1)
+tpath=$OBJ/tasks/$tid
+assert_eq "IN_PROGRESS" "$(task_prop "$tpath" Outcome 2>&1)" "submit a script task ($tid)"
+
+# (a) the worker is mid-run: it wrote before.txt and sleeps.
+if retry_until 1200 0.1 test -f "$work/before.txt"; then
+  ok "the worker's first call went through"
+else
+  not_ok "the worker's first call went through" "$(task_prop "$tpath" Reason 2>&1)"
+fi
+wunit=vivarium-worker-$tid.service
+assert_eq "activating" "$(systemctl show -P ActiveState "$wunit")" "its worker unit runs (a oneshot unit: activating)"
+# A caller waits for the task meanwhile, as `vivariumctl task wait` does:
+# the daemon holds its call until the task ends or the Wait times out.
+wait_outcome "$tpath" 600 >"$WORK/waiter.out" 2>&1 &
+waiter=$!
+sleep 2   # for the Wait to reach the daemon
+restart_bus "while the worker runs and a caller waits"
+wait "$waiter"
+retry_until 600 0.1 step_left "$tpath" work
+# (b) the worker called Finish: the daemon stops the work session, commits
+# (32 MiB of random bytes take it a moment), and starts the verification
+# session; the step may have moved on already.
+step=$(step_of "$tpath")
+case $step in
+  commit | verify) ok "the worker finished after the restart; the task's step is $step" ;;
+  *) not_ok "the worker finished after the restart; the task is committing" "step: $step,"        "reason: $(task_prop "$tpath" Reason 2>&1)" ;;
+esac
+restart_bus "while the task commits (step $step)"
+# (c) the verification command sleeps in its fresh session.
+retry_until 1200 0.1 step_is "$tpath" verify
+sleep 20
+assert_eq "verify" "$(step_of "$tpath")" "the task is verifying"
+restart_bus "while the verification runs"
+
+assert_eq "DONE" "$(wait_outcome "$tpath" 400)" "the task is DONE after three restarts of the bus"
+assert_eq "" "$(task_prop "$tpath" Reason 2>&1)" "with no reason given"
+ctl task report "$tid" --json >"$WORK/report.json" 2>&1
+assert_eq "after.txt:added before.txt:added big.bin:added" \
+  "$(report_field "$WORK/report.json" "' '.join(sorted(f['path'] + ':' + f['change'] for f in r['files']))")" \
+  "the report lists the three files the worker wrote"
+assert_eq "pass caller" \
+  "$(report_field "$WORK/report.json" "r['verification']['verdict'] + ' ' + r['verification']['whose']")" \
+  "the caller's verification passed in its fresh session"
+assert_eq "$(report_field "$WORK/report.json" "r['commit']")" "$(prop "$(project_path demo)" Project Head)" \
+  "the report's commit is the project's head"
+assert_success "the report verifies" -- vivariumctl report verify "$WORK/report.json"
+retry_until 100 0.1 test "$(systemctl show -P LoadState "$wunit")" != loaded
+assert_ne "loaded" "$(systemctl show -P LoadState "$wunit")" "the worker's unit is gone"
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-session-*' 'vivarium-worker-*' | grep -v inactive)" \
+  "no session or worker unit is left running"
 
 # --- what the daemon said -----------------------------------------------------------
 

@@ -23,10 +23,11 @@ readonly IMAGE=tiny
 readonly BROKEN=broken
 readonly STATE=/var/lib/vivarium
 readonly MIB=$((1024 * 1024))
+readonly PY=/usr/bin/python3
 
 [ "$(id -u)" = 0 ] || bail_out "must run as root"
 [ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl qemu-img chattr lsattr dd od jq; do
+for tool in vivariumctl gdbus busctl qemu-img qemu-io chattr lsattr dd od jq "$PY"; do
   command -v "$tool" >/dev/null || bail_out "$tool is not installed"
 done
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
@@ -267,6 +268,49 @@ assert_eq "running-disk" "$(gexec "$c2" 'cat /root/r')" "and the saved disk"
 ctl session stop "$c2" >/dev/null 2>&1
 ctl session stop "$r" >/dev/null 2>&1
 assert_eq "0" "$(ls -A "$STATE/images/.staging" 2>/dev/null | wc -l)" "the saves left nothing in staging"
+
+# --- 6b. SaveAsImage reads no further than QEMU could -------------------------
+# The overlay is the session uid's, and QEMU writes its header. Root plays
+# a compromised QEMU here: the running session's overlay is made to name a
+# root-only disk as its backing file. qemu-img run as root copied that
+# disk's bytes into the saved image (issue 15 §5); run as the session's uid
+# it cannot open it, and the save fails.
+# Root-only and outside the daemon's ProtectHome=: /etc/vivarium is read by it.
+secret=/etc/vivarium/test-secret.qcow2
+mkdir -p /etc/vivarium
+qemu-img create -q -f qcow2 "$secret" 64M && qemu-io -f qcow2 -c 'write -q -P 0x53 0 8M' "$secret" >/dev/null &&
+  chmod 0600 "$secret" || bail_out "cannot make $secret"
+at_exit rm -f "$secret"
+h=$(ctl session start "$IMAGE")
+gexec "$h" 'sync' >/dev/null
+overlay=$STATE/sessions/$h/overlay.qcow2
+"$PY" - "$overlay" "$secret" <<'PYEOF' || bail_out "cannot rewrite the overlay's header"
+import struct, sys
+path, name = sys.argv[1], sys.argv[2].encode()
+with open(path, 'r+b') as f:
+    header = f.read(20)
+    offset, = struct.unpack('>Q', header[8:16])
+    size, = struct.unpack('>I', header[16:20])
+    assert 0 < len(name) <= size, (name, size)
+    f.seek(offset); f.write(name)
+    f.seek(16); f.write(struct.pack('>I', len(name)))
+PYEOF
+assert_contains "$(qemu-img info -U "$overlay" 2>&1)" "backing file: $secret" "the overlay now names the secret (test setup)"
+out=$(ctl session save-as-image "$h" leaky 2>&1)
+rc=$?
+if [ -f "$STATE/images/leaky/disk.qcow2" ]; then
+  qemu-img convert -f qcow2 -O raw "$STATE/images/leaky/disk.qcow2" /var/tmp/leaky.raw
+  leaked=$("$PY" -c 'import sys; print(b"S" * 65536 in open(sys.argv[1], "rb").read())' /var/tmp/leaky.raw)
+  rm -f /var/tmp/leaky.raw
+else
+  leaked=False
+fi
+assert_eq "False" "$leaked" "the saved image holds none of the root-only disk's bytes"
+assert_ne "0" "$rc" "saving a session whose overlay names another backing file fails ($out)"
+assert_eq "false" "$(prop "$(image_path leaky)" Image Frozen 2>/dev/null || echo false)" "no image leaky"
+assert_eq "running" "$(prop "$(session_path "$h")" Session State)" "the session runs on"
+ctl session stop "$h" >/dev/null 2>&1
+assert_eq "0" "$(ls -A "$STATE/images/.staging" 2>/dev/null | wc -l)" "the failed save left nothing in staging"
 
 # --- 6. a freeze whose snapshot fails changes nothing ----------------------
 

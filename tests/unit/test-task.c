@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "config.h"
 
+#include <string.h>
+
 #include "vivarium-error.h"
 #include "vd-task.h"
 
@@ -67,11 +69,17 @@ call_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static void
-start_call (Fixture *f, const gchar *method, GVariant *args, Call *call)
+start_call_on (Fixture *f, GDBusConnection *client, const gchar *method, GVariant *args, Call *call)
 {
-  g_dbus_connection_call (f->client, g_dbus_connection_get_unique_name (f->service), vd_task_get_object_path (f->task),
+  g_dbus_connection_call (client, g_dbus_connection_get_unique_name (f->service), vd_task_get_object_path (f->task),
                           "org.vivarium.Vivarium1.Task", method, args, NULL, G_DBUS_CALL_FLAGS_NONE, 10000, NULL,
                           call_done_cb, call);
+}
+
+static void
+start_call (Fixture *f, const gchar *method, GVariant *args, Call *call)
+{
+  start_call_on (f, f->client, method, args, call);
 }
 
 static void
@@ -130,14 +138,29 @@ test_ask_answer (Fixture *f, gconstpointer data)
   g_assert_cmpint (vd_task_get_outcome (f->task), ==, VIVARIUM_OUTCOME_IN_PROGRESS);
 }
 
+#define N_CALLERS (VD_TASK_WAITS_MAX / VD_TASK_WAITS_PER_CALLER)
+
+/* The task's wait slots are bounded, and so is each caller's share: one
+ * caller past its share is refused while another still gets a slot. */
 static void
 test_waits_bounded_and_released (Fixture *f, gconstpointer data)
 {
   Call waits[VD_TASK_WAITS_MAX + 1] = { 0 };
+  Call greedy = { 0 };
   Call ask = { 0 };
+  GDBusConnection *clients[N_CALLERS + 1];
 
-  for (guint i = 0; i <= VD_TASK_WAITS_MAX; i++)
-    start_call (f, "Wait", g_variant_new ("(u)", 60), &waits[i]);
+  for (guint c = 0; c <= N_CALLERS; c++)
+    clients[c] = connect_to (g_test_dbus_get_bus_address (f->bus));
+  for (guint i = 0; i < VD_TASK_WAITS_PER_CALLER; i++)
+    start_call_on (f, clients[0], "Wait", g_variant_new ("(u)", 60), &waits[i]);
+  start_call_on (f, clients[0], "Wait", g_variant_new ("(u)", 60), &greedy);
+  finish_call (&greedy);
+  g_assert_error (greedy.error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY);
+  g_assert_nonnull (strstr (greedy.error->message, "already waiting for this task"));
+  g_clear_error (&greedy.error);
+  for (guint i = VD_TASK_WAITS_PER_CALLER; i <= VD_TASK_WAITS_MAX; i++)
+    start_call_on (f, clients[i / VD_TASK_WAITS_PER_CALLER], "Wait", g_variant_new ("(u)", 60), &waits[i]);
   finish_call (&waits[VD_TASK_WAITS_MAX]);
   g_assert_error (waits[VD_TASK_WAITS_MAX].error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY);
   g_clear_error (&waits[VD_TASK_WAITS_MAX].error);
@@ -152,6 +175,8 @@ test_waits_bounded_and_released (Fixture *f, gconstpointer data)
   finish_call (&ask);
   g_assert_error (ask.error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE);
   g_clear_error (&ask.error);
+  for (guint c = 0; c <= N_CALLERS; c++)
+    g_object_unref (clients[c]);
 }
 
 static void
