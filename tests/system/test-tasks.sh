@@ -191,8 +191,8 @@ if vivariumctl report verify "$tmpd/r1-bad.json" >/dev/null 2>&1; then
 else ok "a one-byte change fails verification"; fi
 assert_contains "$(call "$r1" Report.GetText)" "claim" "the text shows the summary as the worker's claim"
 get_text "$r1" "$tmpd/r1.txt"
-assert_eq "Verification: pass (the caller's command, exit status 0 in a fresh session)" \
-  "$(grep '^Verification: ' "$tmpd/r1.txt")" "the Verification line says it was the caller's command"
+assert_eq "Verification: pass (the caller's command, exit status 0 in a fresh session), verified: commit $(report_field "$tmpd/r1.json" "r['commit']")" \
+  "$(grep '^Verification: ' "$tmpd/r1.txt")" "the Verification line says it was the caller's command, and which commit it ran on"
 assert_eq "" "$(grep '^Warning: ' "$tmpd/r1.txt")" "and a pass of the caller's command needs no warning"
 assert_contains "$(grep '^Command: 1 ' "$tmpd/r1.txt")" "exec, exit 0 (the guest agent's word)" \
   "a command's exit status is shown as the guest agent's word"
@@ -312,8 +312,8 @@ get_json "$(task_prop "$t5" Report)" "$tmpd/r5.json"
 get_text "$(task_prop "$t5" Report)" "$tmpd/r5.txt"
 assert_eq "pass worker" "$(report_field "$tmpd/r5.json" "r['verification']['verdict'] + ' ' + r['verification']['whose']")" \
   "the worker's own \"true\" passes, and the JSON says whose it was"
-assert_eq "Verification: pass (the worker's own command, exit status 0 in a fresh session)" \
-  "$(grep '^Verification: ' "$tmpd/r5.txt")" "the Verification line says it was the worker's own command"
+assert_eq "Verification: pass (the worker's own command, exit status 0 in a fresh session), verified: commit $(report_field "$tmpd/r5.json" "r['commit']")" \
+  "$(grep '^Verification: ' "$tmpd/r5.txt")" "the Verification line says it was the worker's own command, and which commit it ran on"
 assert_contains "$(grep '^Warning: ' "$tmpd/r5.txt")" "the worker's own command, not the caller's" \
   "and warns that its pass is no finding"
 [ -n "$victim" ] && call "$victim" Session.Stop >/dev/null 2>&1
