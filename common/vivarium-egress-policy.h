@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+/* A session's egress policy in `allowlist` mode: rules `host[:port]`, each
+ * allow or deny, each remembering where it came from (a rule group, the
+ * session's own extras) so that a decision can say which rule made it.
+ *
+ * - host: a DNS name (lower-cased, a trailing dot dropped; letters, digits,
+ *   '-' and '.', labels 1-63, whole name ≤ 253), a wildcard `*.example.org`
+ *   (any name *below* example.org, never example.org itself), or an IP
+ *   literal (IPv4 dotted quad, or IPv6 in brackets `[2001:db8::1]:443`).
+ * - port: 1-65535; a rule without a port covers 80 and 443 only.
+ * - A deny rule that matches beats every allow rule; nothing is allowed
+ *   unless a rule allows it (deny by default); there is no built-in
+ *   carve-out.
+ * - An IP literal destination is allowed only by a rule naming that very
+ *   address (a wildcard never matches an address).
+ *
+ * The daemon builds the policy from config and options, writes it with
+ * vivarium_egress_policy_save(), and the egress proxy loads it; the CLI's
+ * dry run asks the same code. */
+
+#define VIVARIUM_EGRESS_MODE_NONE      "none"
+#define VIVARIUM_EGRESS_MODE_ALLOWLIST "allowlist"
+#define VIVARIUM_EGRESS_MODE_OPEN      "open"
+
+/* At most this many rules in one policy (groups and extras together). */
+#define VIVARIUM_EGRESS_POLICY_MAX_RULES 1024
+
+typedef enum {
+  VIVARIUM_EGRESS_ALLOW,
+  VIVARIUM_EGRESS_DENY,
+} VivariumEgressAction;
+
+typedef struct _VivariumEgressPolicy VivariumEgressPolicy;
+
+/* TRUE for "none", "allowlist" and "open". */
+gboolean               vivarium_egress_mode_is_valid      (const gchar *mode);
+
+/* Checks one rule's syntax; on success *host (normalised) and *port (0 =
+ * 80 and 443) are set when not NULL. Errors are G_IO_ERROR_INVALID_ARGUMENT
+ * with a sentence naming the rule. */
+gboolean               vivarium_egress_rule_parse         (const gchar  *rule,
+                                                           gchar       **host,
+                                                           guint16      *port,
+                                                           GError      **error);
+
+/* Normalises a destination name the guest asked for (lower case, no
+ * trailing dot); NULL if it is not a valid name or IP literal. */
+gchar                 *vivarium_egress_normalize_host     (const gchar *host);
+
+VivariumEgressPolicy  *vivarium_egress_policy_new         (void);
+void                   vivarium_egress_policy_free        (VivariumEgressPolicy *policy);
+
+/* origin: where the rule comes from, shown in decisions ("group debian",
+ * "session"); printable ASCII, at most 64 bytes. */
+gboolean               vivarium_egress_policy_add_rule    (VivariumEgressPolicy *policy,
+                                                           VivariumEgressAction  action,
+                                                           const gchar          *rule,
+                                                           const gchar          *origin,
+                                                           GError              **error);
+guint                  vivarium_egress_policy_get_n_rules (VivariumEgressPolicy *policy);
+
+/* The decision for host:port (host as the guest gave it). Returns TRUE
+ * when allowed. *reason (when not NULL) gets a sentence fit for the log:
+ * "allowed by deb.debian.org (group debian)", "denied by *.evil.example
+ * (session)", "no rule allows evil.example:443", "not a valid host name". */
+gboolean               vivarium_egress_policy_decide      (VivariumEgressPolicy *policy,
+                                                           const gchar          *host,
+                                                           guint16               port,
+                                                           gchar               **reason);
+
+/* For the proxy's DNS: TRUE when some port of this name is allowed (and
+ * the name is not denied on every port an allow rule gives it). */
+gboolean               vivarium_egress_policy_allows_name (VivariumEgressPolicy *policy,
+                                                           const gchar          *host);
+
+/* A GKeyFile text, written atomically (temp file, fsync, rename) with the
+ * given mode; load refuses a file that is not one whole policy. */
+gboolean               vivarium_egress_policy_save        (VivariumEgressPolicy *policy,
+                                                           const gchar          *path,
+                                                           gint                  mode,
+                                                           GError              **error);
+VivariumEgressPolicy  *vivarium_egress_policy_load        (const gchar          *path,
+                                                           GError              **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VivariumEgressPolicy, vivarium_egress_policy_free)
+
+G_END_DECLS
