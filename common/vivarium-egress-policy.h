@@ -74,6 +74,10 @@ gboolean               vivarium_egress_policy_decide      (VivariumEgressPolicy 
                                                            guint16               port,
                                                            gchar               **reason);
 
+/* The rules, one line each, in order: "allow deb.debian.org (group debian)",
+ * "deny *.evil.example:443 (session)"; for EgressRules and the docs. */
+GStrv                  vivarium_egress_policy_describe    (VivariumEgressPolicy *policy);
+
 /* For the proxy's DNS: TRUE when some port of this name is allowed (and
  * the name is not denied on every port an allow rule gives it). */
 gboolean               vivarium_egress_policy_allows_name (VivariumEgressPolicy *policy,
