@@ -317,6 +317,43 @@ vd_guard_check_unit (VdGuard *self, const gchar *unit, GError **error)
   return TRUE;
 }
 
+static gboolean
+denies_everything (GVariant *deny, gint family)
+{
+  GVariantIter iter;
+  gint32 f;
+  GVariant *bytes;
+  guint32 prefix;
+
+  g_variant_iter_init (&iter, deny);
+  while (g_variant_iter_next (&iter, "(i@ayu)", &f, &bytes, &prefix)) {
+    g_variant_unref (bytes);
+    if (f == family && prefix == 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+gboolean
+vd_guard_check_unit_closed (VdGuard *self, const gchar *unit, GError **error)
+{
+  g_autoptr(GVariant) deny = NULL;
+  g_autoptr(GVariant) allow = NULL;
+
+  deny = vd_systemd_get_unit_property (self->systemd, unit, "org.freedesktop.systemd1.Service", "IPAddressDeny", error);
+  if (deny == NULL)
+    return FALSE;
+  allow = vd_systemd_get_unit_property (self->systemd, unit, "org.freedesktop.systemd1.Service", "IPAddressAllow", error);
+  if (allow == NULL)
+    return FALSE;
+  if (!denies_everything (deny, AF_INET) || !denies_everything (deny, AF_INET6) || g_variant_n_children (allow) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_GUARD_UNAVAILABLE,
+                 "The unit %s does not deny every address, as a session without open egress must", unit);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean
 vd_guard_verify_table (VdGuard *self, GError **error)
 {

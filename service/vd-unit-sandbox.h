@@ -31,4 +31,10 @@ typedef struct {
 void vd_unit_sandbox_add (GVariantBuilder     *properties,
                           const VdUnitSandbox *sandbox);
 
+/* IPAddressDeny= (a(iayu)) of these CIDRs; unparsable items are skipped
+ * (the guard made the list). */
+GVariant *vd_unit_sandbox_ip_deny     (GPtrArray *cidrs);
+/* IPAddressDeny=any: no IP traffic at all. */
+GVariant *vd_unit_sandbox_ip_deny_all (void);
+
 G_END_DECLS
