@@ -70,7 +70,7 @@ parse_time (JsonObject *o)
   g_autofree gchar *text = capped_string (o, "time", 64);
   g_autoptr(GDateTime) dt = g_date_time_new_from_iso8601 (text, NULL);
 
-  return dt != NULL ? g_date_time_to_unix_usec (dt) : 0;
+  return dt != NULL ? g_date_time_to_unix (dt) * G_USEC_PER_SEC + g_date_time_get_microsecond (dt) : 0;
 }
 
 static gboolean
@@ -238,6 +238,7 @@ by_count_then_name (gconstpointer a, gconstpointer b, gpointer user_data)
 {
   GHashTable *table = user_data;
   const gchar *ka = *(const gchar * const *) a, *kb = *(const gchar * const *) b;
+
   guint na = GPOINTER_TO_UINT (g_hash_table_lookup (table, ka)), nb = GPOINTER_TO_UINT (g_hash_table_lookup (table, kb));
 
   return na != nb ? (na < nb ? 1 : -1) : g_strcmp0 (ka, kb);
@@ -246,14 +247,22 @@ by_count_then_name (gconstpointer a, gconstpointer b, gpointer user_data)
 static void
 append_hosts (GString *out, GHashTable *table)
 {
-  g_autofree gpointer *keys = g_hash_table_get_keys_as_array (table, NULL);
-  guint n = g_hash_table_size (table);
+  g_autoptr(GPtrArray) keys = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer key_ptr;
+  guint n;
 
-  g_sort_array (keys, n, sizeof (gpointer), by_count_then_name, table);
+  g_hash_table_iter_init (&iter, table);
+  while (g_hash_table_iter_next (&iter, &key_ptr, NULL))
+    g_ptr_array_add (keys, key_ptr);
+  n = keys->len;
+
+  g_ptr_array_sort_with_data (keys, by_count_then_name, table);
   g_string_append (out, " (");
   for (guint i = 0; i < MIN (n, SUMMARY_HOSTS_MAX); i++) {
-    guint times = GPOINTER_TO_UINT (g_hash_table_lookup (table, keys[i]));
-    g_string_append_printf (out, "%s%s", i > 0 ? ", " : "", (const gchar *) keys[i]);
+    const gchar *key = g_ptr_array_index (keys, i);
+    guint times = GPOINTER_TO_UINT (g_hash_table_lookup (table, key));
+    g_string_append_printf (out, "%s%s", i > 0 ? ", " : "", key);
     if (times > 1)
       g_string_append_printf (out, " ×%u", times);
   }

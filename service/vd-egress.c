@@ -13,6 +13,8 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-egress.h"
+#include "vd-egress-log.h"
+#include "vd-egress-rules.h"
 #include "vd-fs.h"
 #include "vd-log.h"
 #include "vd-unit-sandbox.h"

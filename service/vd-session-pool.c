@@ -127,6 +127,8 @@ forget_session_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+static void release_egress_uid (VdSessionPool *self, VdSession *session);
+
 static void
 session_ended_cb (VdSession *session, gpointer user_data)
 {

@@ -731,7 +731,7 @@ egress_guest_set_up_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(VdAgentExecResult) result = NULL;
   GError *error = NULL;
 
-  result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &error);
+  result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, NULL, &error);
   if (result == NULL || result->exit_status != 0) {
     start_failed (task, error != NULL ? error : g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_GUEST,
                                                              "Cannot tell the guest where its egress proxy is "
@@ -1360,11 +1360,12 @@ static GStrv
 with_egress_env (VdSession *self, const gchar * const *env)
 {
   g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
-  const gchar *names[] = { "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", NULL };
+  const gchar *names[] = { "http_proxy=" EGRESS_PROXY_URL, "https_proxy=" EGRESS_PROXY_URL,
+                           "HTTP_PROXY=" EGRESS_PROXY_URL, "HTTPS_PROXY=" EGRESS_PROXY_URL, NULL };
 
   if (self->egress != NULL) {
     for (guint i = 0; names[i] != NULL; i++)
-      g_strv_builder_take (b, g_strdup_printf ("%s=%s", names[i], EGRESS_PROXY_URL));
+      g_strv_builder_add (b, names[i]);
   }
   if (env != NULL)
     g_strv_builder_addv (b, (const gchar **) env);
