@@ -1493,13 +1493,16 @@ sweep_leftovers (VdManager *self)
   g_autofree gchar *staging = vd_config_build_state_path (self->config, "images", ".staging", NULL);
   g_autofree gchar *runtime_sessions = g_build_filename (vd_config_get_runtime_dir (self->config), "sessions", NULL);
   g_autofree gchar *runtime_workers = g_build_filename (vd_config_get_runtime_dir (self->config), "workers", NULL);
+  g_autofree gchar *runtime_egress = g_build_filename (vd_config_get_runtime_dir (self->config), "egress", NULL);
 
   sweep_units (self, VIVARIUM_SESSION_UNIT_PREFIX "*.service");
+  sweep_units (self, "vivarium-egress-*.service");
   sweep_units (self, "vivarium-build-*.service");
   sweep_units (self, "vivarium-worker-*.service");
   sweep_dir (state_sessions);
   sweep_dir (runtime_sessions);
   sweep_dir (runtime_workers);
+  sweep_dir (runtime_egress);
   sweep_dir (staging);
   vd_canary_sweep (vd_config_get_runtime_dir (self->config));
   vd_dns_relay_sweep (vd_config_get_runtime_dir (self->config));
