@@ -68,15 +68,15 @@ vd_egress_options_parse (VdConfig *config, GVariantDict *dict, VdEgressPurpose p
                  vd_egress_mode_to_string (out->mode));
     return FALSE;
   }
-  if (out->allow != NULL && g_strv_length (out->allow) > VD_EGRESS_OPTIONS_ALLOW_MAX) {
+  if (out->allow != NULL && g_strv_length (out->allow) > VD_EGRESS_MAX_EXTRA_RULES) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                  "%u egress rules were given; at most %u are allowed", g_strv_length (out->allow),
-                 VD_EGRESS_OPTIONS_ALLOW_MAX);
+                 VD_EGRESS_MAX_EXTRA_RULES);
     return FALSE;
   }
   if (out->groups == NULL)
-    out->groups = g_strdupv ((gchar **) (purpose == VD_EGRESS_FOR_TASK ? vd_config_get_egress_task_groups (config)
-                                                                       : vd_config_get_egress_session_groups (config)));
+    out->groups = purpose == VD_EGRESS_FOR_TASK ? vd_config_get_egress_task_groups (config)
+                                                : vd_config_get_egress_session_groups (config);
   if (out->mode != VD_EGRESS_MODE_ALLOWLIST)
     return TRUE;
   policy = vd_egress_rules_build (config, (const gchar * const *) out->groups, (const gchar * const *) out->allow, error);

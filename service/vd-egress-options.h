@@ -12,9 +12,6 @@ G_BEGIN_DECLS
  * "egress" (s), "egress_groups" (as), "egress_allow" (as), with the
  * configuration's defaults for what is not given. */
 
-/* At most this many extra rules per session. */
-#define VD_EGRESS_OPTIONS_ALLOW_MAX 256
-
 typedef struct {
   VdEgressMode mode;
   GStrv        groups;
