@@ -130,7 +130,7 @@ for_each_entry (const gchar *path, EntryFunc func, gpointer user_data, guint64 *
   *n = 0;
   bytes = vd_fs_read_untrusted (path, VD_EGRESS_LOG_MAX_BYTES, &local);
   if (bytes == NULL) {
-    if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+    if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND) || g_error_matches (local, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND))
       return TRUE;
     g_propagate_error (error, g_steal_pointer (&local));
     return FALSE;

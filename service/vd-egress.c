@@ -435,7 +435,7 @@ keep_log (VdEgress *self)
   g_autoptr(GError) error = NULL;
 
   bytes = vd_fs_read_untrusted (live, VD_EGRESS_LOG_MAX_BYTES, &error);
-  if (bytes == NULL && !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND)) {
+  if (bytes == NULL && !g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND)) {
     vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "session %s: cannot read the egress log: %s",
                     self->session_id, error->message);
   }

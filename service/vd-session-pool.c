@@ -87,14 +87,15 @@ vd_session_pool_new (VdConfig *config, VdSystemd *systemd, VdGuard *guard, VdDns
   return self;
 }
 
+/* @taken: a uid claimed but not yet tracked (0: none). */
 static guint32
-allocate_uid (VdSessionPool *self, GError **error)
+allocate_uid (VdSessionPool *self, guint32 taken, GError **error)
 {
   guint32 base = vd_config_get_uid_base (self->config);
   guint32 last_covered = vd_guard_get_uncovered_uid (self->guard) - 1;
 
   for (guint32 uid = base; uid <= last_covered; uid++) {
-    if (!g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
+    if (uid != taken && !g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
       return uid;
   }
   g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "No session uid is free");
@@ -177,7 +178,7 @@ claim_egress_uid (VdSessionPool *self, VdSession *session, GError **error)
 
   if (vd_session_get_options (session)->egress_mode != VD_EGRESS_MODE_ALLOWLIST)
     return TRUE;
-  uid = allocate_uid (self, error);
+  uid = allocate_uid (self, vd_session_get_uid (session), error);
   if (uid == 0 || !vd_guard_add_session (self->guard, uid, error))
     return FALSE;
   owner = g_strdup_printf ("%s egress", vd_session_get_id (session));
@@ -190,7 +191,7 @@ static gboolean
 claim_uid (VdSessionPool *self, guint32 *uid, GError **error)
 {
   if (*uid == 0) {
-    *uid = allocate_uid (self, error);
+    *uid = allocate_uid (self, 0, error);
     return *uid != 0;
   }
   if (g_hash_table_contains (self->uids, GUINT_TO_POINTER (*uid))) {
