@@ -19,6 +19,8 @@
 #include "vd-log.h"
 #include "vd-unit-sandbox.h"
 
+/* How long after the proxy's exit systemd is asked how it ended. */
+#define EXIT_DESCRIBE_DELAY_MS 500
 /* How many sessions' decision logs are kept after they end. */
 #define KEPT_LOGS_MAX 256
 
@@ -37,6 +39,7 @@ struct _VdEgress {
   gchar                *reason;
   guint                 unit_watch;
   guint                 exit_source;
+  gint                  pidfd;         /* the proxy's process while it runs, or -1 */
   gboolean              stopped;
 };
 
@@ -70,10 +73,19 @@ vd_egress_mode_from_string (const gchar *text, VdEgressMode *mode)
 }
 
 static void
+close_pidfd (VdEgress *self)
+{
+  if (self->pidfd >= 0)
+    close (self->pidfd);
+  self->pidfd = -1;
+}
+
+static void
 vd_egress_finalize (GObject *object)
 {
   VdEgress *self = VD_EGRESS (object);
 
+  close_pidfd (self);
   if (self->exit_source != 0)
     g_source_remove (self->exit_source);
   if (self->unit_watch != 0)
@@ -102,6 +114,7 @@ static void
 vd_egress_init (VdEgress *self)
 {
   self->state = "starting";
+  self->pidfd = -1;
   self->reason = g_strdup ("");
 }
 
@@ -298,8 +311,9 @@ describe_end (VdEgress *self)
                           status != NULL && status[0] != '\0' ? ": " : "", status != NULL ? status : "");
 }
 
+/* systemd has had its say on how the process ended by now. */
 static gboolean
-proxy_exited_cb (gint fd, GIOCondition condition, gpointer user_data)
+describe_failure_cb (gpointer user_data)
 {
   VdEgress *self = VD_EGRESS (user_data);
   g_autofree gchar *reason = NULL;
@@ -311,6 +325,21 @@ proxy_exited_cb (gint fd, GIOCondition condition, gpointer user_data)
   vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "session %s: %s; the guest has no way out now",
                   self->session_id, reason);
   set_state (self, "failed", reason);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+proxy_exited_cb (gint fd, GIOCondition condition, gpointer user_data)
+{
+  VdEgress *self = VD_EGRESS (user_data);
+
+  self->exit_source = 0;
+  close_pidfd (self);
+  if (self->stopped)
+    return G_SOURCE_REMOVE;
+  /* The way out is gone this instant; why, systemd says a moment later. */
+  set_state (self, "failed", "the egress proxy exited");
+  self->exit_source = g_timeout_add (EXIT_DESCRIBE_DELAY_MS, describe_failure_cb, self);
   return G_SOURCE_REMOVE;
 }
 
@@ -333,9 +362,8 @@ watch_main_pid (VdEgress *self, GError **error)
                  pid == 0 ? "no main process" : g_strerror (errno));
     return FALSE;
   }
+  self->pidfd = fd;
   self->exit_source = g_unix_fd_add_full (G_PRIORITY_DEFAULT, fd, G_IO_IN, proxy_exited_cb, self, NULL);
-  /* GLib does not close the descriptor: it stays until the source goes,
-   * tied to the daemon's life, one per running proxy. */
   return TRUE;
 }
 
@@ -464,6 +492,7 @@ vd_egress_stop_sync (VdEgress *self)
   if (self->exit_source != 0)
     g_source_remove (self->exit_source);
   self->exit_source = 0;
+  close_pidfd (self);
   if (vd_systemd_unit_is_loaded (self->systemd, self->unit) &&
       !vd_systemd_stop_unit_sync (self->systemd, self->unit, 10000, &error))
     vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot stop %s: %s", self->unit, error->message);

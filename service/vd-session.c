@@ -341,19 +341,25 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
  * the guest agent AF_UNIX; TCG writes the code it runs; QEMU installs its
  * own seccomp filter (-sandbox on) on top of this one. Of the runtime
  * directory it sees its own sockets' directory only, and in allowlist
- * mode its proxy's. With egress "none" or "allowlist" slirp opens no IP
- * socket at all (restrict=on): QEMU gets AF_UNIX only. */
+ * mode its proxy's. With egress "none" or "allowlist" slirp reaches
+ * nothing outside (restrict=on), and the unit has a network namespace of
+ * its own with a loopback only (add_closed_network). */
 static void
 add_sandbox (VdSession *self, GVariantBuilder *b)
 {
   const gchar *open_families[] = { "AF_UNIX", "AF_INET", "AF_INET6", NULL };
+  /* libslirp makes each cmd: forward's socketpair over TCP on 127.0.0.1
+   * (for out-of-band data): inside the unit's own network namespace. */
+  const gchar *relay_families[] = { "AF_UNIX", "AF_INET", NULL };
   const gchar *closed_families[] = { "AF_UNIX", NULL };
   const gchar *syscalls[] = { "@system-service", "seccomp", NULL };
   const gchar *denied[] = { "@privileged", NULL };
   const gchar *binds[] = { self->runtime_dir, self->egress != NULL ? vd_egress_get_dir (self->egress) : NULL, NULL };
   g_autofree gchar *runtime = g_path_get_dirname (g_path_get_dirname (self->runtime_dir));
   VdUnitSandbox sandbox = {
-    .address_families = self->options.egress_mode == VD_EGRESS_MODE_OPEN ? open_families : closed_families,
+    .address_families = self->options.egress_mode == VD_EGRESS_MODE_OPEN      ? open_families
+                      : self->options.egress_mode == VD_EGRESS_MODE_ALLOWLIST ? relay_families
+                                                                               : closed_families,
     .syscalls = syscalls,
     .denied_syscalls = denied,
     .writes_code = TRUE,
@@ -362,6 +368,18 @@ add_sandbox (VdSession *self, GVariantBuilder *b)
   };
 
   vd_unit_sandbox_add (b, &sandbox);
+}
+
+/* Egress "none" and "allowlist": QEMU needs no network of the host's at
+ * all. Its own namespace has a loopback only (the relays' socketpairs);
+ * every other address is denied besides. The way out, if any, is the
+ * proxy's unix sockets, which no network namespace stops. */
+static void
+add_closed_network (GVariantBuilder *b)
+{
+  g_variant_builder_add (b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny_all ());
+  g_variant_builder_add (b, "(sv)", "IPAddressAllow", vd_unit_sandbox_ip_loopback ());
 }
 
 static GVariant *
@@ -400,7 +418,7 @@ unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
       g_variant_builder_add (&b, "(sv)", "SupplementaryGroups", g_variant_new_strv (kvm_group, -1));
   }
   if (self->options.egress_mode != VD_EGRESS_MODE_OPEN)
-    g_variant_builder_add (&b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny_all ());
+    add_closed_network (&b);
   else if (self->options.guard_layer1)
     g_variant_builder_add (&b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny (self->deny_list));
   g_variant_builder_add (&b, "(sv)", "MemoryMax",
