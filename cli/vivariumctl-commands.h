@@ -39,6 +39,7 @@ gboolean vctl_cmd_project_log     (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_project_delete  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_project_remote  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_project_publish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_project_set     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
 gboolean vctl_cmd_task_submit     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_wait       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);

@@ -65,6 +65,9 @@ static const VctlCommand commands[] = {
     vctl_cmd_project_remote, EXIT_HELP },
   { "project", "publish", "NAME", N_("Push a project's commits to its remote"),
     vctl_cmd_project_publish, EXIT_HELP },
+  { "project", "set", "NAME egress=MODE|groups=G1,G2 …",
+    N_("Set a project's egress defaults (MODE none, allowlist, open; empty for the configuration's)"),
+    vctl_cmd_project_set, EXIT_HELP },
   { "task", "submit", "PROJECT IMAGE --script FILE [--verify CMD] [--timeout S] …",
     N_("Hand work to a worker in a fresh guest and print the task's id"), vctl_cmd_task_submit,
     N_("Prints only the new task's id on standard output.\n"
