@@ -650,6 +650,52 @@ test_publish_file (void)
   drop_project (g_steal_pointer (&p));
 }
 
+/* The project's egress defaults live in its record on the host: they
+ * survive a reload, and a record's list keeps names only. */
+static void
+test_egress_defaults (void)
+{
+  g_autoptr(VdProject) p = make_project ("egress", NULL);
+  g_autoptr(VdProject) again = NULL;
+  g_autofree gchar *record = g_build_filename (projects_dir, "egress", "project.json", NULL);
+  g_autofree gchar *text = NULL;
+  g_autofree gchar *mode = NULL;
+  g_autofree gchar *tampered = NULL;
+  g_auto(GStrv) groups = NULL;
+  g_autoptr(GError) error = NULL;
+  const gchar *set[] = { "debian", "github", NULL };
+
+  g_assert_null (vd_project_get_egress_mode (p));
+  g_assert_null (vd_project_get_egress_groups (p));
+  g_assert_true (vd_project_set_egress (p, "allowlist", set, &error));
+  g_assert_no_error (error);
+  g_clear_object (&p);
+  again = vd_project_load (projects_dir, keys_dir, "egress", &error);
+  g_assert_no_error (error);
+  mode = vd_project_get_egress_mode (again);
+  groups = vd_project_get_egress_groups (again);
+  g_assert_cmpstr (mode, ==, "allowlist");
+  g_assert_cmpstrv (groups, set);
+  g_clear_object (&again);
+  /* Root's file, yet only names come out of it. */
+  g_assert_true (g_file_get_contents (record, &text, NULL, NULL));
+  tampered = g_strjoinv ("\"bad name\", 7, \"../x\", \"debian\"", g_strsplit (text, "\"debian\", \"github\"", 2));
+  g_assert_nonnull (strstr (tampered, "bad name"));
+  g_assert_true (g_file_set_contents (record, tampered, -1, NULL));
+  again = vd_project_load (projects_dir, keys_dir, "egress", &error);
+  g_assert_no_error (error);
+  g_clear_pointer (&groups, g_strfreev);
+  groups = vd_project_get_egress_groups (again);
+  g_assert_cmpuint (g_strv_length (groups), ==, 1);
+  g_assert_cmpstr (groups[0], ==, "debian");
+  /* "" and [] go back to the configuration's. */
+  g_assert_true (vd_project_set_egress (again, "", NULL, &error));
+  g_clear_pointer (&mode, g_free);
+  mode = vd_project_get_egress_mode (again);
+  g_assert_null (mode);
+  drop_project (g_steal_pointer (&again));
+}
+
 static void
 test_set_remote_refused (void)
 {
@@ -1224,6 +1270,7 @@ main (int argc, char **argv)
   g_test_add_func ("/project/publish-file", test_publish_file);
   g_test_add_func ("/project/publish-ssh", test_publish_ssh);
   g_test_add_func ("/project/set-remote-refused", test_set_remote_refused);
+  g_test_add_func ("/project/egress-defaults", test_egress_defaults);
   g_test_add_func ("/project/bad-input-leaves-nothing", test_bad_input_leaves_nothing);
   g_test_add_func ("/project/clone", test_clone);
   g_test_add_func ("/project/restart", test_restart);
