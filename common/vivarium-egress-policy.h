@@ -33,6 +33,8 @@ G_BEGIN_DECLS
 
 /* At most this many rules in one policy (groups and extras together). */
 #define VIVARIUM_EGRESS_POLICY_MAX_RULES 1024
+/* At most this many "egress_allow" rules in one StartSession/SubmitTask. */
+#define VIVARIUM_EGRESS_MAX_EXTRA_RULES 256
 
 typedef enum {
   VIVARIUM_EGRESS_ALLOW,
