@@ -88,7 +88,8 @@ gboolean               vivarium_egress_policy_decide      (VivariumEgressPolicy 
 GStrv                  vivarium_egress_policy_describe    (VivariumEgressPolicy *policy);
 
 /* For the proxy's DNS: TRUE when some port of this name is allowed (and
- * the name is not denied on every port an allow rule gives it). */
+ * the name is not denied on every port an allow rule gives it). FALSE for
+ * an IP literal or anything that is not a valid name. */
 gboolean               vivarium_egress_policy_allows_name (VivariumEgressPolicy *policy,
                                                            const gchar          *host);
 
