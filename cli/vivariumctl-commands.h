@@ -40,6 +40,9 @@ gboolean vctl_cmd_project_delete  (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_project_remote  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_project_publish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_project_set     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_config_show     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+/* The Project named NAME (a usage error for a bad name, NotFound). */
+VivariumDBusProject *vctl_project_for_call (VctlContext *ctx, const gchar *name, GError **error);
 
 gboolean vctl_cmd_task_submit     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_wait       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);

@@ -22,8 +22,8 @@ check_project_name (const gchar *name, GError **error)
   return vivarium_project_name_validate (name, error) || vctl_to_usage_error (error);
 }
 
-static VivariumDBusProject *
-project_for_call (VctlContext *ctx, const gchar *name, GError **error)
+VivariumDBusProject *
+vctl_project_for_call (VctlContext *ctx, const gchar *name, GError **error)
 {
   g_autofree gchar *path = NULL;
 
@@ -44,7 +44,7 @@ project_from_args (VctlContext *ctx, const VctlCommand *cmd, gboolean listing, g
 {
   if (!vctl_parse_args (ctx, cmd, NULL, listing, argv, 1, 1, error))
     return NULL;
-  return project_for_call (ctx, (*argv)[1], error);
+  return vctl_project_for_call (ctx, (*argv)[1], error);
 }
 
 static guint64
@@ -334,7 +334,7 @@ vctl_cmd_project_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     return FALSE;
   if (n_text != NULL && !vctl_parse_uint ("-n", n_text, 1, VCTL_LOG_MAX, &n, error))
     return FALSE;
-  project = project_for_call (ctx, (*argv)[1], error);
+  project = vctl_project_for_call (ctx, (*argv)[1], error);
   if (project == NULL)
     return FALSE;
   ret = vctl_call (ctx, project, "Log", g_variant_new ("(u)", n), -1, NULL, error);
@@ -382,7 +382,7 @@ vctl_cmd_project_remote (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) ||
       !vctl_check_text ("URL", (*argv)[2], G_MAXSIZE, error))
     return FALSE;
-  project = project_for_call (ctx, (*argv)[1], error);
+  project = vctl_project_for_call (ctx, (*argv)[1], error);
   if (project == NULL)
     return FALSE;
   ret = vctl_call (ctx, project, "SetRemote", g_variant_new ("(s)", (*argv)[2]), -1, NULL, error);
@@ -448,7 +448,7 @@ vctl_cmd_project_set (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     if (!vctl_check_text ("setting", (*argv)[i], 4096, error) || !parse_setting ((*argv)[i], &mode, &groups, error))
       return FALSE;
   }
-  project = project_for_call (ctx, (*argv)[1], error);
+  project = vctl_project_for_call (ctx, (*argv)[1], error);
   if (project == NULL)
     return FALSE;
   if (mode == NULL)

@@ -124,6 +124,11 @@ static const VctlCommand commands[] = {
        "would get, or by the --group and --allow given.\n"
        "Exit status: 0 allowed; 1 denied (the reason is printed), or the call failed (the error's "
        "D-Bus name ends the line); 2 on a usage error.") },
+  { "config", "show", "[--project NAME]",
+    N_("Show every configuration value and the file (or project) it comes from"), vctl_cmd_config_show,
+    N_("Reads the layers as the daemon does: defaults.conf < vivarium.conf < conf.d/*.conf, then, with "
+       "--project, the project's own egress defaults (from the daemon). Values the daemon has not read yet "
+       "apply from its next start or the next session.") },
   { "guard", "status", "", N_("Show the network guard's layers and last verdict"),
     vctl_cmd_guard_status },
   { "guard", "selftest", "[--image NAME] [--session ID] [--json] [--junit FILE]",

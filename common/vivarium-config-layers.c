@@ -78,8 +78,10 @@ vivarium_config_group_is_whole (const gchar *group)
   return g_str_has_prefix (group, VIVARIUM_CONFIG_EGRESS_GROUP_PREFIX);
 }
 
+/* @origins (nullable): the same groups and keys, each holding the path of
+ * the layer its value came from. */
 static gboolean
-merge_file (GKeyFile *merged, const gchar *path, GError **error)
+merge_file (GKeyFile *merged, GKeyFile *origins, const gchar *path, GError **error)
 {
   g_autoptr(GKeyFile) layer = g_key_file_new ();
   g_autoptr(GError) local_error = NULL;
@@ -95,11 +97,16 @@ merge_file (GKeyFile *merged, const gchar *path, GError **error)
   groups = g_key_file_get_groups (layer, NULL);
   for (guint i = 0; groups[i] != NULL; i++) {
     g_auto(GStrv) keys = g_key_file_get_keys (layer, groups[i], NULL, NULL);
-    if (vivarium_config_group_is_whole (groups[i]))
+    if (vivarium_config_group_is_whole (groups[i])) {
       g_key_file_remove_group (merged, groups[i], NULL);
+      if (origins != NULL)
+        g_key_file_remove_group (origins, groups[i], NULL);
+    }
     for (guint j = 0; keys != NULL && keys[j] != NULL; j++) {
       g_autofree gchar *value = g_key_file_get_value (layer, groups[i], keys[j], NULL);
       g_key_file_set_value (merged, groups[i], keys[j], value);
+      if (origins != NULL)
+        g_key_file_set_value (origins, groups[i], keys[j], path);
     }
   }
   g_debug ("loaded configuration layer %s", path);
@@ -112,9 +119,25 @@ vivarium_config_load_files (const gchar *const *paths, GError **error)
   g_autoptr(GKeyFile) merged = g_key_file_new ();
 
   for (guint i = 0; paths[i] != NULL; i++) {
-    if (!merge_file (merged, paths[i], error))
+    if (!merge_file (merged, NULL, paths[i], error))
       return NULL;
   }
+  return g_steal_pointer (&merged);
+}
+
+GKeyFile *
+vivarium_config_load_layers_traced (const gchar *data_dir, const gchar *config_dir, GKeyFile **origins,
+                                    GError **error)
+{
+  g_auto(GStrv) paths = vivarium_config_layer_paths (data_dir, config_dir);
+  g_autoptr(GKeyFile) merged = g_key_file_new ();
+  g_autoptr(GKeyFile) from = g_key_file_new ();
+
+  for (guint i = 0; paths[i] != NULL; i++) {
+    if (!merge_file (merged, from, paths[i], error))
+      return NULL;
+  }
+  *origins = g_steal_pointer (&from);
   return g_steal_pointer (&merged);
 }
 

@@ -43,4 +43,12 @@ GKeyFile *vivarium_config_load_layers (const gchar *data_dir,
                                        const gchar *config_dir,
                                        GError     **error);
 
+/* The layers merged, and where each value came from: @origins gets the
+ * same groups and keys, each holding its layer's path (for `vivariumctl
+ * config show`). */
+GKeyFile *vivarium_config_load_layers_traced (const gchar *data_dir,
+                                              const gchar *config_dir,
+                                              GKeyFile   **origins,
+                                              GError     **error);
+
 G_END_DECLS

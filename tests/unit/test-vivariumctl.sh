@@ -174,6 +174,27 @@ if [ $? -ne 0 ] || ! grep -Eq '^vivariumctl [0-9]+\.[0-9]+' "$tmp/out"; then
   fail "vivariumctl --version: $(cat "$tmp/out" "$tmp/err")"
 fi
 
+# config show: every value with the layer it comes from; a drop-in wins
+# key by key, an egress group is replaced whole (its old Deny= is gone).
+mkdir -p "$tmp/data" "$tmp/etc/conf.d"
+printf '[Daemon]\nIdleTimeoutSec=60\nReadGrantSec=300\n[EgressGroup g]\nAllow=a.example\nDeny=b.example\n' >"$tmp/data/defaults.conf"
+printf '[Daemon]\nIdleTimeoutSec=5\n' >"$tmp/etc/vivarium.conf"
+printf '[EgressGroup g]\nAllow=c.example\n[Daemon]\nReadGrantSec=9\n' >"$tmp/etc/conf.d/50-x.conf"
+checks=$((checks + 1))
+if ! VIVARIUM_DATA_DIR=$tmp/data VIVARIUM_CONFIG_DIR=$tmp/etc "$ctl" config show >"$tmp/out" 2>"$tmp/err"; then
+  fail "config show exited non-zero: $(cat "$tmp/err")"
+fi
+for want in "[Daemon] IdleTimeoutSec=5	# $tmp/etc/vivarium.conf" \
+            "[Daemon] ReadGrantSec=9	# $tmp/etc/conf.d/50-x.conf" \
+            "[EgressGroup g] Allow=c.example	# $tmp/etc/conf.d/50-x.conf"; do
+  grep -qxF -- "$want" "$tmp/out" || fail "config show lacks the line: $want (got: $(cat "$tmp/out"))"
+done
+grep -q 'Deny=b.example' "$tmp/out" && fail "config show kept a replaced group's Deny=: $(cat "$tmp/out")"
+# A layer that cannot be parsed is named, not skipped.
+printf 'not a key file\n' >"$tmp/etc/conf.d/60-bad.conf"
+VIVARIUM_DATA_DIR=$tmp/data VIVARIUM_CONFIG_DIR=$tmp/etc run 1 config show
+grep -q "60-bad.conf" "$tmp/err" || fail "config show does not name the bad layer: $(cat "$tmp/err")"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failures in $checks checks" >&2
   exit 1
