@@ -285,7 +285,9 @@ unit_properties (VdEgress *self)
   g_variant_builder_add (&b, "(sv)", "ExecStart", exec_start (self));
   g_variant_builder_add (&b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny (self->deny_list));
   g_variant_builder_add (&b, "(sv)", "MemoryMax", g_variant_new_uint64 (256 * 1024 * 1024));
-  g_variant_builder_add (&b, "(sv)", "TasksMax", g_variant_new_uint64 (64));
+  /* The proxy serves each connection on a thread (at most 64), besides its
+   * main loop and GLib's own. */
+  g_variant_builder_add (&b, "(sv)", "TasksMax", g_variant_new_uint64 (96));
   g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 (15 * G_USEC_PER_SEC));
   g_variant_builder_add (&b, "(sv)", "TimeoutStopUSec", g_variant_new_uint64 (5 * G_USEC_PER_SEC));
   add_sandbox (self, &b);
