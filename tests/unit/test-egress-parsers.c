@@ -509,6 +509,33 @@ test_http_refused (void)
   }
 }
 
+/* Found by tests/fuzz/fuzz-egress-request: libsoup takes everything up to
+ * the first space as the method, line breaks included, and reads its
+ * headers from after the first line break; the head sent upstream then
+ * carried the guest's line breaks, read by the server as other lines than
+ * the proxy read. A method is a token and a target visible ASCII, or the
+ * head is refused. */
+static void
+test_http_request_line_breaks (void)
+{
+  const gchar *heads[] = {
+    "G\r\n'\nET http://p080/ HTTP/1.0\r\nA\n\r\n\r\n",
+    "GET\r\nHost: evil.example\r\nX: http://deb.debian.org/ HTTP/1.1\r\n\r\n",
+    "GET\nX: http://deb.debian.org/ HTTP/1.1\r\n\r\n",
+    "G(T http://deb.debian.org/ HTTP/1.1\r\n\r\n",
+    "GET\thttp://deb.debian.org/\x7f HTTP/1.1\r\n\r\n",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (heads); i++) {
+    g_autofree gchar *reason = NULL;
+    g_autoptr(VivariumEgressRequest) r = NULL;
+    g_test_message ("head %zu", i);
+    r = vivarium_egress_http_parse (heads[i], strlen (heads[i]), VIVARIUM_EGRESS_HTTP_EXPLICIT, &reason);
+    g_assert_null (r);
+    g_assert_cmpstr (reason, ==, "the request head is not valid HTTP/1.x");
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -528,5 +555,6 @@ main (int argc, char **argv)
   g_test_add_func ("/egress/http/absolute", test_http_absolute);
   g_test_add_func ("/egress/http/transparent", test_http_transparent);
   g_test_add_func ("/egress/http/refused", test_http_refused);
+  g_test_add_func ("/egress/http/request-line-breaks", test_http_request_line_breaks);
   return g_test_run ();
 }
