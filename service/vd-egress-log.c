@@ -124,9 +124,13 @@ for_each_entry_in (GBytes *bytes, EntryFunc func, gpointer user_data, guint64 *n
 {
   gsize size;
   const gchar *p = g_bytes_get_data (bytes, &size);
-  const gchar *end = p + size;
+  const gchar *end;
 
   *n = 0;
+  /* An empty GBytes may hold NULL, and NULL + 0 is undefined. */
+  if (size == 0)
+    return;
+  end = p + size;
   while (p < end) {
     const gchar *nl = memchr (p, '\n', (gsize) (end - p));
     const gchar *line_end = nl != NULL ? nl : end;

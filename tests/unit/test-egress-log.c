@@ -206,6 +206,26 @@ test_bytes_same_as_file (void)
   remove_log (path);
 }
 
+/* No bytes (a GBytes whose data is NULL): no entries. fuzz-egress-log's
+ * first input; under clang's UBSan, NULL + 0 was the first crash. */
+static void
+test_bytes_empty (void)
+{
+  g_autoptr(GBytes) empty = g_bytes_new (NULL, 0);
+  g_autoptr(GVariant) entries = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *summary = NULL;
+  guint64 next = 7, total = 7;
+
+  entries = vd_egress_log_read_bytes (empty, 0, 10, &next, &total, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_variant_n_children (entries), ==, 0);
+  g_assert_cmpuint (total, ==, 0);
+  g_assert_cmpuint (next, ==, 0);
+  summary = vd_egress_log_summarize_bytes (empty);
+  g_assert_cmpstr (summary, ==, "0 allowed, 0 denied; 0 bytes up, 0 down");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -217,5 +237,6 @@ main (int argc, char **argv)
   g_test_add_func ("/egress-log/summary", test_summary);
   g_test_add_func ("/egress-log/summary-caps", test_summary_caps_hosts);
   g_test_add_func ("/egress-log/bytes", test_bytes_same_as_file);
+  g_test_add_func ("/egress-log/bytes-empty", test_bytes_empty);
   return g_test_run ();
 }
