@@ -40,6 +40,13 @@ targets=()
 for h in "${harnesses[@]}"; do targets+=("tests/fuzz/${h%% *}"); done
 meson compile -C "$build" "${targets[@]}" || die "building the harnesses failed"
 
+# fuzz-egress-rule saves a policy per run: on tmpfs, where a flush costs
+# nothing; a crashed harness leaves its files there, removed at the end.
+scratch=$(mktemp -d "$([ -d /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/vivarium-run-fuzz-XXXXXX") \
+  || die "cannot make a scratch directory"
+trap 'rm -rf -- "$scratch"' EXIT
+export TMPDIR=$scratch
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
