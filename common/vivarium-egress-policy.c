@@ -667,20 +667,35 @@ read_bounded (const gchar *path, GError **error)
   return g_steal_pointer (&buf);
 }
 
+/* GKeyFile reads a value with an invalid escape ("\z") as a string AND an
+ * error: the error wins, save() never writes one. */
+static gchar *
+get_string (GKeyFile *file, const gchar *group, const gchar *key, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  g_autofree gchar *value = g_key_file_get_string (file, group, key, &local);
+
+  if (local != NULL) {
+    g_propagate_error (error, g_steal_pointer (&local));
+    return NULL;
+  }
+  return g_steal_pointer (&value);
+}
+
 static gboolean
 load_rule (VivariumEgressPolicy *policy, GKeyFile *file, guint i, GError **error)
 {
   g_autofree gchar *group = g_strdup_printf ("Rule %u", i);
-  g_autofree gchar *action = g_key_file_get_string (file, group, "Action", error);
+  g_autofree gchar *action = get_string (file, group, "Action", error);
   g_autofree gchar *rule = NULL;
   g_autofree gchar *origin = NULL;
 
   if (action == NULL)
     return FALSE;
-  rule = g_key_file_get_string (file, group, "Rule", error);
+  rule = get_string (file, group, "Rule", error);
   if (rule == NULL)
     return FALSE;
-  origin = g_key_file_get_string (file, group, "Origin", error);
+  origin = get_string (file, group, "Origin", error);
   if (origin == NULL)
     return FALSE;
   if (!g_str_equal (action, "allow") && !g_str_equal (action, "deny")) {
@@ -699,8 +714,8 @@ load_from_keyfile (VivariumEgressPolicy *policy, GKeyFile *file, GError **error)
   gint version = g_key_file_get_integer (file, "Policy", "Version", NULL);
   gint n = g_key_file_get_integer (file, "Policy", "Rules", NULL);
   gint end = g_key_file_has_key (file, "End", "Rules", NULL) ? g_key_file_get_integer (file, "End", "Rules", NULL) : -1;
-  gsize n_groups = 0;
-  g_auto(GStrv) groups = g_key_file_get_groups (file, &n_groups);
+  g_auto(GStrv) groups = g_key_file_get_groups (file, NULL);
+  gsize n_groups = g_strv_length (groups);
 
   if (g_strcmp0 (format, POLICY_FORMAT) != 0 || version != POLICY_VERSION) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "it is not a version %d egress policy", POLICY_VERSION);

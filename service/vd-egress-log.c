@@ -118,24 +118,18 @@ entry_to_variant (const Entry *e)
 
 typedef gboolean (*EntryFunc) (const Entry *e, guint64 index, gpointer user_data);
 
-/* Calls @func for each entry in order; returns how many there are. */
-static gboolean
-for_each_entry (const gchar *path, EntryFunc func, gpointer user_data, guint64 *n, GError **error)
+/* Calls @func for each entry of @bytes in order; *n: how many there are. */
+static void
+for_each_entry_in (GBytes *bytes, EntryFunc func, gpointer user_data, guint64 *n)
 {
-  g_autoptr(GBytes) bytes = NULL;
-  g_autoptr(GError) local = NULL;
-  const gchar *p, *end;
   gsize size;
+  const gchar *p = g_bytes_get_data (bytes, &size);
+  const gchar *end;
 
   *n = 0;
-  bytes = vd_fs_read_untrusted (path, VD_EGRESS_LOG_MAX_BYTES, &local);
-  if (bytes == NULL) {
-    if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND) || g_error_matches (local, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND))
-      return TRUE;
-    g_propagate_error (error, g_steal_pointer (&local));
-    return FALSE;
-  }
-  p = g_bytes_get_data (bytes, &size);
+  /* An empty GBytes may hold NULL, and NULL + 0 is undefined. */
+  if (size == 0)
+    return;
   end = p + size;
   while (p < end) {
     const gchar *nl = memchr (p, '\n', (gsize) (end - p));
@@ -149,7 +143,21 @@ for_each_entry (const gchar *path, EntryFunc func, gpointer user_data, guint64 *
     }
     p = line_end + 1;
   }
-  return TRUE;
+}
+
+/* The file's bytes, bounded; a missing file is an empty log. */
+static GBytes *
+read_log (const gchar *path, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  GBytes *bytes = vd_fs_read_untrusted (path, VD_EGRESS_LOG_MAX_BYTES, &local);
+
+  if (bytes != NULL)
+    return bytes;
+  if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND) || g_error_matches (local, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND))
+    return g_bytes_new (NULL, 0);
+  g_propagate_error (error, g_steal_pointer (&local));
+  return NULL;
 }
 
 typedef struct {
@@ -173,24 +181,42 @@ add_to_page (const Entry *e, guint64 index, gpointer user_data)
   return TRUE;
 }
 
+static gboolean
+check_limit (guint limit, GError **error)
+{
+  if (limit == 0 || limit > VD_EGRESS_LOG_PAGE_MAX) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The limit is %u; it must be between 1 and %u", limit, VD_EGRESS_LOG_PAGE_MAX);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 GVariant *
-vd_egress_log_read (const gchar *path, guint64 offset, guint limit, guint64 *next, guint64 *total, GError **error)
+vd_egress_log_read_bytes (GBytes *bytes, guint64 offset, guint limit, guint64 *next, guint64 *total, GError **error)
 {
   GVariantBuilder b;
   Page page = { offset, limit, &b, 0 };
 
-  if (limit == 0 || limit > VD_EGRESS_LOG_PAGE_MAX) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "The limit is %u; it must be between 1 and %u", limit, VD_EGRESS_LOG_PAGE_MAX);
+  if (!check_limit (limit, error))
     return NULL;
-  }
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
-  if (!for_each_entry (path, add_to_page, &page, total, error)) {
-    g_variant_builder_clear (&b);
-    return NULL;
-  }
+  for_each_entry_in (bytes, add_to_page, &page, total);
   *next = MIN (offset + page.added, MAX (*total, offset));
   return g_variant_builder_end (&b);
+}
+
+GVariant *
+vd_egress_log_read (const gchar *path, guint64 offset, guint limit, guint64 *next, guint64 *total, GError **error)
+{
+  g_autoptr(GBytes) bytes = NULL;
+
+  if (!check_limit (limit, error))
+    return NULL;
+  bytes = read_log (path, error);
+  if (bytes == NULL)
+    return NULL;
+  return vd_egress_log_read_bytes (bytes, offset, limit, next, total, error);
 }
 
 /* --- the report's line ------------------------------------------------ */
@@ -272,7 +298,7 @@ append_hosts (GString *out, GHashTable *table)
 }
 
 gchar *
-vd_egress_log_summarize (const gchar *path)
+vd_egress_log_summarize_bytes (GBytes *bytes)
 {
   Summary s = { 0 };
   guint64 n = 0;
@@ -280,11 +306,7 @@ vd_egress_log_summarize (const gchar *path)
 
   s.allowed_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   s.denied_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  if (!for_each_entry (path, add_to_summary, &s, &n, NULL)) {
-    g_hash_table_unref (s.allowed_hosts);
-    g_hash_table_unref (s.denied_hosts);
-    return NULL;
-  }
+  for_each_entry_in (bytes, add_to_summary, &s, &n);
   out = g_string_new (NULL);
   g_string_append_printf (out, "%u allowed", s.allowed);
   if (s.allowed > 0)
@@ -298,4 +320,12 @@ vd_egress_log_summarize (const gchar *path)
   g_hash_table_unref (s.allowed_hosts);
   g_hash_table_unref (s.denied_hosts);
   return g_string_free (out, FALSE);
+}
+
+gchar *
+vd_egress_log_summarize (const gchar *path)
+{
+  g_autoptr(GBytes) bytes = read_log (path, NULL);
+
+  return bytes != NULL ? vd_egress_log_summarize_bytes (bytes) : NULL;
 }

@@ -27,4 +27,14 @@ GVariant *vd_egress_log_read      (const gchar *path,
  * (evil.example:443 …)", or "no connections"; NULL when unreadable. */
 gchar    *vd_egress_log_summarize (const gchar *path);
 
+/* The same over the log's bytes (what the two above read from the file;
+ * the fuzz harness feeds them directly). */
+GVariant *vd_egress_log_read_bytes      (GBytes      *bytes,
+                                         guint64      offset,
+                                         guint        limit,
+                                         guint64     *next,
+                                         guint64     *total,
+                                         GError     **error);
+gchar    *vd_egress_log_summarize_bytes (GBytes      *bytes);
+
 G_END_DECLS

@@ -52,6 +52,31 @@ vivarium_egress_split_host_port (const gchar *text, guint16 default_port, gchar 
   return TRUE;
 }
 
+/* RFC 9110 5.6.2: a method is a token. libsoup takes anything up to the
+ * first space, line breaks included, and reads the headers from after the
+ * first line break: a method with a line break in it would go upstream
+ * as lines the proxy never read. */
+static gboolean
+is_token (const gchar *text)
+{
+  if (text[0] == '\0')
+    return FALSE;
+  for (const gchar *p = text; *p != '\0'; p++)
+    if (!g_ascii_isalnum (*p) && strchr ("!#$%&'*+-.^_`|~", *p) == NULL)
+      return FALSE;
+  return TRUE;
+}
+
+/* A request target is visible ASCII (RFC 9112 3.2, percent-encoded). */
+static gboolean
+is_visible (const gchar *text)
+{
+  for (const gchar *p = text; *p != '\0'; p++)
+    if ((guchar) *p <= 0x20 || (guchar) *p >= 0x7f)
+      return FALSE;
+  return text[0] != '\0';
+}
+
 /* Hop-by-hop and proxy headers never go upstream: they are for us. */
 static gboolean
 header_dropped (const gchar *name)
@@ -154,7 +179,8 @@ vivarium_egress_http_parse (const gchar *head, gsize len, VivariumEgressHttpMode
     return NULL;
   }
   if (memchr (head, '\0', len) != NULL ||
-      soup_headers_parse_request (head, (int) len, headers, &method, &target, &version) != SOUP_STATUS_OK) {
+      soup_headers_parse_request (head, (int) len, headers, &method, &target, &version) != SOUP_STATUS_OK ||
+      !is_token (method) || !is_visible (target)) {
     *reason = g_strdup ("the request head is not valid HTTP/1.x");
     return NULL;
   }

@@ -174,6 +174,58 @@ test_summary_caps_hosts (void)
   remove_log (path);
 }
 
+/* The bytes entry points (the fuzz harness's) are what the file ones read:
+ * same entries, same count, same summary. */
+static void
+test_bytes_same_as_file (void)
+{
+  const gchar *text = ALLOWED ("deb.debian.org") "not json\n" DENIED ("evil.example") ALLOWED ("pypi.org");
+  g_autoptr(GBytes) bytes = g_bytes_new_static (text, strlen (text));
+  g_autofree gchar *path = write_log (text);
+  g_autoptr(GVariant) from_file = NULL;
+  g_autoptr(GVariant) from_bytes = NULL;
+  g_autofree gchar *summary_file = NULL;
+  g_autofree gchar *summary_bytes = NULL;
+  g_autoptr(GError) error = NULL;
+  guint64 next_file = 0, total_file = 0, next_bytes = 0, total_bytes = 0;
+
+  from_file = vd_egress_log_read (path, 1, 10, &next_file, &total_file, &error);
+  g_assert_no_error (error);
+  from_bytes = vd_egress_log_read_bytes (bytes, 1, 10, &next_bytes, &total_bytes, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_variant_equal (from_file, from_bytes));
+  g_assert_cmpuint (g_variant_n_children (from_bytes), ==, 2);
+  g_assert_cmpuint (total_bytes, ==, 3);
+  g_assert_cmpuint (total_file, ==, total_bytes);
+  g_assert_cmpuint (next_file, ==, next_bytes);
+  summary_file = vd_egress_log_summarize (path);
+  summary_bytes = vd_egress_log_summarize_bytes (bytes);
+  g_assert_cmpstr (summary_file, ==, summary_bytes);
+  g_assert_null (vd_egress_log_read_bytes (bytes, 0, 0, &next_bytes, &total_bytes, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  remove_log (path);
+}
+
+/* No bytes (a GBytes whose data is NULL): no entries. fuzz-egress-log's
+ * first input; under clang's UBSan, NULL + 0 was the first crash. */
+static void
+test_bytes_empty (void)
+{
+  g_autoptr(GBytes) empty = g_bytes_new (NULL, 0);
+  g_autoptr(GVariant) entries = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *summary = NULL;
+  guint64 next = 7, total = 7;
+
+  entries = vd_egress_log_read_bytes (empty, 0, 10, &next, &total, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_variant_n_children (entries), ==, 0);
+  g_assert_cmpuint (total, ==, 0);
+  g_assert_cmpuint (next, ==, 0);
+  summary = vd_egress_log_summarize_bytes (empty);
+  g_assert_cmpstr (summary, ==, "0 allowed, 0 denied; 0 bytes up, 0 down");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -184,5 +236,7 @@ main (int argc, char **argv)
   g_test_add_func ("/egress-log/missing", test_missing_is_empty);
   g_test_add_func ("/egress-log/summary", test_summary);
   g_test_add_func ("/egress-log/summary-caps", test_summary_caps_hosts);
+  g_test_add_func ("/egress-log/bytes", test_bytes_same_as_file);
+  g_test_add_func ("/egress-log/bytes-empty", test_bytes_empty);
   return g_test_run ();
 }

@@ -484,6 +484,34 @@ test_load_refuses (void)
   remove_tmpdir (dir);
 }
 
+/* Found by tests/fuzz/fuzz-egress-rule: GKeyFile reads a value with an
+ * invalid escape ("\z") as a string AND an error. Such a file is not a
+ * policy save() wrote: refused, whichever key holds it (in Action, the
+ * error was set twice; in Origin, the rule was taken). */
+static void
+test_load_refuses_bad_escapes (void)
+{
+  static const gchar *const keys[] = { "Action=allow", "Rule=a.example", "Origin=session", NULL };
+  const gchar *allow[] = { "a.example", NULL };
+  g_autoptr(VivariumEgressPolicy) policy = vivarium_egress_policy_new ();
+  g_autofree gchar *dir = make_tmpdir ();
+  g_autofree gchar *path = g_build_filename (dir, "policy", NULL);
+  g_autofree gchar *text = NULL;
+
+  g_assert_true (vivarium_egress_policy_add_rule (policy, VIVARIUM_EGRESS_ALLOW, allow[0], "session", NULL));
+  g_assert_true (vivarium_egress_policy_save (policy, path, 0600, NULL));
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  for (guint i = 0; keys[i] != NULL; i++) {
+    g_autofree gchar *escaped = g_strconcat (keys[i], "\\z", NULL);
+    g_auto(GStrv) parts = g_strsplit (text, keys[i], 2);
+    g_autofree gchar *edited = NULL;
+    g_assert_cmpuint (g_strv_length (parts), ==, 2);
+    edited = g_strjoin (escaped, parts[0], parts[1], NULL);
+    assert_load_refused (path, edited, -1);
+  }
+  remove_tmpdir (dir);
+}
+
 static void
 test_save_fails_loudly (void)
 {
@@ -556,6 +584,7 @@ main (int argc, char **argv)
   g_test_add_func ("/egress-policy/allows-name", test_allows_name);
   g_test_add_func ("/egress-policy/save-load", test_save_load);
   g_test_add_func ("/egress-policy/load-refuses", test_load_refuses);
+  g_test_add_func ("/egress-policy/load-refuses-bad-escapes", test_load_refuses_bad_escapes);
   g_test_add_func ("/egress-policy/save-fails-loudly", test_save_fails_loudly);
   g_test_add_func ("/egress-policy/random-rules", test_random_rules);
   return g_test_run ();
