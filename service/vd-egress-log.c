@@ -7,6 +7,7 @@
 #include <json-glib/json-glib.h>
 
 #include "vivarium-error.h"
+#include "vivarium-egress-policy.h"
 #include "vd-egress-log.h"
 #include "vd-fs.h"
 
@@ -64,6 +65,19 @@ count (JsonObject *o, const gchar *member)
   return (guint64) MAX (json_node_get_int (n), 0);
 }
 
+/* The proxy logs hosts normalised, or "(invalid)"; anything else is not
+ * taken on its word: a report line names only what is a host name. */
+static gchar *
+host_of (JsonObject *o)
+{
+  g_autofree gchar *host = capped_string (o, "host", HOST_MAX);
+  g_autofree gchar *normal = host[0] != '\0' ? vivarium_egress_normalize_host (host) : NULL;
+
+  if (host[0] == '\0' || g_str_equal (host, "(invalid)"))
+    return g_steal_pointer (&host);
+  return normal != NULL ? g_steal_pointer (&normal) : g_strdup ("(invalid)");
+}
+
 static gint64
 parse_time (JsonObject *o)
 {
@@ -87,7 +101,7 @@ parse_entry (const gchar *line, gsize len, Entry *e)
     return FALSE;
   o = json_node_get_object (root);
   e->time_usec = parse_time (o);
-  e->host = capped_string (o, "host", HOST_MAX);
+  e->host = host_of (o);
   e->port = (guint16) MIN (count (o, "port"), G_MAXUINT16);
   e->via = capped_string (o, "via", WORD_MAX);
   e->verdict = capped_string (o, "verdict", WORD_MAX);

@@ -89,16 +89,24 @@ test_hostile_lines (void)
     g_string_append (text, "r");
   g_string_append (text, "\",\"bytes_down\":\"lots\",\"port\":99999999}\n");
   g_string_append (text, "{\"verdict\":\"allowed\",\"host\":\"\\u0000\\u001b[2J\"}\n");
+  g_string_append (text, "{\"verdict\":\"denied\",\"host\":\"evil\\u001b[2J.example\\nallowed: forged\"}\n");
   path = write_log (text->str);
   entries = vd_egress_log_read (path, 0, 10, &next, &total, &error);
   g_assert_no_error (error);
-  /* The 5000-byte line is past the line cap; two entries remain. */
-  g_assert_cmpuint (total, ==, 2);
+  /* The 5000-byte line is past the line cap; three entries remain. */
+  g_assert_cmpuint (total, ==, 3);
   e = g_variant_get_child_value (entries, 0);
   g_assert_true (g_variant_lookup (e, "reason", "&s", &reason));
   g_assert_cmpuint (strlen (reason), ==, 512);
   g_assert_true (g_variant_lookup (e, "bytes-down", "t", &down));
   g_assert_cmpuint (down, ==, 0);
+  /* A host that is no host name is not passed on as one. */
+  {
+    g_autoptr(GVariant) last = g_variant_get_child_value (entries, 2);
+    const gchar *host = NULL;
+    g_assert_true (g_variant_lookup (last, "host", "&s", &host));
+    g_assert_cmpstr (host, ==, "(invalid)");
+  }
   remove_log (path);
 }
 
