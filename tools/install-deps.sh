@@ -23,8 +23,8 @@ packages=(
   python3 python3-gi bc jq file libxml2-utils desktop-file-utils appstream xvfb util-linux passwd
   # the app's UI test: Xvfb, AT-SPI through dogtail, screenshots
   python3-pyatspi python3-dogtail at-spi2-core imagemagick xauth dbus-x11 xdotool gdb
-  # the sanitizer build
-  libclang-rt-14-dev
+  # the sanitizer build, and the fuzz harnesses (clang's libFuzzer)
+  libclang-rt-14-dev clang
   # system-mcp: the real MCP SDK client (tests/mcp/install-sdk.sh runs npm ci)
   nodejs
 )

@@ -39,6 +39,16 @@ export LSAN_OPTIONS=suppressions=$src/tests/lsan.supp:print_suppressions=0
 suite "$asan" unit 3
 suite "$asan" integration 3
 
+# The egress proxy's parsers and the daemon's reader of its log, under
+# libFuzzer from their seed corpora: a short regression run (each found its
+# bugs within 10 s); tools/run-fuzz.sh SECONDS for a long one.
+if "$src/tools/run-fuzz.sh" "${VIVARIUM_FUZZ_SECONDS:-20}"; then
+  echo "fuzz 5 0 0" >>"$src/.test-summary"
+else
+  echo "fuzz 0 1 0" >>"$src/.test-summary"
+  failed=1
+fi
+
 "$src/tools/summarize-tests.py" --total "$src/.test-summary" || failed=1
 rm -f "$src/.test-summary"
 exit $failed
