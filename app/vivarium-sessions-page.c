@@ -6,6 +6,7 @@
 
 #include <glib/gi18n.h>
 
+#include "vivarium-egress-view.h"
 #include "vivarium-proxy-list.h"
 #include "vivarium-util.h"
 
@@ -43,6 +44,8 @@ struct _VivariumSessionsPage {
   GtkEntry            *exec_entry;
   GtkButton           *exec_button;
   GtkLabel            *exec_label;
+  AdwViewStack        *detail_view_stack;
+  VivariumEgressView  *egress_view;
 
   VivariumClient      *client;
   GPermission         *permission;
@@ -398,6 +401,8 @@ select_session (VivariumSessionsPage *self, VivariumDBusSession *session)
   remove_all_rows (self->log_list);
   gtk_picture_set_paintable (self->screen_picture, NULL);
   gtk_label_set_text (self->screen_label, "");
+  /* Its own decisions and properties; it reads them only while shown. */
+  vivarium_egress_view_set_source (self->egress_view, G_DBUS_PROXY (session), session);
   if (session != NULL) {
     g_signal_connect_swapped (session, "g-properties-changed", G_CALLBACK (selected_changed_cb), self);
     g_signal_connect (session, "g-signal", G_CALLBACK (session_signal_cb), self);
@@ -628,6 +633,7 @@ vivarium_sessions_page_class_init (VivariumSessionsPageClass *klass)
   GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
 
   object_class->dispose = vivarium_sessions_page_dispose;
+  g_type_ensure (VIVARIUM_TYPE_EGRESS_VIEW);
   gtk_widget_class_set_template_from_resource (widget_class, "/org/vivarium/Vivarium/vivarium-sessions-page.ui");
 #define BIND(name) gtk_widget_class_bind_template_child (widget_class, VivariumSessionsPage, name)
   BIND (leaflet); BIND (list_stack); BIND (session_list); BIND (detail_box); BIND (detail_stack);
@@ -635,7 +641,7 @@ vivarium_sessions_page_class_init (VivariumSessionsPageClass *klass)
   BIND (unit_row); BIND (uid_row); BIND (image_row); BIND (digest_row); BIND (accel_row);
   BIND (started_row); BIND (timings_row); BIND (screenshot_button); BIND (screen_picture);
   BIND (screen_label); BIND (log_list); BIND (log_label); BIND (log_more_button);
-  BIND (exec_entry); BIND (exec_button); BIND (exec_label);
+  BIND (exec_entry); BIND (exec_button); BIND (exec_label); BIND (detail_view_stack); BIND (egress_view);
 #undef BIND
   gtk_widget_class_bind_template_callback (widget_class, row_activated_cb);
   gtk_widget_class_bind_template_callback (widget_class, row_selected_cb);

@@ -6,6 +6,7 @@
 
 #include <glib/gi18n.h>
 
+#include "vivarium-egress-view.h"
 #include "vivarium-proxy-list.h"
 #include "vivarium-util.h"
 
@@ -318,6 +319,43 @@ transcript_row (void)
   return boxed_row (box);
 }
 
+/* --- egress ---------------------------------------------------------------
+ * Made when asked, like the transcript: a list of tasks should not read
+ * every task's log. Once made it reads only while its row is open. */
+
+static void
+egress_clicked_cb (GtkButton *button, gpointer user_data)
+{
+  GtkBox *box = user_data;
+  VivariumDBusTask *task = row_task (GTK_WIDGET (button));
+  GtkWidget *view;
+
+  if (task == NULL)
+    return;
+  view = g_object_new (VIVARIUM_TYPE_EGRESS_VIEW, NULL);
+  vivarium_egress_view_set_task (VIVARIUM_EGRESS_VIEW (view), task);
+  gtk_widget_set_visible (GTK_WIDGET (button), FALSE);
+  gtk_box_append (box, view);
+}
+
+static GtkWidget *
+egress_row (void)
+{
+  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 6);
+  GtkWidget *heading = gtk_label_new (_("Egress (the work session’s way out, and what its egress proxy decided)"));
+  GtkWidget *button = gtk_button_new_with_mnemonic (_("Show _Egress"));
+
+  gtk_label_set_xalign (GTK_LABEL (heading), 0);
+  gtk_label_set_wrap (GTK_LABEL (heading), TRUE);
+  gtk_widget_add_css_class (heading, "heading");
+  gtk_widget_set_halign (button, GTK_ALIGN_START);
+  vivarium_name_mnemonic_buttons (button);
+  g_signal_connect (button, "clicked", G_CALLBACK (egress_clicked_cb), box);
+  gtk_box_append (GTK_BOX (box), heading);
+  gtk_box_append (GTK_BOX (box), button);
+  return boxed_row (box);
+}
+
 static GtkWidget *
 outcome_badge (const char *outcome)
 {
@@ -377,6 +415,7 @@ create_task_row (gpointer item, gpointer user_data)
   /* Every task has one (a script worker's is empty): the operator gets
    * the service's answer, not a guess from the worker kind. */
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), transcript_row ());
+  adw_expander_row_add_row (ADW_EXPANDER_ROW (row), egress_row ());
   if (task_running (task)) {
     GtkWidget *actions = adw_action_row_new ();
     GtkWidget *cancel = gtk_button_new_with_mnemonic (_("_Cancel Task…"));

@@ -8,30 +8,6 @@
 #include <adwaita.h>
 #include <glib/gi18n.h>
 
-char *
-vivarium_plain_text (const char *untrusted, gsize max_chars)
-{
-  g_autoptr(GString) out = g_string_new (NULL);
-  g_autofree char *valid = g_utf8_make_valid (untrusted != NULL ? untrusted : "", -1);
-  const char *p = valid;
-
-  for (gsize n = 0; *p != '\0' && n < max_chars; p = g_utf8_next_char (p), n++) {
-    gunichar c = g_utf8_get_char (p);
-
-    /* Newlines and tabs keep their meaning; every other control character
-     * (escape sequences, bidi overrides) is shown as a code point. */
-    if (c == '\n' || c == '\t')
-      g_string_append_unichar (out, c);
-    else if (g_unichar_iscntrl (c) || g_unichar_type (c) == G_UNICODE_FORMAT)
-      g_string_append_printf (out, "\\u%04X", c);
-    else
-      g_string_append_unichar (out, c);
-  }
-  if (*p != '\0')
-    g_string_append (out, "…");
-  return g_string_free (g_steal_pointer (&out), FALSE);
-}
-
 void
 vivarium_set_label (GtkLabel *label, const char *untrusted)
 {
@@ -39,43 +15,6 @@ vivarium_set_label (GtkLabel *label, const char *untrusted)
 
   gtk_label_set_use_markup (label, FALSE);
   gtk_label_set_text (label, text);
-}
-
-char *
-vivarium_format_duration (guint64 usec)
-{
-  guint64 s = usec / G_USEC_PER_SEC;
-
-  if (s < 60)
-    return g_strdup_printf (_("%u s"), (guint) s);
-  if (s < 3600)
-    return g_strdup_printf (_("%u min %u s"), (guint) (s / 60), (guint) (s % 60));
-  return g_strdup_printf (_("%u h %u min"), (guint) (s / 3600), (guint) ((s / 60) % 60));
-}
-
-char *
-vivarium_format_uptime (guint64 started_at_usec)
-{
-  gint64 now = g_get_real_time ();
-
-  if (started_at_usec == 0 || (gint64) started_at_usec > now)
-    return g_strdup (_("just started"));
-  return vivarium_format_duration (now - started_at_usec);
-}
-
-char *
-vivarium_format_time (guint64 usec)
-{
-  g_autoptr(GDateTime) utc = NULL;
-  g_autoptr(GDateTime) local = NULL;
-
-  if (usec == 0)
-    return g_strdup (_("never"));
-  utc = g_date_time_new_from_unix_utc (usec / G_USEC_PER_SEC);
-  if (utc == NULL)
-    return g_strdup (_("unknown"));
-  local = g_date_time_to_local (utc);
-  return g_date_time_format (local, "%x %X");
 }
 
 void

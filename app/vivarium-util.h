@@ -4,18 +4,10 @@
 #include <gio/gunixfdlist.h>
 #include <gtk/gtk.h>
 
+#include "vivarium-format.h"
+
 G_BEGIN_DECLS
 
-/* Text from the daemon that came from a guest or a worker is untrusted:
- * shown only in plain-text labels, capped, with control characters made
- * visible. */
-#define VIVARIUM_UNTRUSTED_MAX_CHARS 2000
-
-char    *vivarium_plain_text        (const char   *untrusted,
-                                     gsize         max_chars);
-char    *vivarium_format_uptime     (guint64       started_at_usec);
-char    *vivarium_format_time       (guint64       usec);
-char    *vivarium_format_duration   (guint64       usec);
 void     vivarium_toast             (GtkWidget    *inside,
                                      const char   *text);
 void     vivarium_toast_error       (GtkWidget    *inside,

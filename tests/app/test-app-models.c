@@ -10,6 +10,7 @@
 
 #include "vivarium-client.h"
 #include "vivarium-dbus-generated.h"
+#include "vivarium-egress-model.h"
 #include "vivarium-proxy-list.h"
 #include "vivarium-selftest-result.h"
 
@@ -23,6 +24,10 @@ typedef struct {
   GHashTable          *sessions;  /* path → VivariumDBusSession skeleton */
   GHashTable          *images;    /* path → VivariumDBusImage skeleton */
   guint                owner_id;
+  GPtrArray           *egress;    /* the peer's egress log: a{sv} entries, oldest first */
+  GArray              *egress_asked;  /* the offsets GetEgressLog was asked for */
+  gboolean             egress_stuck;  /* answer "next" = offset, whatever was sent */
+  gboolean             egress_refuse; /* answer NotAuthorized */
   guint                changes;   /* items-changed seen */
   guint                last_pos, last_removed, last_added;
 } Fixture;
@@ -53,6 +58,36 @@ session_path (const char *id)
   return g_strconcat ("/org/vivarium/Vivarium1/sessions/", escaped, NULL);
 }
 
+/* Session.GetEgressLog as vivariumd answers it (service/vd-egress-log.c):
+ * entries from @offset, at most @limit (1–1000), next and total. */
+static gboolean
+handle_get_egress_log (VivariumDBusSession *skel, GDBusMethodInvocation *invocation, guint64 offset, guint limit,
+                       gpointer user_data)
+{
+  Fixture *f = user_data;
+  g_auto(GVariantBuilder) builder = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE ("aa{sv}"));
+  guint64 total = f->egress->len;
+  guint64 end;
+
+  g_array_append_val (f->egress_asked, offset);
+  if (f->egress_refuse) {
+    g_dbus_method_invocation_return_dbus_error (invocation, "org.vivarium.Vivarium1.Error.NotAuthorized",
+                                                "org.vivarium.vivarium1.read-reports is not allowed");
+    return TRUE;
+  }
+  if (limit < 1 || limit > 1000) {
+    g_dbus_method_invocation_return_dbus_error (invocation, "org.vivarium.Vivarium1.Error.InvalidArgument",
+                                                "The limit must be 1 to 1000.");
+    return TRUE;
+  }
+  end = MIN (total, offset + limit);
+  for (guint64 i = offset; i < end; i++)
+    g_variant_builder_add_value (&builder, g_ptr_array_index (f->egress, i));
+  vivarium_dbus_session_complete_get_egress_log (skel, invocation, g_variant_builder_end (&builder),
+                                                 f->egress_stuck ? offset : end, total);
+  return TRUE;
+}
+
 static void
 peer_add_session (Fixture *f, const char *id, const char *state, const char *image, const char *digest, guint32 uid)
 {
@@ -66,6 +101,7 @@ peer_add_session (Fixture *f, const char *id, const char *state, const char *ima
   vivarium_dbus_session_set_image_digest (skel, digest);
   vivarium_dbus_session_set_uid (skel, uid);
   vivarium_dbus_session_set_accelerator (skel, "tcg");
+  g_signal_connect (skel, "handle-get-egress-log", G_CALLBACK (handle_get_egress_log), f);
   g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (skel), f->peer, path, &error));
   g_assert_no_error (error);
   g_hash_table_insert (f->sessions, g_steal_pointer (&path), skel);
@@ -142,6 +178,8 @@ fixture_set_up (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   f->sessions = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   f->images = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  f->egress = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+  f->egress_asked = g_array_new (FALSE, FALSE, sizeof (guint64));
   f->manager_skel = vivarium_dbus_manager_skeleton_new ();
   g_signal_connect (f->manager_skel, "handle-list-sessions", G_CALLBACK (handle_list_sessions), f);
   g_signal_connect (f->manager_skel, "handle-list-images", G_CALLBACK (handle_list_images), f);
@@ -166,6 +204,8 @@ fixture_tear_down (Fixture *f, gconstpointer data)
   g_bus_unown_name (f->owner_id);
   g_hash_table_unref (f->sessions);
   g_hash_table_unref (f->images);
+  g_ptr_array_unref (f->egress);
+  g_array_unref (f->egress_asked);
   g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (f->manager_skel));
   g_object_unref (f->manager_skel);
   g_dbus_connection_close_sync (f->client, NULL, NULL);
@@ -603,9 +643,333 @@ test_selftest_result_bad (void)
   g_assert_cmpuint (vivarium_selftest_result_n_rows (empty), ==, 0);
 }
 
+/* --- the egress decision log ------------------------------------------- */
+
+/* 2026-12-02T00:21:00.123Z, docs/egress.md's example decision. */
+#define DECISION_TIME_USEC G_GINT64_CONSTANT (1796170860123000)
+
+static GVariant *
+egress_entry (gint64 time, const char *host, guint16 port, const char *via, const char *verdict,
+              const char *reason, guint64 up, guint64 down, guint64 duration_ms)
+{
+  g_auto(GVariantDict) dict = G_VARIANT_DICT_INIT (NULL);
+
+  g_variant_dict_insert (&dict, "time", "x", time);
+  g_variant_dict_insert (&dict, "host", "s", host);
+  g_variant_dict_insert (&dict, "port", "q", port);
+  g_variant_dict_insert (&dict, "via", "s", via);
+  g_variant_dict_insert (&dict, "verdict", "s", verdict);
+  g_variant_dict_insert (&dict, "reason", "s", reason);
+  g_variant_dict_insert (&dict, "bytes-up", "t", up);
+  g_variant_dict_insert (&dict, "bytes-down", "t", down);
+  g_variant_dict_insert (&dict, "duration-ms", "t", duration_ms);
+  return g_variant_ref_sink (g_variant_dict_end (&dict));
+}
+
+/* n decisions "hN.example:443", N their offset in the log. */
+static void
+peer_log_decisions (Fixture *f, guint n)
+{
+  for (guint i = 0; i < n; i++) {
+    g_autofree char *host = g_strdup_printf ("h%u.example", f->egress->len);
+
+    g_ptr_array_add (f->egress, egress_entry (DECISION_TIME_USEC + f->egress->len, host, 443, "tls",
+                                              f->egress->len % 2 == 0 ? "allowed" : "denied",
+                                              "allowed by *.example", 1, 2, 3));
+  }
+}
+
+static void
+session_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+
+  *(VivariumDBusSession **) user_data = vivarium_dbus_session_proxy_new_finish (res, &error);
+  g_assert_no_error (error);
+}
+
+static VivariumDBusSession *pending_session;
+
+static gboolean
+session_ready (Fixture *f)
+{
+  return pending_session != NULL;
+}
+
+static VivariumEgressModel *
+egress_model (Fixture *f)
+{
+  g_autofree char *path = session_path ("a9f2");
+  g_autoptr(VivariumDBusSession) session = NULL;
+
+  pending_session = NULL;
+  vivarium_dbus_session_proxy_new (f->client, G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START, VIVARIUM_BUS_NAME, path,
+                                   NULL, session_ready_cb, &pending_session);
+  spin_until (session_ready, f);
+  session = g_steal_pointer (&pending_session);
+  return vivarium_egress_model_new (G_DBUS_PROXY (session));
+}
+
+static VivariumEgressModel *current_egress;
+
+static gboolean
+egress_idle (Fixture *f)
+{
+  return !vivarium_egress_model_get_loading (current_egress);
+}
+
+/* One refresh, to its end; returns how many GetEgressLog calls it made. */
+static guint
+egress_refresh (Fixture *f, VivariumEgressModel *model)
+{
+  guint before = f->egress_asked->len;
+
+  vivarium_egress_model_refresh (model);
+  g_assert_true (vivarium_egress_model_get_loading (model));
+  current_egress = model;
+  spin_until (egress_idle, f);
+  return f->egress_asked->len - before;
+}
+
+static guint64
+asked_at (Fixture *f, guint i)
+{
+  return g_array_index (f->egress_asked, guint64, i);
+}
+
+static guint64
+offset_at (VivariumEgressModel *model, guint pos)
+{
+  g_autoptr(VivariumEgressEntry) entry = g_list_model_get_item (G_LIST_MODEL (model), pos);
+
+  g_assert_nonnull (entry);
+  return vivarium_egress_entry_get_offset (entry);
+}
+
+/* Pages of 200 from offset 0 until next = total, newest first; a second
+ * refresh asks only for what is new. */
+static void
+test_egress_paging (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumEgressModel) model = egress_model (f);
+
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 0);
+  g_assert_false (vivarium_egress_model_get_loaded (model));
+  peer_log_decisions (f, 450);
+  g_assert_cmpuint (egress_refresh (f, model), ==, 3);
+  g_assert_cmpuint (asked_at (f, 0), ==, 0);
+  g_assert_cmpuint (asked_at (f, 1), ==, 200);
+  g_assert_cmpuint (asked_at (f, 2), ==, 400);
+  g_assert_true (vivarium_egress_model_get_loaded (model));
+  g_assert_no_error (vivarium_egress_model_get_error (model));
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 450);
+  g_assert_cmpuint (vivarium_egress_model_get_total (model), ==, 450);
+  g_assert_cmpuint (vivarium_egress_model_get_hidden (model), ==, 0);
+  g_assert_cmpuint (offset_at (model, 0), ==, 449);
+  g_assert_cmpuint (offset_at (model, 449), ==, 0);
+  g_assert_true (g_list_model_get_item_type (G_LIST_MODEL (model)) == VIVARIUM_TYPE_EGRESS_ENTRY);
+
+  peer_log_decisions (f, 10);
+  g_signal_connect (model, "items-changed", G_CALLBACK (items_changed_cb), f);
+  f->changes = 0;
+  g_assert_cmpuint (egress_refresh (f, model), ==, 1);
+  g_assert_cmpuint (asked_at (f, 3), ==, 450);
+  g_assert_cmpuint (f->changes, ==, 1);
+  g_assert_cmpuint (f->last_pos, ==, 0);
+  g_assert_cmpuint (f->last_added, ==, 10);
+  g_assert_cmpuint (f->last_removed, ==, 0);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 460);
+  g_assert_cmpuint (offset_at (model, 0), ==, 459);
+
+  /* Nothing new: one call, nothing changed. */
+  f->changes = 0;
+  g_assert_cmpuint (egress_refresh (f, model), ==, 1);
+  g_assert_cmpuint (f->changes, ==, 0);
+}
+
+/* 2500 decisions: the model reads only the newest 1000 (it jumps, it does
+ * not page through what it would drop), counts the 1500 it does not show,
+ * and stays at 1000 as the log grows. */
+static void
+test_egress_cap (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumEgressModel) model = egress_model (f);
+
+  peer_log_decisions (f, 2500);
+  g_assert_cmpuint (egress_refresh (f, model), ==, 6);
+  g_assert_cmpuint (asked_at (f, 0), ==, 0);
+  g_assert_cmpuint (asked_at (f, 1), ==, 1500);
+  g_assert_cmpuint (asked_at (f, 5), ==, 2300);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, VIVARIUM_EGRESS_MODEL_MAX_KEPT);
+  g_assert_cmpuint (vivarium_egress_model_get_total (model), ==, 2500);
+  g_assert_cmpuint (vivarium_egress_model_get_hidden (model), ==, 1500);
+  g_assert_cmpuint (offset_at (model, 0), ==, 2499);
+  g_assert_cmpuint (offset_at (model, 999), ==, 1500);
+
+  peer_log_decisions (f, 300);
+  g_assert_cmpuint (egress_refresh (f, model), ==, 2);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, VIVARIUM_EGRESS_MODEL_MAX_KEPT);
+  g_assert_cmpuint (vivarium_egress_model_get_hidden (model), ==, 1800);
+  g_assert_cmpuint (offset_at (model, 0), ==, 2799);
+  g_assert_cmpuint (offset_at (model, 999), ==, 1800);
+}
+
+static const char *
+column (VivariumEgressModel *model, guint pos, const char *(*get) (VivariumEgressEntry *))
+{
+  g_autoptr(VivariumEgressEntry) entry = g_list_model_get_item (G_LIST_MODEL (model), pos);
+  static char buf[4096];
+
+  g_strlcpy (buf, get (entry), sizeof buf);
+  return buf;
+}
+
+static VivariumEgressVerdict
+verdict_at (VivariumEgressModel *model, guint pos)
+{
+  g_autoptr(VivariumEgressEntry) entry = g_list_model_get_item (G_LIST_MODEL (model), pos);
+
+  return vivarium_egress_entry_get_verdict (entry);
+}
+
+/* Each column as the app shows it (TZ=UTC, LC_ALL=C: main() sets them). */
+static void
+test_egress_columns (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumEgressModel) model = egress_model (f);
+
+  g_ptr_array_add (f->egress, egress_entry (DECISION_TIME_USEC, "deb.debian.org", 443, "tls", "allowed",
+                                            "allowed by deb.debian.org (group debian)", 517, 40960, 812));
+  g_ptr_array_add (f->egress, egress_entry (DECISION_TIME_USEC + 65 * G_USEC_PER_SEC, "2001:db8::1", 80, "proxy",
+                                            "denied", "an IP address is allowed only by a rule that names it",
+                                            0, 0, 65000));
+  g_ptr_array_add (f->egress, egress_entry (0, "", 0, "dns", "something-new", "", 0, 3 * 1024 * 1024, 4200));
+  egress_refresh (f, model);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 3);
+
+  /* Newest first: the odd one, the refusal, the download. */
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_time), ==, "12/02/26 00:21:00");
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_destination), ==, "deb.debian.org:443");
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_via), ==, "tls");
+  g_assert_cmpint (verdict_at (model, 2), ==, VIVARIUM_EGRESS_VERDICT_ALLOWED);
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_verdict_label), ==, "Allowed");
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_verdict_class), ==, "success");
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_reason), ==, "allowed by deb.debian.org (group debian)");
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_bytes), ==, "517 bytes up · 41.0\u00a0kB down");
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_duration), ==, "812 ms");
+
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_time), ==, "12/02/26 00:22:05");
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_destination), ==, "[2001:db8::1]:80");
+  g_assert_cmpint (verdict_at (model, 1), ==, VIVARIUM_EGRESS_VERDICT_DENIED);
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_verdict_label), ==, "Denied");
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_verdict_class), ==, "error");
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_bytes), ==, "0 bytes up · 0 bytes down");
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_duration), ==, "1 min 5 s");
+
+  /* A verdict this app does not know is not shown as either. */
+  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_time), ==, "unknown");
+  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_destination), ==, "(no host):0");
+  g_assert_cmpint (verdict_at (model, 0), ==, VIVARIUM_EGRESS_VERDICT_UNKNOWN);
+  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_verdict_label), ==, "Unknown verdict");
+  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_bytes), ==, "0 bytes up · 3.1\u00a0MB down");
+  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_duration), ==, "4.2 s");
+  g_assert_false (vivarium_egress_model_get_log_full (model));
+
+  /* The proxy's last line of a full log. */
+  g_ptr_array_add (f->egress, egress_entry (DECISION_TIME_USEC, "", 0, "", "log-full",
+                                            "the decision log is full", 0, 0, 0));
+  egress_refresh (f, model);
+  g_assert_true (vivarium_egress_model_get_log_full (model));
+  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_verdict_label), ==, "Log full");
+}
+
+/* What the guest asked for is text: markup stays as typed (the view shows
+ * it in labels that read no markup), control characters are made visible,
+ * and the host and the reason are capped. */
+static void
+test_egress_untrusted (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumEgressModel) model = egress_model (f);
+  g_autoptr(GString) long_host = g_string_new (NULL);
+  g_autoptr(GString) long_reason = g_string_new (NULL);
+  g_autofree char *want_host = NULL;
+  const char *reason;
+
+  for (guint i = 0; i < 100; i++)
+    g_string_append (long_host, "abcdefghij.");
+  for (guint i = 0; i < 100; i++)
+    g_string_append (long_reason, "0123456789");
+  g_ptr_array_add (f->egress, egress_entry (DECISION_TIME_USEC, "<b>evil</b>&amp;.example", 443, "tls<i>", "denied",
+                                            "<span foreground=\"green\">allowed</span>\x1b[32m\u202e", 0, 0, 1));
+  g_ptr_array_add (f->egress, egress_entry (DECISION_TIME_USEC, long_host->str, 443, "proxy", "denied",
+                                            long_reason->str, 0, 0, 1));
+  egress_refresh (f, model);
+
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_destination), ==, "<b>evil</b>&amp;.example:443");
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_via), ==, "tls<i>");
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_reason), ==,
+                   "<span foreground=\"green\">allowed</span>\\u001B[32m\\u202E");
+  want_host = g_strdup_printf ("%.*s…:443", VIVARIUM_EGRESS_HOST_MAX_CHARS, long_host->str);
+  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_destination), ==, want_host);
+  reason = column (model, 0, vivarium_egress_entry_get_reason);
+  g_assert_cmpuint (g_utf8_strlen (reason, -1), ==, VIVARIUM_EGRESS_REASON_MAX_CHARS + 1);
+  g_assert_true (g_str_has_suffix (reason, "…"));
+}
+
+/* A refusal is kept for the view to say, the list stays empty; a daemon
+ * whose "next" never moves on ends the round after a bounded number of
+ * calls, and sends nothing twice into the list. */
+static void
+test_egress_refused_and_stuck (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumEgressModel) model = egress_model (f);
+  g_autofree char *remote = NULL;
+  guint calls;
+
+  peer_log_decisions (f, 50);
+  f->egress_refuse = TRUE;
+  g_assert_cmpuint (egress_refresh (f, model), ==, 1);
+  g_assert_nonnull (vivarium_egress_model_get_error (model));
+  remote = g_dbus_error_get_remote_error (vivarium_egress_model_get_error (model));
+  g_assert_cmpstr (remote, ==, "org.vivarium.Vivarium1.Error.NotAuthorized");
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 0);
+
+  f->egress_refuse = FALSE;
+  f->egress_stuck = TRUE;
+  calls = egress_refresh (f, model);
+  g_assert_no_error (vivarium_egress_model_get_error (model));
+  g_assert_cmpuint (calls, <=, VIVARIUM_EGRESS_MODEL_MAX_KEPT / VIVARIUM_EGRESS_MODEL_PAGE + 2);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 50);
+  calls = egress_refresh (f, model);
+  g_assert_cmpuint (calls, <=, VIVARIUM_EGRESS_MODEL_MAX_KEPT / VIVARIUM_EGRESS_MODEL_PAGE + 2);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 50);
+}
+
+/* A refresh asked while one runs runs once more after it, never twice at
+ * the same time. */
+static void
+test_egress_refresh_while_loading (Fixture *f, gconstpointer data)
+{
+  g_autoptr(VivariumEgressModel) model = egress_model (f);
+
+  peer_log_decisions (f, 10);
+  vivarium_egress_model_refresh (model);
+  vivarium_egress_model_refresh (model);
+  vivarium_egress_model_refresh (model);
+  current_egress = model;
+  spin_until (egress_idle, f);
+  g_assert_cmpuint (f->egress_asked->len, ==, 2);
+  g_assert_cmpuint (asked_at (f, 0), ==, 0);
+  g_assert_cmpuint (asked_at (f, 1), ==, 10);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 10);
+}
+
 int
 main (int argc, char **argv)
 {
+  /* The columns' dates and numbers as a fixed locale and zone write them. */
+  g_setenv ("TZ", "UTC", TRUE);
+  g_setenv ("LC_ALL", "C", TRUE);
   g_test_init (&argc, &argv, NULL);
 
   g_test_add ("/app/sessions/initial", Fixture, NULL, fixture_set_up, test_sessions_initial, fixture_tear_down);
@@ -616,6 +980,14 @@ main (int argc, char **argv)
   g_test_add ("/app/images", Fixture, NULL, fixture_set_up, test_images, fixture_tear_down);
   g_test_add ("/app/tasks", Fixture, NULL, fixture_set_up, test_tasks, fixture_tear_down);
   g_test_add ("/app/projects-and-reports", Fixture, NULL, fixture_set_up, test_projects_and_reports, fixture_tear_down);
+  g_test_add ("/app/egress/paging", Fixture, NULL, fixture_set_up, test_egress_paging, fixture_tear_down);
+  g_test_add ("/app/egress/cap", Fixture, NULL, fixture_set_up, test_egress_cap, fixture_tear_down);
+  g_test_add ("/app/egress/columns", Fixture, NULL, fixture_set_up, test_egress_columns, fixture_tear_down);
+  g_test_add ("/app/egress/untrusted", Fixture, NULL, fixture_set_up, test_egress_untrusted, fixture_tear_down);
+  g_test_add ("/app/egress/refused-and-stuck", Fixture, NULL, fixture_set_up, test_egress_refused_and_stuck,
+              fixture_tear_down);
+  g_test_add ("/app/egress/refresh-while-loading", Fixture, NULL, fixture_set_up, test_egress_refresh_while_loading,
+              fixture_tear_down);
   g_test_add_func ("/app/describe-error", test_describe_error);
   g_test_add_func ("/app/selftest-result", test_selftest_result);
   g_test_add_func ("/app/selftest-result/bad", test_selftest_result_bad);
