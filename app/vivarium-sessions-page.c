@@ -164,6 +164,7 @@ show_detail (VivariumSessionsPage *self)
   g_autofree char *uid = NULL;
   g_autofree char *started = NULL;
   g_autofree char *timings = NULL;
+  const gchar *reason;
 
   if (s == NULL) {
     /* Nothing of a gone session stays behind, not even on the hidden page
@@ -179,9 +180,10 @@ show_detail (VivariumSessionsPage *self)
   }
   vivarium_set_label (self->title_label, vivarium_dbus_session_get_id (s));
   gtk_label_set_text (self->state_label, state_label (vivarium_dbus_session_get_state (s)));
-  vivarium_set_label (self->reason_label, vivarium_dbus_session_get_state_reason (s));
-  gtk_widget_set_visible (GTK_WIDGET (self->reason_label),
-                          *vivarium_dbus_session_get_state_reason (s) != '\0');
+  /* A property not yet cached reads as NULL: nothing to say yet. */
+  reason = vivarium_dbus_session_get_state_reason (s);
+  vivarium_set_label (self->reason_label, reason != NULL ? reason : "");
+  gtk_widget_set_visible (GTK_WIDGET (self->reason_label), reason != NULL && reason[0] != '\0');
   uid = g_strdup_printf ("%u", vivarium_dbus_session_get_uid (s));
   started = vivarium_format_time (vivarium_dbus_session_get_started_at (s));
   timings = format_timings (vivarium_dbus_session_get_startup_timings (s));
