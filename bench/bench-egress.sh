@@ -21,6 +21,7 @@
 # script started is stopped, by PID. Nothing leaves the test host.
 # Run on the systemd test host:
 #   flock /tmp/vivarium-system.lock tests/system/vivarium-test-host run --build build -- bench/bench-egress.sh
+# VIVARIUM_TEST_BENCH_PERF=1 adds a perf profile of the proxy and QEMU.
 # VIVARIUM_TEST_BENCH_RUNS (3): rounds; each round, every variant makes
 # VIVARIUM_TEST_BENCH_GETS (20) sequential GETs and one download.
 set -euo pipefail
@@ -55,6 +56,8 @@ others=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep 
 ip link show dev "$LINK" >/dev/null 2>&1 && die "a link $LINK exists already: not ours, left alone"
 
 work=$(mktemp -d /var/tmp/vivarium-bench-egress.XXXXXX)
+# The host-side GETs run as the session's uid and read their script here.
+chmod 0755 "$work"
 server_pid='' server_start='' made_ns=0 made_link=0 saved_hosts=0
 sessions=()
 
@@ -223,6 +226,74 @@ for ((r = 1; r <= runs; r++)); do
   each download
 done
 
+if [ -n "${VIVARIUM_TEST_BENCH_PERF:-}" ]; then
+  # A profile of one batch of GETs without DNS (transparent-hosts): the
+  # proxy, and QEMU (whose main loop spawns a relay per connection).
+  command -v perf >/dev/null || die "VIVARIUM_TEST_BENCH_PERF is set but perf is not installed"
+  proxy_pid=$(systemctl show -P MainPID "vivarium-egress-${allow_s##*/}.service")
+  qemu_pid=$(systemctl show -P MainPID "vivarium-session-${allow_s##*/}.service")
+  perf record -q -g -o "$work/proxy.perf" -p "$proxy_pid" 2>/dev/null &
+  perf_proxy=$!
+  perf trace -s -p "$qemu_pid" -o "$work/qemu.trace" 2>/dev/null &
+  perf_qemu=$!
+  sleep 1
+  gexec "$allow_s" gets "http://$NAME/" "" 1 "$gets" | ms >"$work/gets-profiled"
+  kill -INT "$perf_proxy" "$perf_qemu"
+  wait "$perf_proxy" "$perf_qemu" || true
+  printf 'profiled batch (transparent-hosts): GET median %.2f ms\n' "$(median <"$work/gets-profiled")"
+  # libslirp's cmd: forward spawns with g_spawn_async_with_fds() and no
+  # G_SPAWN_DO_NOT_REAP_CHILD: glib forks QEMU, the intermediate child forks
+  # again and exits, and QEMU's main loop waits for it (wait4) before the
+  # guest's connection goes on.
+  echo "--- perf trace: QEMU's system calls during the batch (per thread; calls, errors, total, min, avg, max ms, stddev)"
+  awk '/^ .*\(.*\), [0-9]+ events/ { print } / (clone|clone3|vfork|execve|socketpair|accept4|connect|wait4) / { print }' \
+    "$work/qemu.trace"
+  echo "--- perf: the proxy, samples by command, then by command and symbol (self, top 30)"
+  perf report -i "$work/proxy.perf" --stdio --no-children -g none --sort comm 2>/dev/null | awk '/%/ && n++ < 10'
+  perf report -i "$work/proxy.perf" --stdio --no-children -g none --sort comm,dso,sym 2>/dev/null | awk '/%/ && n++ < 30'
+fi
+echo "== where the time goes, on the host (no guest): GETs of the tiny page as the session's uid"
+# Direct to the server; into the proxy's http.sock; and through a fresh
+# vivarium-egress-relay per connection on a socketpair, spawned the way
+# libslirp's cmd: forward does (fork, setsid, exec), from this small
+# python3, not from QEMU's far larger process; and the spawn alone.
+cat >"$work/host-gets.py" <<'PYEOF'
+import socket, subprocess, sys, time
+mode, target, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+relay = "/usr/libexec/vivarium/vivarium-egress-relay"
+req = b"GET / HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n"
+def once():
+    child = None
+    if mode == "direct":
+        s = socket.create_connection((target, 80))
+    elif mode == "proxy":
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(target)
+    else:
+        s, theirs = socket.socketpair()
+        argv = ["/bin/true"] if mode == "spawn" else [relay, target]
+        child = subprocess.Popen(argv, stdin=theirs, stdout=theirs, start_new_session=True)
+        theirs.close()
+    if mode != "spawn":
+        s.sendall(req)
+        while s.recv(65536):
+            pass
+    s.close()
+    if child is not None:
+        child.wait()
+once()
+for _ in range(n):
+    t0 = time.perf_counter()
+    once()
+    print("%.3f" % ((time.perf_counter() - t0) * 1000))
+PYEOF
+egress_dir=/run/vivarium/egress/${allow_s##*/}
+qemu_uid=$(stat -c %u "/proc/$(systemctl show -P MainPID "vivarium-session-${allow_s##*/}.service")")
+for m in direct proxy relay spawn; do
+  case $m in direct) t=$FAR_ADDR ;; spawn) t=- ;; *) t=$egress_dir/http.sock ;; esac
+  setpriv --reuid "$qemu_uid" --regid "$qemu_uid" --clear-groups "$PY" "$work/host-gets.py" "$m" "$t" "$((gets * runs))" \
+    >"$work/host-$m" || die "the host-side GETs ($m) failed"
+done
 echo
 echo "# image $IMAGE, accelerator $(busctl get-property "$BUS" "$OBJ" "$MGR" Accelerator | cut -d' ' -f2 | tr -d '"'), $(nproc) CPUs"
 printf 'reading the clock in the guest (two reads in a row, median of %d): %.2f ms, included in every GET below\n' \
@@ -241,6 +312,9 @@ row () {
 each row
 printf 'bare connection (nc, connect → close), median of %d: open %.2f ms, allowlist (to the proxy) %.2f ms\n' "$gets" \
   "$(median <"$work/connect-open")" "$(median <"$work/connect-allowlist")"
+printf 'on the host, median of %d GETs: direct %.2f ms, into the proxy %.2f ms, through a spawned relay + the proxy %.2f ms; spawning /bin/true alone %.2f ms\n' \
+  "$((gets * runs))" "$(median <"$work/host-direct")" "$(median <"$work/host-proxy")" "$(median <"$work/host-relay")" \
+  "$(median <"$work/host-spawn")"
 echo "ratios allowlist / open (per GET, median): $(for n in proxy transparent transparent-hosts; do
   printf '%s %.2f  ' "$n" "$(echo "$(median <"$work/gets-$n") / $open_med" | bc -l)"; done)"
 echo "the proxy's decision log for the allowlist session, by way in:"
