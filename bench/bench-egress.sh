@@ -138,7 +138,7 @@ if [ "$(busctl get-property "$BUS" "$OBJ/images/$IMAGE" org.vivarium.Vivarium1.I
 fi
 
 start () {  # OPTIONS-COUNT OPTIONS...: prints the session's object path
-  busctl --json=short -- call "$BUS" "$OBJ" "$MGR" StartSession 'ssa{sv}' "" "$IMAGE" "$@" | jq -r '.data[0]'
+  busctl --json=short --timeout=120 -- call "$BUS" "$OBJ" "$MGR" StartSession 'ssa{sv}' "" "$IMAGE" "$@" | jq -r '.data[0]'
 }
 open_s=$(start 1 egress s open)
 sessions+=("$open_s")
@@ -174,8 +174,8 @@ esac
 '
 gexec () {  # SESSION ACTION URL PROXY PIN N: the guest's stdout (its stderr: ours)
   local out
-  out=$(busctl --json=short -- call "$BUS" "$1" "$SES" Exec asassu 9 sh -c "$guest" bench "$2" "$3" "$4" "$5" "$6" \
-        0 / 600) || die "Exec in ${1##*/} failed"
+  out=$(busctl --json=short --timeout="$(( ${exec_timeout:-600} + 30 ))" -- call "$BUS" "$1" "$SES" Exec asassu 9 sh -c "$guest" bench "$2" "$3" "$4" "$5" "$6" \
+        0 / "${exec_timeout:-600}") || die "Exec in ${1##*/} failed"
   jq -r '.data[2] | implode' <<<"$out" | sed -n 's/^./guest: &/p' >&2
   [ "$(jq -r '.data[0]' <<<"$out")" = 0 ] || die "the guest command exited with $(jq -r '.data[0]' <<<"$out")"
   jq -r '.data[1] | implode' <<<"$out"
@@ -232,13 +232,17 @@ if [ -n "${VIVARIUM_TEST_BENCH_PERF:-}" ]; then
   command -v perf >/dev/null || die "VIVARIUM_TEST_BENCH_PERF is set but perf is not installed"
   proxy_pid=$(systemctl show -P MainPID "vivarium-egress-${allow_s##*/}.service")
   qemu_pid=$(systemctl show -P MainPID "vivarium-session-${allow_s##*/}.service")
-  perf record -q -g -o "$work/proxy.perf" -p "$proxy_pid" 2>/dev/null &
+  # Bounded: a profiled batch once hung past the test host's limit.
+  timeout 300 perf record -q -g -o "$work/proxy.perf" -p "$proxy_pid" 2>/dev/null &
   perf_proxy=$!
-  perf trace -s -p "$qemu_pid" -o "$work/qemu.trace" 2>/dev/null &
+  timeout 300 perf trace -s -p "$qemu_pid" -o "$work/qemu.trace" 2>/dev/null &
   perf_qemu=$!
   sleep 1
-  gexec "$allow_s" gets "http://$NAME/" "" 1 "$gets" | ms >"$work/gets-profiled"
-  kill -INT "$perf_proxy" "$perf_qemu"
+  if ! exec_timeout=240 gexec "$allow_s" gets "http://$NAME/" "" 1 "$gets" | ms >"$work/gets-profiled"; then
+    echo "the profiled batch did not finish; the proxy's threads (tid state utime stime):"
+    for t in /proc/"$proxy_pid"/task/*/stat; do awk '{ print "  " $1, $3, $14, $15 }' "$t"; done
+  fi
+  kill -INT "$perf_proxy" "$perf_qemu" 2>/dev/null || true
   wait "$perf_proxy" "$perf_qemu" || true
   printf 'profiled batch (transparent-hosts): GET median %.2f ms\n' "$(median <"$work/gets-profiled")"
   # libslirp's cmd: forward spawns with g_spawn_async_with_fds() and no
