@@ -12,7 +12,9 @@
 # Measured in the guest (busybox; `ts %.s` reads the clock in µs, busybox's
 # date has no %N): connection set-up, N sequential GETs of a tiny page
 # (per request: median, p90) and the throughput of a 64 MiB download
-# (median of RUNS), with the ratios allowlist / open.
+# (median of RUNS), with the ratios allowlist / open. Then, on the host and
+# without a guest, where the added time goes: GETs direct, into the proxy's
+# socket, and through a relay spawned per connection.
 #
 # The pretend internet (FIELD-NOTES): a network namespace behind a veth on
 # TEST-NET-3 (here 203.0.113.1, there 203.0.113.10) with a python3 HTTP
@@ -44,7 +46,7 @@ die () { echo "bench-egress: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "must run as root"
 [ -d /run/systemd/system ] || die "systemd is not PID 1; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl busctl jq ip nsenter awk "$PY"; do
+for tool in vivariumctl busctl jq ip nsenter awk bc setpriv "$PY"; do
   command -v "$tool" >/dev/null || die "$tool is not installed"
 done
 [[ $runs =~ ^[1-9]$ ]] || die "VIVARIUM_TEST_BENCH_RUNS must be 1-9"
