@@ -192,7 +192,7 @@ import re, sys
 keys = ["Report", "Signature", "Task", "Session", "Image", "Image digest", "Project", "Started", "Ended", "Host",
         "Daemon", "Outcome", "Commit", "Verification", "Verification session", "Guard", "Commands", "Command",
         "Commands omitted", "Command log", "Files changed", "File", "Files omitted", "Not committed", "Not committed omitted",
-        "Dataset", "Timings", "Warning", "Summary size", "Worker's claim (unverified)",
+        "Dataset", "Timings", "Egress", "Warning", "Summary size", "Worker's claim (unverified)",
         "Worker's question (unverified)"]
 text = open(sys.argv[1], encoding="ascii").read()
 lines = text.split("\n")[:-1]
