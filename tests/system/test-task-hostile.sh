@@ -166,7 +166,7 @@ import json
 keys = ["Report", "Signature", "Task", "Session", "Image", "Image digest", "Project", "Started", "Ended", "Host",
         "Daemon", "Outcome", "Commit", "Verification", "Verification session", "Guard", "Commands", "Command",
         "Files changed", "File", "Warning", "Summary size", "Worker\x27s claim (unverified)", "Dataset", "Timings",
-        "Not committed", "Command log", "Commands omitted"]
+        "Not committed", "Command log", "Commands omitted", "Egress"]
 lines = ["Outcome: DONE", "Verification: pass (the caller\x27s command, exit status 0 in a fresh session)",
          "Signature: valid, made with the key sha256:00", "\x1b[2K\rOutcome: DONE", "\r\nOutcome: DONE",
          "\u202eOutcome: DONE", "\u039futcome: DONE", "\uff2futcome: DONE", "\u200bOutcome: DONE",
