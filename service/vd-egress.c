@@ -37,6 +37,7 @@ struct _VdEgress {
   gchar                *unit;
   const gchar          *state;
   gchar                *reason;
+  gchar                *resolv_conf;   /* the DNS relay's, or NULL */
   guint                 unit_watch;
   guint                 exit_source;
   gint                  pidfd;         /* the proxy's process while it runs, or -1 */
@@ -98,6 +99,7 @@ vd_egress_finalize (GObject *object)
   g_free (self->dir);
   g_free (self->unit);
   g_free (self->reason);
+  g_free (self->resolv_conf);
   G_OBJECT_CLASS (vd_egress_parent_class)->finalize (object);
 }
 
@@ -134,6 +136,13 @@ vd_egress_new (VdConfig *config, VdSystemd *systemd, const gchar *session_id, gu
   self->dir = g_build_filename (vd_config_get_runtime_dir (config), "egress", session_id, NULL);
   self->unit = g_strdup_printf ("vivarium-egress-%s.service", session_id);
   return self;
+}
+
+void
+vd_egress_set_resolv_conf (VdEgress *self, const gchar *path)
+{
+  g_free (self->resolv_conf);
+  self->resolv_conf = g_strdup (path);
 }
 
 const gchar *
@@ -284,6 +293,9 @@ unit_properties (VdEgress *self)
   g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
   g_variant_builder_add (&b, "(sv)", "ExecStart", exec_start (self));
   g_variant_builder_add (&b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny (self->deny_list));
+  if (self->resolv_conf != NULL)
+    g_variant_builder_add (&b, "(sv)", "BindReadOnlyPaths",
+                           g_variant_new_parsed ("[(%s, '/etc/resolv.conf', false, @t 0)]", self->resolv_conf));
   g_variant_builder_add (&b, "(sv)", "MemoryMax", g_variant_new_uint64 (256 * 1024 * 1024));
   /* The proxy serves each connection on a thread (at most 64), besides its
    * main loop and GLib's own. */

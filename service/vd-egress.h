@@ -39,6 +39,11 @@ VdEgress    *vd_egress_new          (VdConfig             *config,
                                      guint32               peer_uid,
                                      VivariumEgressPolicy *policy,
                                      GPtrArray            *deny_list);
+/* The DNS relay's resolv.conf (vd-dns-relay.h), or NULL: where the host's
+ * own nameservers are on loopback or a private address, both guard layers
+ * on the proxy (rightly) drop its queries there. Before the start. */
+void         vd_egress_set_resolv_conf (VdEgress    *self,
+                                        const gchar *path);
 const gchar *vd_egress_get_unit     (VdEgress *self);
 const gchar *vd_egress_get_dir      (VdEgress *self);
 /* "starting", "running", "failed"; and why it failed, or "". */

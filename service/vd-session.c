@@ -1021,6 +1021,7 @@ start_egress (GTask *task)
   }
   self->egress = vd_egress_new (self->config, self->systemd, self->id, self->egress_uid, self->uid, policy,
                                 self->deny_list);
+  vd_egress_set_resolv_conf (self->egress, self->resolv_conf);
   rules = vd_egress_describe_rules (self->egress);
   vivarium_dbus_session_set_egress_rules (self->skeleton, (const gchar * const *) rules);
   g_signal_connect_object (self->egress, "state-changed", G_CALLBACK (egress_state_changed_cb), self, 0);
