@@ -23,8 +23,9 @@
 #include "vivarium-denylist.h"
 #include "vivarium-egress-policy.h"
 
-/* Seconds anything in here may take before the test fails. */
-#define WAIT_SEC 10
+/* Seconds anything in here may take before the test fails (more than the
+ * proxy's own 10 s bounds). */
+#define WAIT_SEC 20
 /* The most a client here reads back. */
 #define READ_MAX (8 * 1024 * 1024)
 
@@ -138,6 +139,7 @@ typedef struct {
 typedef struct {
   gboolean     deny_loopback;    /* the real deny list: 127.0.0.0/8 in it */
   guint64      limit_down;
+  guint        log_max_entries;  /* 0: the default */
 } ProxyConfig;
 
 static gchar *
@@ -208,6 +210,7 @@ proxy_start (Fixture *f, const ProxyConfig *config)
   g_autofree gchar *notify_path = g_build_filename (f->dir, "notify", NULL);
   g_autofree gchar *uid = g_strdup_printf ("%u", (guint) getuid ());
   g_autofree gchar *limit = g_strdup_printf ("%" G_GUINT64_FORMAT, config->limit_down);
+  g_autofree gchar *entries = g_strdup_printf ("%u", config->log_max_entries > 0 ? config->log_max_entries : 10000);
   g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
   g_autoptr(GSocket) notify = notify_socket (notify_path);
   g_autoptr(GError) error = NULL;
@@ -215,7 +218,7 @@ proxy_start (Fixture *f, const ProxyConfig *config)
   g_subprocess_launcher_setenv (launcher, "NOTIFY_SOCKET", notify_path, TRUE);
   f->proxy = g_subprocess_launcher_spawn (launcher, &error, g_getenv ("VIVARIUM_EGRESS"), "--dir", f->dir,
                                           "--policy", policy, "--deny", deny, "--peer-uid", uid,
-                                          "--limit-down", limit, NULL);
+                                          "--limit-down", limit, "--log-max-entries", entries, NULL);
   g_assert_no_error (error);
   wait_ready (notify);
 }
@@ -363,6 +366,7 @@ usage_value (Fixture *f, const gchar *key)
 static const ProxyConfig open_loopback = { FALSE, 0 };
 static const ProxyConfig real_deny_list = { TRUE, 0 };
 static const ProxyConfig small_download = { FALSE, 100000 };
+static const ProxyConfig short_log = { FALSE, 0, 2 };
 
 static gchar *
 connect_request (const gchar *host, guint16 port)
@@ -717,6 +721,115 @@ test_relay (Fixture *f, gconstpointer data)
   find_decision (f, "proxy", "allowed", "allowed by localhost");
 }
 
+static GString *
+ask (Fixture *f, const gchar *door, const gchar *request)
+{
+  g_autoptr(GSocket) c = connect_door (f, door);
+
+  send_text (c, request, strlen (request));
+  return read_all (c);
+}
+
+static guint
+count_lines (Fixture *f, const gchar *part)
+{
+  g_autofree gchar *path = g_build_filename (f->dir, "decisions.jsonl", NULL);
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  guint n = 0;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    n += lines[i][0] != '\0' && strstr (lines[i], part) != NULL;
+  return n;
+}
+
+/* --log-max-entries 2: two lines, one log-full line, then only counts. */
+static void
+test_log_full (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *req = connect_request ("evil.example", 443);
+
+  for (guint i = 0; i < 5; i++) {
+    g_autoptr(GString) reply = ask (f, "proxy.sock", req);
+    g_assert_true (g_str_has_prefix (reply->str, "HTTP/1.1 403 Forbidden\r\n"));
+  }
+  g_assert_cmpuint (count_lines (f, "\"verdict\":\"denied\""), ==, 2);
+  g_assert_cmpuint (count_lines (f, "\"verdict\":\"log-full\""), ==, 1);
+  g_assert_cmpuint (count_lines (f, "\"time\""), ==, 3);
+  g_assert_cmpuint (usage_value (f, "Denied"), ==, 5);
+  g_assert_cmpuint (usage_value (f, "LogDropped"), ==, 3);
+}
+
+/* 64 questions on one connection are answered, the 65th is not. */
+static void
+test_dns_bound (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GSocket) c = connect_door (f, "dns.sock");
+  const guint8 query[] = { 0, 27, 0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0,
+                           9, 'l', 'o', 'c', 'a', 'l', 'h', 'o', 's', 't', 0, 0, 1, 0, 1 };
+  g_autoptr(GByteArray) all = g_byte_array_new ();
+  g_autoptr(GString) answers = NULL;
+
+  for (guint i = 0; i < 65; i++)
+    g_byte_array_append (all, query, sizeof query);
+  send_text (c, (const gchar *) all->data, all->len);
+  answers = read_all (c);
+  g_assert_cmpuint (answers->len, ==, 64 * (2 + 27 + 16));
+}
+
+/* 64 connections at once; the 65th is closed unread; one fewer, and a new
+ * one is served again. */
+static void
+test_connection_bound (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GPtrArray) held = g_ptr_array_new_with_free_func (g_object_unref);
+  g_autofree gchar *req = connect_request ("localhost", f->up.port);
+  g_autoptr(GString) refused = NULL;
+  g_autofree gchar *head = NULL;
+
+  for (guint i = 0; i < 64; i++)
+    g_ptr_array_add (held, connect_door (f, "proxy.sock"));
+  /* A DNS round trip on one of them would not tell: wait for the proxy to
+   * have taken them all (it accepts in order). */
+  g_usleep (300 * 1000);
+  refused = ask (f, "proxy.sock", req);
+  g_assert_cmpuint (refused->len, ==, 0);
+  g_ptr_array_remove_index (held, 0);
+  for (guint attempt = 0; attempt < 100; attempt++) {
+    g_autoptr(GSocket) c = connect_door (f, "proxy.sock");
+    g_free (head);
+    send_text (c, req, strlen (req));
+    head = read_reply_head (c);
+    if (head[0] != '\0')
+      break;
+    g_usleep (50 * 1000);
+  }
+  g_assert_cmpstr (head, ==, "HTTP/1.1 200 Connection established\r\n\r\n");
+}
+
+static void
+test_head_bounds (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GString) huge = g_string_new ("GET http://localhost/ HTTP/1.1\r\n");
+  g_autoptr(GString) reply = NULL;
+  g_autoptr(GString) slow = NULL;
+  gint64 start;
+
+  while (huge->len <= 17 * 1024)
+    g_string_append (huge, "X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+  reply = ask (f, "proxy.sock", huge->str);
+  g_assert_true (g_str_has_prefix (reply->str, "HTTP/1.1 403 Forbidden\r\n"));
+  g_assert_nonnull (strstr (reply->str, "vivarium egress: the request head is larger than 16384 bytes"));
+  find_decision (f, "proxy", "denied", "larger than 16384 bytes");
+  /* A head that never ends: refused after the 10 s it is given. */
+  start = g_get_monotonic_time ();
+  slow = ask (f, "proxy.sock", "CONNECT localhost:1 HTTP/1.1\r\n");
+  g_assert_cmpint (g_get_monotonic_time () - start, >=, 9 * G_USEC_PER_SEC);
+  g_assert_nonnull (strstr (slow->str, "vivarium egress: the request head did not come within 10 s"));
+}
+
 static void
 test_relay_no_socket (void)
 {
@@ -775,6 +888,10 @@ main (int argc, char **argv)
   ADD ("transparent-tls", open_loopback, test_transparent_tls);
   ADD ("transparent-http", open_loopback, test_transparent_http);
   ADD ("relay", open_loopback, test_relay);
+  ADD ("log-full", short_log, test_log_full);
+  ADD ("dns-bound", open_loopback, test_dns_bound);
+  ADD ("connection-bound", open_loopback, test_connection_bound);
+  ADD ("head-bounds", open_loopback, test_head_bounds);
   g_test_add_func ("/egress/relay/no-socket", test_relay_no_socket);
   g_test_add_func ("/egress/proxy/bad-policy", test_bad_policy);
   return g_test_run ();
