@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -202,6 +203,13 @@ wait_ready (GSocket *notify)
   }
 }
 
+/* A test that fails leaves no proxy behind. */
+static void
+die_with_test (gpointer data)
+{
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+}
+
 static void
 proxy_start (Fixture *f, const ProxyConfig *config)
 {
@@ -216,6 +224,7 @@ proxy_start (Fixture *f, const ProxyConfig *config)
   g_autoptr(GError) error = NULL;
 
   g_subprocess_launcher_setenv (launcher, "NOTIFY_SOCKET", notify_path, TRUE);
+  g_subprocess_launcher_set_child_setup (launcher, die_with_test, NULL, NULL);
   f->proxy = g_subprocess_launcher_spawn (launcher, &error, g_getenv ("VIVARIUM_EGRESS"), "--dir", f->dir,
                                           "--policy", policy, "--deny", deny, "--peer-uid", uid,
                                           "--limit-down", limit, "--log-max-entries", entries, NULL);
