@@ -141,6 +141,7 @@ typedef struct {
   gboolean     deny_loopback;    /* the real deny list: 127.0.0.0/8 in it */
   guint64      limit_down;
   guint        log_max_entries;  /* 0: the default */
+  guint64      limit_up;
 } ProxyConfig;
 
 static gchar *
@@ -218,6 +219,7 @@ proxy_start (Fixture *f, const ProxyConfig *config)
   g_autofree gchar *notify_path = g_build_filename (f->dir, "notify", NULL);
   g_autofree gchar *uid = g_strdup_printf ("%u", (guint) getuid ());
   g_autofree gchar *limit = g_strdup_printf ("%" G_GUINT64_FORMAT, config->limit_down);
+  g_autofree gchar *limit_up = g_strdup_printf ("%" G_GUINT64_FORMAT, config->limit_up);
   g_autofree gchar *entries = g_strdup_printf ("%u", config->log_max_entries > 0 ? config->log_max_entries : 10000);
   g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
   g_autoptr(GSocket) notify = notify_socket (notify_path);
@@ -227,7 +229,8 @@ proxy_start (Fixture *f, const ProxyConfig *config)
   g_subprocess_launcher_set_child_setup (launcher, die_with_test, NULL, NULL);
   f->proxy = g_subprocess_launcher_spawn (launcher, &error, g_getenv ("VIVARIUM_EGRESS"), "--dir", f->dir,
                                           "--policy", policy, "--deny", deny, "--peer-uid", uid,
-                                          "--limit-down", limit, "--log-max-entries", entries, NULL);
+                                          "--limit-down", limit, "--limit-up", limit_up,
+                                          "--log-max-entries", entries, NULL);
   g_assert_no_error (error);
   wait_ready (notify);
 }
@@ -376,6 +379,7 @@ static const ProxyConfig open_loopback = { FALSE, 0 };
 static const ProxyConfig real_deny_list = { TRUE, 0 };
 static const ProxyConfig small_download = { FALSE, 100000 };
 static const ProxyConfig short_log = { FALSE, 0, 2 };
+static const ProxyConfig small_upload = { FALSE, 0, 0, 50000 };
 
 static gchar *
 connect_request (const gchar *host, guint16 port)
@@ -586,6 +590,45 @@ test_download_limit (Fixture *f, gconstpointer data)
   g_assert_cmpuint (usage_value (f, "BytesDown"), <=, 100000);
 }
 
+static GString *
+ask (Fixture *f, const gchar *door, const gchar *request)
+{
+  g_autoptr(GSocket) c = connect_door (f, door);
+
+  send_text (c, request, strlen (request));
+  return read_all (c);
+}
+
+/* The upload limit: a body that would cross it is not passed on. */
+static void
+test_upload_limit (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GSocket) c = connect_door (f, "proxy.sock");
+  g_autofree gchar *req = connect_request ("localhost", f->up.port);
+  g_autofree gchar *head = NULL;
+  g_autofree gchar *body = g_strnfill (200000, 'u');
+  g_autoptr(GString) cut = NULL;
+  g_autoptr(GString) later = NULL;
+  g_autoptr(JsonObject) d = NULL;
+
+  send_text (c, req, strlen (req));
+  head = read_reply_head (c);
+  g_assert_cmpstr (head, ==, "HTTP/1.1 200 Connection established\r\n\r\n");
+  /* The proxy cuts in the middle: later sends may fail, that is the point. */
+  for (gsize sent = 0; sent < 200000;) {
+    gssize n = g_socket_send (c, body + sent, 200000 - sent, NULL, NULL);
+    if (n <= 0)
+      break;
+    sent += (gsize) n;
+  }
+  cut = read_all (c);
+  d = find_decision (f, "proxy", "denied", "the session's upload limit of 50000 bytes was reached");
+  g_assert_cmpint (json_object_get_int_member (d, "bytes_up"), <=, 50000);
+  g_assert_cmpuint (usage_value (f, "BytesUp"), <=, 50000);
+  later = ask (f, "proxy.sock", req);
+  g_assert_nonnull (strstr (later->str, "vivarium egress: the session's upload limit of 50000 bytes is used up"));
+}
+
 /* Another uid than --peer-uid: closed before a byte is read. */
 static void
 test_other_uid (Fixture *f, gconstpointer data)
@@ -730,15 +773,6 @@ test_relay (Fixture *f, gconstpointer data)
   g_assert_true (g_subprocess_get_if_exited (relay));
   g_assert_cmpint (g_subprocess_get_exit_status (relay), ==, 0);
   find_decision (f, "proxy", "allowed", "allowed by localhost");
-}
-
-static GString *
-ask (Fixture *f, const gchar *door, const gchar *request)
-{
-  g_autoptr(GSocket) c = connect_door (f, door);
-
-  send_text (c, request, strlen (request));
-  return read_all (c);
 }
 
 static guint
@@ -927,6 +961,7 @@ main (int argc, char **argv)
   ADD ("rebinding", real_deny_list, test_rebinding);
   ADD ("ip-literal", open_loopback, test_ip_literal);
   ADD ("download-limit", small_download, test_download_limit);
+  ADD ("upload-limit", small_upload, test_upload_limit);
   ADD ("other-uid", open_loopback, test_other_uid);
   ADD ("dns", open_loopback, test_dns);
   ADD ("transparent-tls", open_loopback, test_transparent_tls);
