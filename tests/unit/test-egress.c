@@ -923,6 +923,55 @@ test_relay_no_socket_guest (void)
   g_assert_cmpint (g_subprocess_get_exit_status (relay), ==, 1);
 }
 
+static gpointer
+cancel_later (gpointer data)
+{
+  g_usleep (WAIT_SEC * G_USEC_PER_SEC);
+  g_cancellable_cancel (data);
+  g_object_unref (data);
+  return NULL;
+}
+
+/* The exit status of a proxy that must refuse to start; one that runs on
+ * instead fails the test after WAIT_SEC (and is killed). */
+static gint
+refused_start (GSubprocess *proxy, gchar **err)
+{
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr(GError) error = NULL;
+  GThread *timer = g_thread_new ("timer", cancel_later, g_object_ref (cancellable));
+  gboolean done = g_subprocess_communicate_utf8 (proxy, NULL, cancellable, NULL, err, &error);
+
+  if (!done)
+    g_subprocess_force_exit (proxy);
+  g_assert_no_error (error);
+  g_thread_unref (timer);
+  return g_subprocess_get_exit_status (proxy);
+}
+
+/* An empty deny list is refused, not taken as "deny nothing". */
+static void
+test_empty_deny (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GSubprocess) proxy = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *policy = g_build_filename (f->dir, "policy", NULL);
+  g_autofree gchar *deny = g_build_filename (f->dir, "empty-deny", NULL);
+  g_autofree gchar *dir = g_build_filename (f->dir, "second", NULL);
+  g_autofree gchar *sock = g_build_filename (dir, "proxy.sock", NULL);
+  g_autofree gchar *err = NULL;
+
+  g_assert_true (g_file_set_contents (deny, "# nothing\n\n", -1, NULL));
+  g_assert_cmpint (g_mkdir (dir, 0711), ==, 0);
+  proxy = g_subprocess_new (G_SUBPROCESS_FLAGS_STDERR_PIPE, &error, g_getenv ("VIVARIUM_EGRESS"), "--dir", dir,
+                            "--policy", policy, "--deny", deny, "--peer-uid", "0", NULL);
+  g_assert_no_error (error);
+  g_assert_cmpint (refused_start (proxy, &err), ==, 1);
+  g_assert_nonnull (strstr (err, "names no range"));
+  g_assert_false (g_file_test (sock, G_FILE_TEST_EXISTS));
+  g_assert_cmpint (g_rmdir (dir), ==, 0);   /* nothing made in it */
+}
+
 /* A start it cannot make: exit 1 and the reason, no READY. */
 static void
 test_bad_policy (void)
@@ -937,8 +986,7 @@ test_bad_policy (void)
   proxy = g_subprocess_new (G_SUBPROCESS_FLAGS_STDERR_PIPE, &error, g_getenv ("VIVARIUM_EGRESS"), "--dir", dir,
                             "--policy", policy, "--deny", policy, "--peer-uid", "0", NULL);
   g_assert_no_error (error);
-  g_assert_true (g_subprocess_communicate_utf8 (proxy, NULL, NULL, NULL, &err, &error));
-  g_assert_cmpint (g_subprocess_get_exit_status (proxy), ==, 1);
+  g_assert_cmpint (refused_start (proxy, &err), ==, 1);
   g_assert_true (g_str_has_prefix (err, "vivarium-egress: "));
   g_unlink (policy);
   g_rmdir (dir);
@@ -971,6 +1019,7 @@ main (int argc, char **argv)
   ADD ("dns-bound", open_loopback, test_dns_bound);
   ADD ("connection-bound", open_loopback, test_connection_bound);
   ADD ("head-bounds", open_loopback, test_head_bounds);
+  ADD ("empty-deny", open_loopback, test_empty_deny);
   g_test_add_func ("/egress/relay/no-socket", test_relay_no_socket);
   g_test_add_func ("/egress/relay/no-socket-guest-stderr", test_relay_no_socket_guest);
   g_test_add_func ("/egress/proxy/bad-policy", test_bad_policy);
