@@ -35,6 +35,7 @@ answer_one (VivariumEgressContext *ctx, GSocket *client)
   gint64 deadline = start + VIVARIUM_DNS_QUERY_SEC * G_USEC_PER_SEC;
   g_auto(VivariumDnsQuery) query = { 0 };
   g_autoptr(GBytes) answer = NULL;
+  g_autoptr(GByteArray) framed = NULL;
   gsize len, answer_len;
   const guint8 *data;
 
@@ -46,9 +47,13 @@ answer_one (VivariumEgressContext *ctx, GSocket *client)
     return FALSE;
   answer = vivarium_egress_dns_answer (msg, &query, decide (ctx, &query, start), ctx->guest_address);
   data = g_bytes_get_data (answer, &answer_len);
+  /* One write, length and message: a resolver that reads once gets both. */
+  framed = g_byte_array_sized_new (answer_len + 2);
   prefix[0] = answer_len >> 8;
   prefix[1] = answer_len & 0xff;
-  return vivarium_egress_io_send_all (client, prefix, 2) && vivarium_egress_io_send_all (client, data, answer_len);
+  g_byte_array_append (framed, prefix, 2);
+  g_byte_array_append (framed, data, answer_len);
+  return vivarium_egress_io_send_all (client, framed->data, framed->len);
 }
 
 void

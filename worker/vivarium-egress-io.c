@@ -6,19 +6,20 @@
 gssize
 vivarium_egress_io_read (GSocket *socket, guint8 *buf, gsize max, gint64 deadline, gboolean *timed_out)
 {
-  g_autoptr(GError) error = NULL;
-  gint64 left = deadline - g_get_monotonic_time ();
-  gssize n;
-
   *timed_out = FALSE;
-  if (left <= 0 || !g_socket_condition_timed_wait (socket, G_IO_IN, left, NULL, &error)) {
-    *timed_out = TRUE;
-    return -1;
+  for (;;) {
+    g_autoptr(GError) error = NULL;
+    gint64 left = deadline - g_get_monotonic_time ();
+    gssize n;
+    if (left <= 0 || !g_socket_condition_timed_wait (socket, G_IO_IN, left, NULL, &error)) {
+      *timed_out = TRUE;
+      return -1;
+    }
+    n = g_socket_receive_with_blocking (socket, (gchar *) buf, max, FALSE, NULL, &error);
+    /* A wake-up with nothing to read: wait again, within the same deadline. */
+    if (n >= 0 || !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+      return n;
   }
-  n = g_socket_receive_with_blocking (socket, (gchar *) buf, max, FALSE, NULL, &error);
-  if (n < 0 && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
-    return vivarium_egress_io_read (socket, buf, max, deadline, timed_out);
-  return n;
 }
 
 gboolean

@@ -173,22 +173,23 @@ void
 vivarium_egress_log_record (VivariumEgressLog *log, const VivariumEgressDecision *decision)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&log->lock);
+  g_autofree gchar *line = NULL;
 
   if (decision->allowed)
     log->allowed++;
   else
     log->denied++;
   if (log->entries < log->max_entries) {
-    g_autofree gchar *line = decision_line (decision);
-    append_line (log, line);
+    line = decision_line (decision);
     log->entries++;
   } else {
     log->dropped++;
-    if (!log->full) {
-      g_autofree gchar *line = full_line (log->max_entries);
-      append_line (log, line);
-      log->full = TRUE;
-    }
+    if (!log->full)
+      line = full_line (log->max_entries);
+    log->full = TRUE;
   }
+  /* The counts first: whoever reads a line finds them counted. */
   write_usage (log);
+  if (line != NULL)
+    append_line (log, line);
 }

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -130,6 +132,27 @@ relay (Direction *up, Direction *down)
   }
 }
 
+/* libslirp gives the guest's connection as fd 2 too: a message there would
+ * be written to the guest. Then it goes to the journal instead. */
+static int
+stderr_is_guest (void)
+{
+  struct stat in, err;
+
+  return fstat (0, &in) == 0 && fstat (2, &err) == 0 && in.st_dev == err.st_dev && in.st_ino == err.st_ino;
+}
+
+static void
+say_cannot_connect (const char *path, int error)
+{
+  if (stderr_is_guest ()) {
+    openlog ("vivarium-egress-relay", LOG_PID, LOG_DAEMON);
+    syslog (LOG_ERR, "cannot connect to %s: %s", path, strerror (error));
+  } else {
+    fprintf (stderr, "vivarium-egress-relay: cannot connect to %s: %s\n", path, strerror (error));
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -142,7 +165,7 @@ main (int argc, char **argv)
   }
   fd = connect_to (argv[1]);
   if (fd < 0) {
-    fprintf (stderr, "vivarium-egress-relay: cannot connect to %s: %s\n", argv[1], strerror (errno));
+    say_cannot_connect (argv[1], errno);
     return 1;
   }
   up.from = 0;

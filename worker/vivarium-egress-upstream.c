@@ -73,6 +73,12 @@ vivarium_egress_deny_load (const gchar *path, GError **error)
     if (lines[i][0] != '\0' && lines[i][0] != '#' && !add_range (deny, lines[i], i + 1, error))
       return NULL;
   }
+  /* The guard's list always has its built-in ranges: an empty one is a
+   * mistake, and would let the proxy reach the host's own networks. */
+  if (deny->ranges->len == 0) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "the deny list %s names no range", path);
+    return NULL;
+  }
   return g_steal_pointer (&deny);
 }
 

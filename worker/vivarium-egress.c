@@ -28,6 +28,8 @@
 /* Connections served at once; one more is closed at once (and said in the
  * journal), so a guest cannot queue up threads. */
 #define MAX_CONNECTIONS 64
+/* Connections waiting to be accepted (GLib's default is 10). */
+#define LISTEN_BACKLOG 128
 /* The sockets are the guest's doors: any local process may connect, the
  * peer's uid is checked on each connection instead. */
 #define SOCKET_MODE 0666
@@ -133,6 +135,8 @@ open_door (const gchar *dir, Door door, GThreadPool *pool, GError **error)
                  g_strerror (errno));
     return NULL;
   }
+  /* Room for a burst of the guest's connections while the loop accepts. */
+  g_socket_set_listen_backlog (socket, LISTEN_BACKLOG);
   if (!g_socket_listen (socket, error))
     return NULL;
   service = g_socket_service_new ();
