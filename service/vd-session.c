@@ -731,13 +731,18 @@ start_done (GTask *task)
 }
 
 /* The guest learns where its way out is: a resolver that answers over TCP
- * (slirp drops UDP under restrict=on) and the proxy variables for login
- * shells. The guest's root may undo this; it then only loses its own way
- * out, the policy is the proxy's. */
+ * (slirp drops UDP under restrict=on) and http_proxy for login shells.
+ * Not https_proxy: a client that honours it but has no CONNECT (busybox
+ * wget) sends the proxy "GET https://…", which the proxy cannot serve
+ * without terminating TLS; every client reaches allowed names on 443 by
+ * transparent TLS anyway (the resolver's answers lead to the proxy), and
+ * CONNECT to 10.0.2.100:3128 stays there for any port a rule allows. The
+ * guest's root may undo this; it then only loses its own way out, the
+ * policy is the proxy's. */
 #define EGRESS_GUEST_SETUP \
   "printf 'nameserver " VD_EGRESS_GUEST_ADDRESS "\\noptions use-vc\\n' > /etc/resolv.conf && " \
   "mkdir -p /etc/profile.d && " \
-  "printf 'export http_proxy=%1$s https_proxy=%1$s HTTP_PROXY=%1$s HTTPS_PROXY=%1$s no_proxy=\\n' " \
+  "printf 'export http_proxy=%1$s HTTP_PROXY=%1$s no_proxy=\\n' " \
   "  > /etc/profile.d/vivarium-egress.sh"
 #define EGRESS_PROXY_URL "http://" VD_EGRESS_GUEST_ADDRESS ":3128"
 
@@ -1379,8 +1384,7 @@ static GStrv
 with_egress_env (VdSession *self, const gchar * const *env)
 {
   g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
-  const gchar *names[] = { "http_proxy=" EGRESS_PROXY_URL, "https_proxy=" EGRESS_PROXY_URL,
-                           "HTTP_PROXY=" EGRESS_PROXY_URL, "HTTPS_PROXY=" EGRESS_PROXY_URL, NULL };
+  const gchar *names[] = { "http_proxy=" EGRESS_PROXY_URL, "HTTP_PROXY=" EGRESS_PROXY_URL, NULL };
 
   if (self->egress != NULL) {
     for (guint i = 0; names[i] != NULL; i++)

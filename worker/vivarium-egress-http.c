@@ -85,6 +85,16 @@ header_dropped (const gchar *name)
          g_ascii_strcasecmp (name, "Keep-Alive") == 0 || g_ascii_strcasecmp (name, "Host") == 0;
 }
 
+static gchar *
+authority_of (const gchar *host, guint16 port)
+{
+  gboolean v6 = strchr (host, ':') != NULL;
+
+  if (port == 80)
+    return v6 ? g_strdup_printf ("[%s]", host) : g_strdup (host);
+  return v6 ? g_strdup_printf ("[%s]:%u", host, port) : g_strdup_printf ("%s:%u", host, port);
+}
+
 static GBytes *
 build_head (const gchar *method, const gchar *target, SoupHTTPVersion version, const gchar *authority,
             SoupMessageHeaders *headers)
@@ -189,8 +199,38 @@ vivarium_egress_http_parse (const gchar *head, gsize len, VivariumEgressHttpMode
                                                  : (*reason = g_strdup ("CONNECT is for the proxy port"), NULL);
   if (!find_destination (target, headers, mode, &request->host, &request->port, &origin, reason))
     return NULL;
-  authority = strchr (request->host, ':') != NULL ? g_strdup_printf ("[%s]:%u", request->host, request->port)
-                                                  : g_strdup_printf ("%s:%u", request->host, request->port);
+  /* Host: as RFC 9112 has it: no port when it is the scheme's default (a
+   * signed request covers the header the client wrote). */
+  authority = authority_of (request->host, request->port);
   request->head = build_head (method, origin, version, authority, headers);
   return g_steal_pointer (&request);
+}
+
+/* Only for the log of a refused request: the destination it names (its
+ * URL's server, CONNECT's target, or its Host: header), whatever made it
+ * refused. */
+gboolean
+vivarium_egress_http_named_destination (const gchar *head, gsize len, gchar **host, guint16 *port)
+{
+  g_autoptr(SoupMessageHeaders) headers = soup_message_headers_new (SOUP_MESSAGE_HEADERS_REQUEST);
+  g_autofree gchar *method = NULL, *target = NULL;
+  SoupHTTPVersion version;
+  const gchar *host_header;
+
+  if (len > VIVARIUM_EGRESS_MAX_HEAD || memchr (head, '\0', len) != NULL ||
+      soup_headers_parse_request (head, (int) len, headers, &method, &target, &version) != SOUP_STATUS_OK)
+    return FALSE;
+  if (g_str_equal (method, "CONNECT"))
+    return vivarium_egress_split_host_port (target, 0, host, port);
+  if (target[0] != '/') {
+    g_autoptr(GUri) uri = g_uri_parse (target, G_URI_FLAGS_ENCODED | G_URI_FLAGS_NON_DNS, NULL);
+    if (uri == NULL || g_uri_get_host (uri) == NULL || g_uri_get_host (uri)[0] == '\0')
+      return FALSE;
+    *host = g_strdup (g_uri_get_host (uri));
+    *port = g_uri_get_port (uri) > 0 ? (guint16) g_uri_get_port (uri)
+                                     : g_ascii_strcasecmp (g_uri_get_scheme (uri), "https") == 0 ? 443 : 80;
+    return TRUE;
+  }
+  host_header = soup_message_headers_get_one (headers, "Host");
+  return host_header != NULL && vivarium_egress_split_host_port (host_header, 80, host, port);
 }

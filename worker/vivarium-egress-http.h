@@ -38,6 +38,12 @@ VivariumEgressRequest *vivarium_egress_http_parse    (const gchar            *he
                                                       VivariumEgressHttpMode  mode,
                                                       gchar                 **reason);
 
+/* For the log of a refused request: the host and port it names, or FALSE. */
+gboolean               vivarium_egress_http_named_destination (const gchar  *head,
+                                                               gsize         len,
+                                                               gchar       **host,
+                                                               guint16      *port);
+
 /* "host", "host:port", "[v6]:port": FALSE when it is none of these. */
 gboolean               vivarium_egress_split_host_port (const gchar  *text,
                                                         guint16       default_port,

@@ -256,6 +256,21 @@ serve_request (Flow *f, VivariumEgressRequest *request, gsize used)
   relay (f, upstream, used, request->connect, reason);
 }
 
+/* A refused request is logged under the host it names (normalised, or
+ * "(invalid)" when it names none). */
+static void
+name_refused_destination (Flow *f, gsize used)
+{
+  g_autofree gchar *host = NULL;
+  guint16 port = 0;
+
+  if (f->host != NULL ||
+      !vivarium_egress_http_named_destination ((const gchar *) f->buf, used, &host, &port))
+    return;
+  f->host = vivarium_egress_context_normalize (host);
+  f->port = port;
+}
+
 static void
 serve_http (Flow *f)
 {
@@ -273,10 +288,12 @@ serve_http (Flow *f)
                                         f->via == VIVARIUM_EGRESS_VIA_PROXY ? VIVARIUM_EGRESS_HTTP_EXPLICIT
                                                                             : VIVARIUM_EGRESS_HTTP_TRANSPARENT,
                                         &reason);
-  if (request == NULL)
+  if (request == NULL) {
+    name_refused_destination (f, used);
     refuse (f, reason);
-  else
+  } else {
     serve_request (f, request, used);
+  }
 }
 
 /* The ClientHello itself goes on to the server it names. */

@@ -462,6 +462,36 @@ test_http_absolute (void)
   g_assert_true (g_str_has_suffix (head, "Connection: close\r\n\r\n"));
 }
 
+/* Host: as the client would write it: the default port left out, any
+ * other kept; a refused request still names the destination it asked for,
+ * for the log. */
+static void
+test_http_host_and_named (void)
+{
+  g_autofree gchar *reason = NULL;
+  g_autoptr(VivariumEgressRequest) plain = parse_head ("GET http://allowed.test/x HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+                                                       VIVARIUM_EGRESS_HTTP_EXPLICIT, &reason);
+  const gchar *refused = "GET https://Allowed.Test/x HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+  g_autofree gchar *host = NULL;
+  guint16 port = 0;
+
+  g_assert_nonnull (plain);
+  g_assert_true (g_str_has_prefix (g_bytes_get_data (plain->head, NULL), "GET /x HTTP/1.1\r\nHost: allowed.test\r\n"));
+  g_assert_null (parse_head (refused, VIVARIUM_EGRESS_HTTP_EXPLICIT, &reason));
+  g_assert_true (vivarium_egress_http_named_destination (refused, strlen (refused), &host, &port));
+  g_assert_cmpstr (host, ==, "Allowed.Test");
+  g_assert_cmpuint (port, ==, 443);
+  g_clear_pointer (&host, g_free);
+  {
+    const gchar *connect = "CONNECT a.test:8443 HTTP/1.1\r\n\r\n";
+    g_assert_true (vivarium_egress_http_named_destination (connect, strlen (connect), &host, &port));
+  }
+  g_assert_cmpstr (host, ==, "a.test");
+  g_assert_cmpuint (port, ==, 8443);
+  g_clear_pointer (&host, g_free);
+  g_assert_false (vivarium_egress_http_named_destination ("not http\r\n\r\n", strlen ("not http\r\n\r\n"), &host, &port));
+}
+
 static void
 test_http_transparent (void)
 {
@@ -473,7 +503,7 @@ test_http_transparent (void)
 
   g_assert_cmpstr (r->host, ==, "deb.debian.org");
   g_assert_cmpuint (r->port, ==, 80);
-  g_assert_true (g_str_has_prefix (g_bytes_get_data (r->head, NULL), "GET /x HTTP/1.1\r\nHost: deb.debian.org:80\r\n"));
+  g_assert_true (g_str_has_prefix (g_bytes_get_data (r->head, NULL), "GET /x HTTP/1.1\r\nHost: deb.debian.org\r\n"));
   g_assert_null (explicit);
   g_assert_nonnull (strstr (reason, "CONNECT"));
 }
@@ -554,6 +584,7 @@ main (int argc, char **argv)
   g_test_add_func ("/egress/http/connect", test_http_connect);
   g_test_add_func ("/egress/http/absolute", test_http_absolute);
   g_test_add_func ("/egress/http/transparent", test_http_transparent);
+  g_test_add_func ("/egress/http/host-and-named", test_http_host_and_named);
   g_test_add_func ("/egress/http/refused", test_http_refused);
   g_test_add_func ("/egress/http/request-line-breaks", test_http_request_line_breaks);
   return g_test_run ();
