@@ -12,6 +12,11 @@
 #   DIR/connections.log  "accept http|https LOCAL_ADDR:PORT PEER_ADDR"
 #   DIR/requests.log     "http|https LOCAL_ADDR SNI HOST PATH STATUS BYTES"
 #   DIR/dns.log          "NAME QTYPE udp|tcp"
+#   DIR/tunnels.log      "HOST:PORT"
+#
+# On port 3128 a plain CONNECT proxy (no policy: it tunnels to any of the
+# names given, or an address) lets a test prove its own CONNECT client works,
+# so that a refusal by the product's proxy is the product's.
 #
 #   pretend-internet.py DIR TOKEN CERT KEY DNS_ADDR NAME=ADDR...
 #
@@ -123,6 +128,53 @@ def tls_context():
     return ctx
 
 
+# --- a plain CONNECT proxy -------------------------------------------------
+
+class Tunnel(socketserver.BaseRequestHandler):
+    def handle(self):
+        # Byte by byte: nothing after the head may be read into a buffer.
+        conn = self.request
+        conn.settimeout(IO_TIMEOUT)
+        head = b''
+        while not head.endswith(b'\r\n\r\n') and len(head) < 16384:
+            byte = conn.recv(1)
+            if not byte:
+                return
+            head += byte
+        line = head.decode('latin-1').split('\r\n', 1)[0].split()
+        if len(line) < 2 or line[0] != 'CONNECT' or ':' not in line[1]:
+            conn.sendall(b'HTTP/1.1 400 Bad Request\r\n\r\n')
+            return
+        host, port = line[1].rsplit(':', 1)
+        log('tunnels.log', line[1])
+        try:
+            upstream = socket.create_connection((names.get(host, host), int(port)), timeout=IO_TIMEOUT)
+        except (OSError, ValueError):
+            conn.sendall(b'HTTP/1.1 502 Bad Gateway\r\n\r\n')
+            return
+        conn.sendall(b'HTTP/1.1 200 Connection established\r\n\r\n')
+        t = threading.Thread(target=copy, args=(conn, upstream), daemon=True)
+        t.start()
+        copy(upstream, conn)
+        t.join(IO_TIMEOUT)
+        upstream.close()
+
+
+def copy(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    try:
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
 # --- DNS -------------------------------------------------------------------
 
 def parse_question(q):
@@ -187,8 +239,9 @@ class TcpServer(socketserver.ThreadingTCPServer):
 
 def main():
     servers = [Server(80, 'http'), Server(443, 'https', tls_context()),
-               UdpServer((dns_addr, 53), DnsUdp), TcpServer((dns_addr, 53), DnsTcp)]
-    for name in ('connections.log', 'requests.log', 'dns.log'):
+               UdpServer((dns_addr, 53), DnsUdp), TcpServer((dns_addr, 53), DnsTcp),
+               TcpServer(('0.0.0.0', 3128), Tunnel)]
+    for name in ('connections.log', 'requests.log', 'dns.log', 'tunnels.log'):
         open(os.path.join(directory, name), 'a').close()
     for s in servers[1:]:
         threading.Thread(target=s.serve_forever, daemon=True).start()

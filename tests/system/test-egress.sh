@@ -33,6 +33,7 @@ done
 others=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -v -e '^lo$' -e '^vv-')
 [ -z "$others" ] || bail_out "this host has network links ($others); run me through tests/system/vivarium-test-host"
 
+open_id= aid= lid=
 tmpd=$(mktemp -d /var/tmp/test-egress.XXXXXX) || bail_out "cannot create a scratch directory"
 at_exit rm -rf "$tmpd"
 journal_at_exit
@@ -94,8 +95,19 @@ printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$VT_PATH" "$VT_HOST" | ssl_client 
 EOF
   chmod +x /tmp/vt-tunnel
   rm -f /tmp/vt-tunnel.out /tmp/vt-tunnel.err
-  VT_HOST=$1 VT_SNI=$2 VT_PATH=$3 timeout 20 nc '"$PROXY"' 3128 -e /tmp/vt-tunnel
+  VT_HOST=$1 VT_SNI=$2 VT_PATH=$3 timeout 20 nc "${VT_PROXY:-'"$PROXY"'}" 3128 -e /tmp/vt-tunnel
   cat /tmp/vt-tunnel.out /tmp/vt-tunnel.err 2>/dev/null
+}
+tls_direct () {  # ADDR HOST SNI PATH: TLS to ADDR:443 naming SNI, GET PATH for HOST
+  cat > /tmp/vt-tls <<"EOF"
+#!/bin/sh
+exec 3<&0 4>&1 </dev/null >/tmp/vt-tls.out 2>/tmp/vt-tls.err
+printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$VT_PATH" "$VT_HOST" | ssl_client -s 4 -r 3 -n "$VT_SNI"
+EOF
+  chmod +x /tmp/vt-tls
+  rm -f /tmp/vt-tls.out /tmp/vt-tls.err
+  VT_HOST=$2 VT_SNI=$3 VT_PATH=$4 timeout 20 nc "$1" 443 -e /tmp/vt-tls
+  cat /tmp/vt-tls.out /tmp/vt-tls.err 2>/dev/null
 }
 raw_http () {  # ADDR PORT REQUEST_HOST PATH: a GET sent with nc, the reply
   printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$4" "$3" | timeout 15 nc -w 5 "$1" "$2"
@@ -141,8 +153,10 @@ assert_eq "0" "$?" "build the tiny image" "$build_out"
 assert_success "freeze it" -- ctl image freeze "$IMAGE"
 
 t0=$(date +%s%3N)
-start_session open_id
+start_session open_id --egress open
 diag "the open session started in $(( $(date +%s%3N) - t0 )) ms ($(sprop "$open_id" StartMode))"
+assert_eq "open off" "$(sprop "$open_id" EgressMode) $(sprop "$open_id" EgressState)" \
+  "an --egress open session says EgressMode open, EgressState off"
 before=$(connections)
 out=$(guest "$open_id" "raw_http $PI_ADDR 80 $PI_ADDR /token")
 assert_eq "$PI_TOKEN scheme=http host=$PI_ADDR sni=- addr=$PI_ADDR" "$(token_line "$out")" \
@@ -157,6 +171,204 @@ assert_eq "$PI_TOKEN scheme=http host=allowed.test sni=- addr=$PI_ADDR" "$(token
 out=$(guest "$open_id" "fetch https://allowed.test/token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "and https://allowed.test/token (busybox's TLS)" "$out"
+# The test's own CONNECT and TLS clients, proven against the pretend
+# internet's plain CONNECT proxy: a refusal later is the product's doing.
+out=$(guest "$open_id" "VT_PROXY=$PI_ADDR2 connect_tls allowed.test allowed.test /token")
+assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
+  "the test's CONNECT client gets the page through a plain CONNECT proxy ($PI_ADDR2:3128)" "$out"
+out=$(guest "$open_id" "VT_PROXY=$PI_ADDR2 connect_tls allowed.test other.test /token")
+assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=other.test addr=$PI_ADDR" "$(token_line "$out")" \
+  "and its ClientHello names the server it is told to (other.test, in a CONNECT to allowed.test)" "$out"
+out=$(guest "$open_id" "tls_direct $PI_ADDR allowed.test other.test /token")
+assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=other.test addr=$PI_ADDR" "$(token_line "$out")" \
+  "so does its direct TLS client" "$out"
+
+# --- 2. an allowlist session: allowed.test, by every path ----------------------
+
+t0=$(date +%s%3N)
+start_session aid --egress allowlist --allow allowed.test --allow big.test --allow rebind.test
+diag "the allowlist session started in $(( $(date +%s%3N) - t0 )) ms ($(sprop "$aid" StartMode))"
+proxy_unit=vivarium-egress-$aid.service
+qemu_unit=vivarium-session-$aid.service
+assert_eq "allowlist running" "$(sprop "$aid" EgressMode) $(sprop "$aid" EgressState)" \
+  "an --egress allowlist session says EgressMode allowlist, EgressState running"
+assert_eq "" "$(sprop "$aid" EgressStateReason)" "with no EgressStateReason"
+rules=$(busctl get-property "$BUS" "$(session_path "$aid")" "$IFACE.Session" EgressRules 2>&1)
+assert_contains "$rules" "allow allowed.test" "EgressRules lists allowed.test ($rules)"
+assert_not_contains "$rules" "other.test" "and not other.test"
+assert_eq active "$(systemctl is-active "$proxy_unit")" "its proxy runs in $proxy_unit"
+families=$(systemctl show -P RestrictAddressFamilies "$qemu_unit")
+assert_contains "$families" "AF_UNIX" "the session's QEMU may open unix sockets (RestrictAddressFamilies=$families)"
+assert_not_contains "$families" "AF_INET" "and no IP socket at all"
+qemu_cmd=$(tr '\0' ' ' <"/proc/$(systemctl show -P MainPID "$qemu_unit")/cmdline" 2>/dev/null)
+assert_contains "$qemu_cmd" "restrict=on" "its user-mode network runs restrict=on"
+assert_ne "0" "$(systemctl show -P UID "$proxy_unit")" "the proxy does not run as root (uid $(systemctl show -P UID "$proxy_unit"))"
+assert_contains "$(systemctl show -P IPAddressDeny "$proxy_unit")" "10.0.0.0/8" \
+  "the guard's deny list is on the proxy too (IPAddressDeny=)"
+
+# shellcheck disable=SC2016  # expanded in the guest
+assert_contains "$(guest "$aid" 'echo "$http_proxy $https_proxy"')" "http://$PROXY:3128 http://$PROXY:3128" \
+  "an Exec in the guest has http_proxy and https_proxy naming the proxy"
+resolv=$(guest "$aid" 'cat /etc/resolv.conf')
+assert_contains "$resolv" "nameserver $PROXY" "the guest's resolv.conf names the proxy's DNS"
+assert_contains "$resolv" "use-vc" "over TCP (options use-vc)"
+
+out=$(guest "$aid" "fetch http://allowed.test/token")
+assert_eq "$PI_TOKEN scheme=http host=allowed.test sni=- addr=$PI_ADDR" "$(token_line "$out")" \
+  "http://allowed.test/token through the proxy (http_proxy)" "$out"
+out=$(guest "$aid" "connect_tls allowed.test allowed.test /token")
+assert_contains "$out" "connect: HTTP/1.1 200" "CONNECT allowed.test:443 is answered 200" "$out"
+assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
+  "https://allowed.test/token through the CONNECT tunnel" "$out"
+out=$(guest_noproxy "$aid" "fetch http://allowed.test/token")
+assert_eq "$PI_TOKEN scheme=http host=allowed.test sni=- addr=$PI_ADDR" "$(token_line "$out")" \
+  "without proxy variables: http://allowed.test/token (the proxy's DNS, then its port 80)" "$out"
+out=$(guest_noproxy "$aid" "fetch https://allowed.test/token")
+assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
+  "without proxy variables: https://allowed.test/token (its port 443, by the SNI)" "$out"
+out=$(guest "$aid" "fetch https://allowed.test/token")
+diag "busybox wget https:// with https_proxy set (it sends an absolute-form GET, not CONNECT): $(head -c 300 <<<"$out")"
+
+# --- 3. everything else: refused the same way, seen by no one ----------------
+
+req_before=$(pi_log requests | wc -l)
+out=$(guest "$aid" "fetch http://other.test/token")
+assert_contains "$out" "403 Forbidden" "http://other.test/ through the proxy: 403" "$out"
+out=$(guest "$aid" "raw_http $PROXY 3128 other.test http://other.test/token")
+assert_contains "$out" "vivarium egress:" "with a one-line body saying why" "$out"
+diag "the proxy's refusal: $(tr -d '\r' <<<"$out" | tail -n 1)"
+out=$(guest "$aid" "connect_tls other.test other.test /token")
+assert_contains "$out" "connect: HTTP/1.1 403" "CONNECT other.test:443: 403" "$out"
+out=$(guest_noproxy "$aid" "fetch http://other.test/token")
+assert_contains "$out" "bad address" "without proxy variables other.test does not resolve" "$out"
+out=$(guest_noproxy "$aid" "tls_direct $PROXY other.test other.test /token")
+assert_eq "" "$(token_line "$out")" "TLS to the proxy's port 443 naming other.test: closed, no page" "$out"
+out=$(guest_noproxy "$aid" "fetch http://nowhere.test/; fetch http://exfil-4a6f.nowhere.test/; timeout 8 nslookup nowhere.test 10.0.2.3")
+assert_contains "$out" "bad address" "nowhere.test (in no hosts file) does not resolve either" "$out"
+out=$(guest "$aid" "fetch http://nowhere.test/")
+assert_contains "$out" "403 Forbidden" "nor pass the proxy" "$out"
+assert_eq "$req_before" "$(pi_log requests | wc -l)" "the pretend internet's servers saw none of those requests"
+assert_success "the DNS logger was asked for no refused name (other.test, nowhere.test)" -- \
+  sh -c "! grep -E -i '(^|[.])(other|nowhere)[.]test ' '$PI_DIR/dns.log'"
+getent hosts nowhere.test >/dev/null 2>&1
+assert_success "(positive control: this host's query for nowhere.test reaches the logger)" -- pi_dns_asked nowhere.test
+
+conn_before=$(connections)
+out=$(guest "$aid" "raw_http $PI_ADDR 80 allowed.test /token; raw_http $PI_ADDR2 80 allowed.test /token")
+assert_eq "" "$(token_line "$out")" "raw nc from the allowlist guest to $PI_ADDR:80 gets nothing (the open guest got the page)" "$out"
+out=$(guest_noproxy "$aid" "tls_direct $PI_ADDR allowed.test allowed.test /token")
+assert_eq "" "$(token_line "$out")" "nor does TLS straight to $PI_ADDR:443" "$out"
+assert_eq "$conn_before" "$(connections)" "the servers saw no connection from it"
+
+out=$(guest "$aid" "fetch http://$PI_ADDR/token")
+assert_contains "$out" "403 Forbidden" "an IP literal through the proxy (http://$PI_ADDR/): 403" "$out"
+out=$(guest "$aid" "connect_tls $PI_ADDR allowed.test /token")
+assert_contains "$out" "connect: HTTP/1.1 403" "CONNECT $PI_ADDR:443: 403" "$out"
+out=$(guest "$aid" "fetch http://rebind.test/token")
+assert_contains "$out" "403 Forbidden" "rebind.test (allowed, but it resolves to $PI_DENIED_ADDR): 403" "$out"
+out=$(guest_noproxy "$aid" "fetch http://rebind.test/token")
+assert_eq "" "$(token_line "$out")" "and no page without the proxy variables either" "$out"
+
+out=$(guest "$aid" "connect_tls allowed.test other.test /token")
+assert_eq "" "$(token_line "$out")" "CONNECT allowed.test:443, then a ClientHello naming other.test: cut, no page" "$out"
+assert_success "the server saw no handshake naming other.test" -- sh -c "! grep -q ' other.test ' '$PI_DIR/requests.log'"
+out=$(guest "$aid" "connect_tls allowed.test allowed.test /token")
+assert_ne "" "$(token_line "$out")" "(positive control: the same tunnel naming allowed.test gets the page)" "$out"
+
+# --- 4. the decision log, through the CLI and D-Bus ----------------------------
+
+# A connection is logged when it ends: give the last ones a moment.
+sleep 1
+ctl session egress-log "$aid" --json > "$tmpd/log.json" 2> "$tmpd/log.err"
+assert_eq 0 "$?" "vivariumctl session egress-log --json ($(head -c 300 "$tmpd/log.err"))"
+jq -e 'type == "array"' "$tmpd/log.json" >/dev/null 2>&1 || diag "the log is not a JSON array: $(head -c 1000 "$tmpd/log.json")"
+verdicts=$(jq -r '.[] | "\(.host):\(.port) \(.verdict)"' "$tmpd/log.json" 2>&1 | sort -u | tr '\n' ' ')
+diag "decisions: $verdicts"
+assert_contains "$verdicts" "allowed.test:80 allowed" "the log has allowed.test:80 allowed"
+assert_contains "$verdicts" "allowed.test:443 allowed" "and allowed.test:443 allowed"
+assert_contains "$verdicts" "other.test:80 denied" "other.test:80 denied"
+assert_contains "$verdicts" "other.test:443 denied" "other.test:443 denied"
+assert_contains "$verdicts" "$PI_ADDR:80 denied" "the IP literal denied"
+assert_contains "$verdicts" "rebind.test:80 denied" "rebind.test denied"
+assert_contains "$verdicts" "nowhere.test" "the DNS refusals of nowhere.test"
+assert_eq 0 "$(jq '[.[] | select((has("time") and has("host") and has("port") and has("verdict") and has("reason")
+                                 and has("bytes_up") and has("bytes_down")) | not)] | length' "$tmpd/log.json" 2>&1)" \
+  "every entry has time, host, port, verdict, reason, bytes_up, bytes_down"
+assert_ne 0 "$(jq '[.[] | select(.host == "allowed.test" and .verdict == "allowed" and .bytes_down > 0)] | length' "$tmpd/log.json" 2>&1)" \
+  "an allowed entry counts the bytes that came down"
+sni_reason=$(jq -r '[.[] | select(.verdict == "denied" and (.reason | test("server name")))][0].reason' "$tmpd/log.json" 2>&1)
+assert_contains "$sni_reason" "not the CONNECT host" "the SNI mismatch is logged with its reason ($sni_reason)"
+diag "rebind.test's reason: $(jq -r '[.[] | select(.host == "rebind.test" and .verdict == "denied")][0].reason' "$tmpd/log.json" 2>&1)"
+assert_not_contains "$(cat "$tmpd/log.json")" "$PI_TOKEN" "no payload in the log (the token page's text is not in it)"
+
+"$PY" - "$(session_path "$aid")" > "$tmpd/dbus-log.txt" 2>&1 <<'DBUSEOF'
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Session', 'GetEgressLog',
+                  GLib.Variant('(tu)', (0, 1000)), None, 0, 30000, None)
+entries, nxt, total = r.unpack()
+print('total %d next %d count %d' % (total, nxt, len(entries)))
+for e in entries:
+    print('%s:%d %s %s' % (e['host'], e['port'], e['verdict'], e['via']))
+DBUSEOF
+n_cli=$(jq length "$tmpd/log.json" 2>&1)
+assert_eq "total $n_cli next $n_cli count $n_cli" "$(head -n 1 "$tmpd/dbus-log.txt")" \
+  "Session.GetEgressLog(0, 1000) returns the same $n_cli entries"
+assert_eq "$(jq -r '.[] | "\(.host):\(.port) \(.verdict)"' "$tmpd/log.json" 2>&1)" \
+  "$(tail -n +2 "$tmpd/dbus-log.txt" | cut -d' ' -f1,2)" "in the same order, with the same verdicts"
+assert_contains "$(cat "$tmpd/dbus-log.txt")" " dns" "with via dns for the resolver's decisions"
+assert_dbus_error "$ERR.InvalidArgument" -- call "$(session_path "$aid")" Session.GetEgressLog "uint64 0" "uint32 0"
+
+out=$(ctl egress check --session "$aid" other.test 2>&1)
+assert_contains "$out" "denied" "vivariumctl egress check --session ID other.test: denied ($out)"
+out=$(ctl egress check --session "$aid" allowed.test 2>&1)
+assert_contains "$out" "allowed" "and allowed.test: allowed ($out)"
+out=$(call "$OBJ" Manager.CheckEgress "other.test:443" "{'session': <objectpath '$(session_path "$aid")'>}" 2>&1)
+assert_contains "$out" "(false," "Manager.CheckEgress says false for other.test ($out)"
+before=$(wc -l < "$PI_DIR/dns.log")
+ctl egress check --session "$aid" dryrun.test >/dev/null 2>&1
+assert_eq "$before" "$(wc -l < "$PI_DIR/dns.log")" "the dry run resolves nothing"
+
+# --- 5. the proxy killed: no way out, nothing falls back ---------------------
+
+egress_state_is () { [ "$(busctl get-property "$BUS" "$(session_path "$aid")" "$IFACE.Session" EgressState 2>&1)" = "s \"$1\"" ]; }
+assert_success "systemctl kill -s KILL $proxy_unit" -- systemctl kill -s KILL "$proxy_unit"
+assert_success "EgressState becomes failed" -- retry_until 40 0.25 egress_state_is failed
+diag "EgressState $(sprop "$aid" EgressState), EgressStateReason '$(sprop "$aid" EgressStateReason)', State $(sprop "$aid" State)"
+assert_ne "" "$(sprop "$aid" EgressStateReason)" "EgressStateReason says why"
+assert_eq allowlist "$(sprop "$aid" EgressMode)" "EgressMode is still allowlist (not open)"
+conn_before=$(connections)
+out=$(guest "$aid" "fetch http://allowed.test/token; raw_http $PI_ADDR 80 allowed.test /token")
+assert_eq "" "$(token_line "$out")" "allowed.test is not reachable any more" "$out"
+out=$(guest_noproxy "$aid" "fetch http://allowed.test/token")
+assert_eq "" "$(token_line "$out")" "not without the proxy variables either" "$out"
+assert_eq "$conn_before" "$(connections)" "the servers saw nothing"
+assert_ne active "$(systemctl is-active "$proxy_unit")" "the proxy was not started again behind the session's back"
+
+# --- 6. a byte limit cuts a download -------------------------------------------
+
+stop_all_sessions
+mkdir -p "$(dirname "$CONF")"
+at_exit rm -f "$CONF"
+printf '[Egress]\nLimitDownMiB=1\n' > "$CONF"
+restart_daemon || bail_out "vivariumd does not start with $CONF"
+start_session lid --egress allowlist --allow big.test
+out=$(guest "$lid" 'fetch http://big.test/big > /tmp/big; echo "size=$(wc -c < /tmp/big)"')
+size=$(grep -o 'size=[0-9]*' <<<"$out" | cut -d= -f2)
+diag "with LimitDownMiB=1 the 4 MiB download stopped at ${size:-?} bytes: $(grep -v size= <<<"$out" | head -c 300)"
+assert_eq yes "$([ -n "$size" ] && [ "$size" -lt $((4 * MIB)) ] && echo yes || echo no)" \
+  "with [Egress] LimitDownMiB=1, big.test's 4 MiB file is cut (${size:-?} bytes came)"
+assert_eq yes "$([ -n "$size" ] && [ "$size" -le $((MIB + 256 * 1024)) ] && echo yes || echo no)" \
+  "near the limit (at most 1.25 MiB)"
+out=$(guest "$lid" "fetch http://big.test/token")
+assert_eq "" "$(token_line "$out")" "a later request is refused" "$out"
+sleep 1
+ctl session egress-log "$lid" --json > "$tmpd/limit.json" 2>&1
+limit_reason=$(jq -r '[.[] | select(.host == "big.test" and (.reason | test("limit"; "i")))][0].reason // "none"' "$tmpd/limit.json" 2>&1)
+assert_ne "none" "$limit_reason" "the cut is logged ($limit_reason)"
+diag "limit log: $(jq -c '[.[] | {host, verdict, reason, bytes_down}]' "$tmpd/limit.json" 2>&1 | head -c 600)"
+rm -f "$CONF"
 
 # --- the pretend internet goes as it came -------------------------------------
 
