@@ -112,11 +112,44 @@ EOF
 raw_http () {  # ADDR PORT REQUEST_HOST PATH: a GET sent with nc, the reply
   printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$4" "$3" | timeout 15 nc -w 5 "$1" "$2"
 }
+dns_tcp () {  # QUERY [ADDR]: a length-prefixed DNS query (printf escapes) over TCP to ADDR (the proxy); the reply in decimal
+  { printf "$1"; sleep 1; } | timeout 5 nc "${2:-'"$PROXY"'}" 53 | od -An -tu1 | tr -s " \n" "  "; echo
+}
 fetch () {  # URL: wget, the body on stdout, errors on stderr
   timeout 30 wget -q -O - "$1"
 }
 '
 
+# An A query for NAME over TCP, as printf escapes for dns_tcp in the guest.
+dns_query () {
+  "$PY" -c 'import struct, sys
+q = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+for label in sys.argv[1].split("."):
+    q += bytes([len(label)]) + label.encode()
+q += b"\0" + struct.pack("!HH", 1, 1)
+print("".join("\\%03o" % b for b in struct.pack("!H", len(q)) + q))' "$1"
+}
+# dns_rcode REPLY: "rcode=N ADDR..." of dns_tcp's decimal bytes (guest text: parsed defensively).
+dns_rcode () {
+  "$PY" -c 'import socket, struct, sys
+try:
+    b = bytes(int(x) for x in sys.argv[1].split())
+    msg = b[2:2 + struct.unpack("!H", b[:2])[0]]
+    an, i, addrs = struct.unpack("!H", msg[6:8])[0], 12, []
+    while msg[i] != 0:
+        i += 1 + msg[i]
+    i += 5
+    for _ in range(an):
+        i += 2 if msg[i] & 0xc0 else msg.index(0, i) + 1 - i
+        t, _c, _ttl, n = struct.unpack("!HHIH", msg[i:i + 10])
+        i += 10
+        if t == 1:
+            addrs.append(socket.inet_ntoa(msg[i:i + 4]))
+        i += n
+    print(" ".join(["rcode=%d" % (msg[3] & 15)] + addrs))
+except (ValueError, IndexError, struct.error):
+    print("no answer")' "$1"
+}
 token_line () { tr -d '\r' <<<"$1" | grep -o "${PI_TOKEN}.*" | head -n 1; }
 connections () { pi_log connections | wc -l; }
 
@@ -171,6 +204,9 @@ assert_eq "$PI_TOKEN scheme=http host=allowed.test sni=- addr=$PI_ADDR" "$(token
 out=$(guest "$open_id" "fetch https://allowed.test/token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "and https://allowed.test/token (busybox's TLS)" "$out"
+out=$(guest "$open_id" "dns_tcp '$(dns_query allowed.test)' $PI_ADDR; dns_tcp '$(dns_query open-tcp-control.test)' $PI_ADDR")
+assert_eq "rcode=0 $PI_ADDR" "$(dns_rcode "$(sed -n 1p <<<"$out")")" "the test's DNS-over-TCP client gets an answer from the logger" "$out"
+assert_eq "rcode=3" "$(dns_rcode "$(sed -n 2p <<<"$out")")" "and its NXDOMAIN" "$out"
 # The test's own CONNECT and TLS clients, proven against the pretend
 # internet's plain CONNECT proxy: a refusal later is the product's doing.
 out=$(guest "$open_id" "VT_PROXY=$PI_ADDR2 connect_tls allowed.test allowed.test /token")
@@ -247,6 +283,10 @@ out=$(guest_noproxy "$aid" "fetch http://nowhere.test/; fetch http://exfil-4a6f.
 assert_contains "$out" "bad address" "nowhere.test (in no hosts file) does not resolve either" "$out"
 out=$(guest "$aid" "fetch http://nowhere.test/")
 assert_contains "$out" "403 Forbidden" "nor pass the proxy" "$out"
+out=$(guest "$aid" "dns_tcp '$(dns_query allowed.test)'; dns_tcp '$(dns_query nowhere.test)'; dns_tcp '$(dns_query other.test)'")
+assert_eq "rcode=0 $PROXY" "$(dns_rcode "$(sed -n 1p <<<"$out")")" "the proxy's DNS answers allowed.test with $PROXY" "$out"
+assert_eq "rcode=5" "$(dns_rcode "$(sed -n 2p <<<"$out")")" "and nowhere.test with REFUSED" "$out"
+assert_eq "rcode=5" "$(dns_rcode "$(sed -n 3p <<<"$out")")" "and other.test with REFUSED" "$out"
 assert_eq "$req_before" "$(pi_log requests | wc -l)" "the pretend internet's servers saw none of those requests"
 assert_success "the DNS logger was asked for no refused name (other.test, nowhere.test)" -- \
   sh -c "! grep -E -i '(^|[.])(other|nowhere)[.]test ' '$PI_DIR/dns.log'"
