@@ -69,6 +69,15 @@ vivarium_config_layers_describe (const gchar *data_dir, const gchar *config_dir)
   return g_strdup_printf ("%s, %s or %s", defaults, admin, dropins);
 }
 
+/* A rule group merged key by key would keep an earlier layer's Allow=
+ * when a later one meant to replace the group, say with a shorter list:
+ * the administrator would grant more than they wrote. */
+gboolean
+vivarium_config_group_is_whole (const gchar *group)
+{
+  return g_str_has_prefix (group, VIVARIUM_CONFIG_EGRESS_GROUP_PREFIX);
+}
+
 static gboolean
 merge_file (GKeyFile *merged, const gchar *path, GError **error)
 {
@@ -86,6 +95,8 @@ merge_file (GKeyFile *merged, const gchar *path, GError **error)
   groups = g_key_file_get_groups (layer, NULL);
   for (guint i = 0; groups[i] != NULL; i++) {
     g_auto(GStrv) keys = g_key_file_get_keys (layer, groups[i], NULL, NULL);
+    if (vivarium_config_group_is_whole (groups[i]))
+      g_key_file_remove_group (merged, groups[i], NULL);
     for (guint j = 0; keys != NULL && keys[j] != NULL; j++) {
       g_autofree gchar *value = g_key_file_get_value (layer, groups[i], keys[j], NULL);
       g_key_file_set_value (merged, groups[i], keys[j], value);

@@ -10,7 +10,10 @@ G_BEGIN_DECLS
  *   DATA_DIR/defaults.conf          the package's, installed, never edited
  *   < CONFIG_DIR/vivarium.conf      the administrator's
  *   < CONFIG_DIR/conf.d/ *.conf     drop-ins, in name order
- * Later layers win key by key, so a drop-in holds only what it changes. A
+ * Later layers win key by key, so a drop-in holds only what it changes,
+ * except in the groups vivarium_config_group_is_whole() names (the egress
+ * rule groups, "[EgressGroup NAME]"): a later layer's definition replaces
+ * the earlier one whole. A
  * missing file is no error; one that cannot be read or parsed is, naming it.
  * Hidden drop-ins (".name.conf", an editor's or a package manager's) are
  * skipped. */
@@ -27,6 +30,11 @@ GStrv     vivarium_config_layer_paths (const gchar *data_dir,
  * a person looks for (or puts) a key, for messages. */
 gchar    *vivarium_config_layers_describe (const gchar *data_dir,
                                            const gchar *config_dir);
+#define VIVARIUM_CONFIG_EGRESS_GROUP_PREFIX "EgressGroup "
+
+/* TRUE for a group that a later layer replaces whole instead of key by key. */
+gboolean  vivarium_config_group_is_whole (const gchar *group);
+
 /* Merges @paths in order (missing ones skipped). */
 GKeyFile *vivarium_config_load_files  (const gchar *const *paths,
                                        GError            **error);

@@ -10,9 +10,12 @@ G_BEGIN_DECLS
  * session's own extras) so that a decision can say which rule made it.
  *
  * - host: a DNS name (lower-cased, a trailing dot dropped; letters, digits,
- *   '-' and '.', labels 1-63, whole name ≤ 253), a wildcard `*.example.org`
+ *   '-' and '.', labels 1-63 not starting or ending with '-', whole name
+ *   ≤ 253, the last label not all digits; no form inet_aton() would read as
+ *   an address, like "127.1" or "0x7f000001"), a wildcard `*.example.org`
  *   (any name *below* example.org, never example.org itself), or an IP
- *   literal (IPv4 dotted quad, or IPv6 in brackets `[2001:db8::1]:443`).
+ *   literal (IPv4 dotted quad, or IPv6 in brackets `[2001:db8::1]:443`;
+ *   an IPv4-mapped IPv6 address is taken as the IPv4 address).
  * - port: 1-65535; a rule without a port covers 80 and 443 only.
  * - A deny rule that matches beats every allow rule; nothing is allowed
  *   unless a rule allows it (deny by default); there is no built-in
@@ -50,14 +53,18 @@ gboolean               vivarium_egress_rule_parse         (const gchar  *rule,
                                                            GError      **error);
 
 /* Normalises a destination name the guest asked for (lower case, no
- * trailing dot); NULL if it is not a valid name or IP literal. */
+ * trailing dot; IPv6 with or without brackets comes back in brackets,
+ * "[2001:db8::1]", IPv4-mapped as IPv4); NULL if it is not a valid name or
+ * IP literal (a wildcard is not a destination). */
 gchar                 *vivarium_egress_normalize_host     (const gchar *host);
 
 VivariumEgressPolicy  *vivarium_egress_policy_new         (void);
 void                   vivarium_egress_policy_free        (VivariumEgressPolicy *policy);
 
 /* origin: where the rule comes from, shown in decisions ("group debian",
- * "session"); printable ASCII, at most 64 bytes. */
+ * "session"); printable ASCII, at most 64 bytes. A rule already in the
+ * policy (same action, host and port) is not added again: the first
+ * origin stays. More than VIVARIUM_EGRESS_POLICY_MAX_RULES: refused. */
 gboolean               vivarium_egress_policy_add_rule    (VivariumEgressPolicy *policy,
                                                            VivariumEgressAction  action,
                                                            const gchar          *rule,
@@ -83,8 +90,10 @@ GStrv                  vivarium_egress_policy_describe    (VivariumEgressPolicy 
 gboolean               vivarium_egress_policy_allows_name (VivariumEgressPolicy *policy,
                                                            const gchar          *host);
 
-/* A GKeyFile text, written atomically (temp file, fsync, rename) with the
- * given mode; load refuses a file that is not one whole policy. */
+/* A GKeyFile text, written atomically (PATH.tmp, fsync, rename, fsync of
+ * the directory) with exactly the given mode; load refuses (G_IO_ERROR,
+ * naming the path) a file that is not one whole policy: cut short, foreign,
+ * over 1 MiB, not a regular file, a symbolic link, or a bad rule in it. */
 gboolean               vivarium_egress_policy_save        (VivariumEgressPolicy *policy,
                                                            const gchar          *path,
                                                            gint                  mode,

@@ -29,6 +29,7 @@ static const gchar *const text_keys[] = {
   "Verification session",
   "Guard",
   "Model",
+  "Egress",
   "Commands",
   "Command",
   "Commands omitted",
@@ -314,6 +315,15 @@ render_verification (GString *out, VivariumReport *self)
                  " bytes dropped", vivarium_report_get_guard_dropped_packets (self),
                  vivarium_report_get_guard_dropped_bytes (self));
   render_timings (out, self);
+  {
+    const gchar *mode, *policy, *summary;
+    if (vivarium_report_get_egress (self, &mode, &policy, &summary)) {
+      trusted_linef (out, "Egress", "%s%s%s%s", mode, policy[0] != '\0' ? " (" : "", policy,
+                     policy[0] != '\0' ? ")" : "");
+      if (summary[0] != '\0')
+        detail_line (out, "decisions", summary);
+    }
+  }
   {
     guint64 m[VIVARIUM_REPORT_MODEL_N];
     if (vivarium_report_get_model_usage (self, m))

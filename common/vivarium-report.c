@@ -44,6 +44,9 @@ struct _VivariumReport {
   guint64          guard_packets;
   guint64          guard_bytes;
   gboolean         has_model;       /* an agent task: the gateway's counts */
+  gchar           *egress_mode;     /* NULL: the report predates egress by name */
+  gchar           *egress_policy;
+  gchar           *egress_summary;
   guint64          model_usage[VIVARIUM_REPORT_MODEL_N];
   gchar           *summary;
   gboolean         summary_truncated;
@@ -153,6 +156,9 @@ vivarium_report_finalize (GObject *object)
   VivariumReport *self = VIVARIUM_REPORT (object);
 
   g_free (self->id);
+  g_free (self->egress_mode);
+  g_free (self->egress_policy);
+  g_free (self->egress_summary);
   g_free (self->task_id);
   g_free (self->session_id);
   g_free (self->image_name);
@@ -637,6 +643,26 @@ vivarium_report_set_model_usage (VivariumReport *self, guint64 requests, guint64
   self->model_usage[VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS] = clamp_u64 (completion_tokens);
 }
 
+void
+vivarium_report_set_egress (VivariumReport *self, const gchar *mode, const gchar *policy, const gchar *summary)
+{
+  g_free (self->egress_mode);
+  g_free (self->egress_policy);
+  g_free (self->egress_summary);
+  self->egress_mode = g_utf8_make_valid (mode, MIN (strlen (mode), VIVARIUM_REPORT_EGRESS_MAX));
+  self->egress_policy = g_utf8_make_valid (policy, MIN (strlen (policy), VIVARIUM_REPORT_EGRESS_MAX));
+  self->egress_summary = g_utf8_make_valid (summary, MIN (strlen (summary), VIVARIUM_REPORT_EGRESS_MAX));
+}
+
+gboolean
+vivarium_report_get_egress (VivariumReport *self, const gchar **mode, const gchar **policy, const gchar **summary)
+{
+  *mode = self->egress_mode;
+  *policy = self->egress_policy;
+  *summary = self->egress_summary;
+  return self->egress_mode != NULL;
+}
+
 gboolean
 vivarium_report_get_model_usage (VivariumReport *self, guint64 out[VIVARIUM_REPORT_MODEL_N])
 {
@@ -879,6 +905,21 @@ add_checks_json (JsonBuilder *b, VivariumReport *self)
 /* Only an agent task's report has it: every other report is unchanged. */
 static const gchar *const model_members[] = { "requests", "refused", "prompt-tokens", "completion-tokens", NULL };
 
+static const gchar *const egress_members[] = { "mode", "policy", "summary", NULL };
+
+static void
+add_egress_json (JsonBuilder *b, VivariumReport *self)
+{
+  if (self->egress_mode == NULL)
+    return;
+  json_builder_set_member_name (b, "egress");
+  json_builder_begin_object (b);
+  add_string_or_null (b, "mode", self->egress_mode);
+  add_string_or_null (b, "policy", self->egress_policy);
+  add_string_or_null (b, "summary", self->egress_summary);
+  json_builder_end_object (b);
+}
+
 static void
 add_model_json (JsonBuilder *b, VivariumReport *self)
 {
@@ -915,6 +956,7 @@ vivarium_report_to_json (VivariumReport *self)
   add_work_json (b, self);
   add_checks_json (b, self);
   add_model_json (b, self);
+  add_egress_json (b, self);
   add_claims_json (b, self);
   json_builder_end_object (b);
   return json_builder_get_root (b);
@@ -1458,13 +1500,12 @@ read_claims (JsonObject *obj, VivariumReport *self, GError **error)
   return TRUE;
 }
 
-/* The optional "model" object: read it, then check the rest without it. */
+/* The optional "model" object (an agent task's). */
 static gboolean
-read_model (JsonObject *obj, VivariumReport *self, JsonObject **rest, GError **error)
+read_model (JsonObject *obj, VivariumReport *self, GError **error)
 {
   JsonObject *m = NULL;
 
-  *rest = json_object_ref (obj);
   if (!json_object_has_member (obj, "model"))
     return TRUE;
   if (!get_object (obj, "", "model", model_members, &m, error))
@@ -1476,14 +1517,37 @@ read_model (JsonObject *obj, VivariumReport *self, JsonObject **rest, GError **e
     self->model_usage[i] = (guint64) v;
   }
   self->has_model = TRUE;
-  json_object_unref (*rest);
+  return TRUE;
+}
+
+/* The optional "egress" object (reports since egress by name). */
+static gboolean
+read_egress (JsonObject *obj, VivariumReport *self, GError **error)
+{
+  JsonObject *e = NULL;
+
+  if (!json_object_has_member (obj, "egress"))
+    return TRUE;
+  return get_object (obj, "", "egress", egress_members, &e, error) &&
+         get_string (e, "egress", "mode", FALSE, VIVARIUM_REPORT_EGRESS_MAX, &self->egress_mode, error) &&
+         get_string (e, "egress", "policy", FALSE, VIVARIUM_REPORT_EGRESS_MAX, &self->egress_policy, error) &&
+         get_string (e, "egress", "summary", FALSE, VIVARIUM_REPORT_EGRESS_MAX, &self->egress_summary, error);
+}
+
+/* The optional members, read; then the rest is checked without them. */
+static gboolean
+read_optional (JsonObject *obj, VivariumReport *self, JsonObject **rest, GError **error)
+{
+  const gchar *optional[] = { "model", "egress", NULL };
+  g_autoptr(GList) names = NULL;
+
+  if (!read_model (obj, self, error) || !read_egress (obj, self, error))
+    return FALSE;
   *rest = json_object_new ();
-  {
-    g_autoptr(GList) names = json_object_get_members (obj);
-    for (GList *l = names; l != NULL; l = l->next)
-      if (!g_str_equal (l->data, "model"))
-        json_object_set_member (*rest, l->data, json_node_copy (json_object_get_member (obj, l->data)));
-  }
+  names = json_object_get_members (obj);
+  for (GList *l = names; l != NULL; l = l->next)
+    if (!g_strv_contains (optional, l->data))
+      json_object_set_member (*rest, l->data, json_node_copy (json_object_get_member (obj, l->data)));
   return TRUE;
 }
 
@@ -1499,7 +1563,7 @@ vivarium_report_from_json (JsonNode *node, GError **error)
                          "A report must be a JSON object");
     return NULL;
   }
-  if (!read_model (json_node_get_object (node), self, &rest, error))
+  if (!read_optional (json_node_get_object (node), self, &rest, error))
     return NULL;
   obj = rest;
   if (!check_members (obj, "", report_members, error) ||

@@ -229,6 +229,17 @@ enum {
   VIVARIUM_REPORT_MODEL_COMPLETION_TOKENS,
   VIVARIUM_REPORT_MODEL_N
 };
+/* The work session's egress: its mode, its policy in words, and what the
+ * proxy decided ("14 allowed (…), 2 denied (…)"); each capped. */
+#define VIVARIUM_REPORT_EGRESS_MAX 2048
+void         vivarium_report_set_egress            (VivariumReport *self,
+                                                    const gchar    *mode,
+                                                    const gchar    *policy,
+                                                    const gchar    *summary);
+gboolean     vivarium_report_get_egress            (VivariumReport  *self,
+                                                    const gchar    **mode,
+                                                    const gchar    **policy,
+                                                    const gchar    **summary);
 void         vivarium_report_set_model_usage       (VivariumReport *self,
                                                     guint64         requests,
                                                     guint64         refused,

@@ -37,6 +37,7 @@ static const VdActionRow action_map[] = {
   M ("Manager", "SubmitTask",      A ("task-submit")),
   M ("Manager", "ListTasks",       A ("read-status")),
   M ("Manager", "ListReports",     A ("read-reports")),
+  M ("Manager", "CheckEgress",     A ("read-status")),
   R ("Image",   A ("read-status")),
   M ("Image",   "Freeze",          A ("image-freeze")),
   M ("Image",   "Verify",          A ("read-status")),
@@ -47,6 +48,8 @@ static const VdActionRow action_map[] = {
   M ("Session", "WriteFile",       A ("session-exec")),
   M ("Session", "Screenshot",      A ("session-exec")),
   M ("Session", "GetCommandLog",   A ("read-reports")),
+  /* Where the guest went is as telling as what it ran. */
+  M ("Session", "GetEgressLog",    A ("read-reports")),
   M ("Session", "Resume",          A ("session-exec")),  /* drives the machine on; runs nothing new */
   M ("Session", "Pause",           A ("session-exec")),  /* holds the machine still; runs nothing new */
   M ("Session", "SaveAsImage",     A ("session-save")),
@@ -71,6 +74,7 @@ static const VdActionRow action_map[] = {
   M ("Task",    "Record",          VD_AUTHORITY_WORKER_ONLY),
   /* The agent's transcript holds guest output, like the command log. */
   M ("Task",    "GetTranscript",   A ("read-reports")),
+  M ("Task",    "GetEgressLog",    A ("read-reports")),
   R ("Report",  A ("read-reports")),
   M ("Report",  "GetJson",         A ("read-reports")),
   M ("Report",  "GetText",         A ("read-reports")),

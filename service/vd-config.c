@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 #include "vivarium-config-layers.h"
 #include "vivarium-error.h"
@@ -97,6 +98,12 @@ get_uint (VdConfig *self, const gchar *group, const gchar *key, guint fallback, 
     return fallback;
   }
   return (guint) parsed;
+}
+
+static gint
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 (*(const gchar * const *) a, *(const gchar * const *) b);
 }
 
 const gchar *vd_config_get_state_dir (VdConfig *self) { return self->state_dir; }
@@ -264,4 +271,114 @@ vd_config_use_kvm (VdConfig *self)
   if (g_strcmp0 (accel, "auto") == 0)
     return g_file_test ("/dev/kvm", G_FILE_TEST_EXISTS);
   return g_strcmp0 (accel, "kvm") == 0;
+}
+
+/* The first of known is the built-in default. */
+const gchar *
+vd_config_get_egress_session_mode (VdConfig *self)
+{
+  static const gchar * const known[] = { "open", "allowlist", "none", NULL };
+
+  return get_choice (self, "Egress", "SessionMode", known);
+}
+
+/* A task's worker is the untrusted party: its sessions reach only what
+ * their groups allow unless the operator says otherwise. */
+const gchar *
+vd_config_get_egress_task_mode (VdConfig *self)
+{
+  static const gchar * const known[] = { "allowlist", "none", "open", NULL };
+
+  return get_choice (self, "Egress", "TaskMode", known);
+}
+
+static GStrv
+get_list (VdConfig *self, const gchar *group, const gchar *key)
+{
+  g_auto(GStrv) list = g_key_file_get_string_list (self->merged, group, key, NULL, NULL);
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+
+  for (guint i = 0; list != NULL && list[i] != NULL; i++) {
+    g_strstrip (list[i]);
+    if (list[i][0] != '\0')
+      g_strv_builder_add (builder, list[i]);
+  }
+  return g_strv_builder_end (builder);
+}
+
+GStrv
+vd_config_get_egress_session_groups (VdConfig *self)
+{
+  return get_list (self, "Egress", "SessionGroups");
+}
+
+GStrv
+vd_config_get_egress_task_groups (VdConfig *self)
+{
+  return get_list (self, "Egress", "TaskGroups");
+}
+
+guint64
+vd_config_get_egress_limit_up (VdConfig *self)
+{
+  return (guint64) get_uint (self, "Egress", "LimitUpMiB", 1024, 0, 1024 * 1024) * 1024 * 1024;
+}
+
+guint64
+vd_config_get_egress_limit_down (VdConfig *self)
+{
+  return (guint64) get_uint (self, "Egress", "LimitDownMiB", 8192, 0, 1024 * 1024) * 1024 * 1024;
+}
+
+guint
+vd_config_get_egress_log_max_entries (VdConfig *self)
+{
+  return get_uint (self, "Egress", "LogMaxEntries", 10000, 100, 1000000);
+}
+
+static gboolean
+egress_group_name_ok (const gchar *name)
+{
+  return strlen (name) <= VD_EGRESS_GROUP_NAME_MAX && vivarium_name_validate ("egress group", name, NULL);
+}
+
+GStrv
+vd_config_get_egress_group_names (VdConfig *self)
+{
+  g_auto(GStrv) groups = g_key_file_get_groups (self->merged, NULL);
+  g_autoptr(GPtrArray) names = g_ptr_array_new ();
+
+  for (guint i = 0; groups[i] != NULL; i++) {
+    const gchar *name = groups[i] + strlen (VIVARIUM_CONFIG_EGRESS_GROUP_PREFIX);
+    if (!g_str_has_prefix (groups[i], VIVARIUM_CONFIG_EGRESS_GROUP_PREFIX))
+      continue;
+    if (!egress_group_name_ok (name)) {
+      g_warning ("[%s] is not a usable egress group name (letters, digits, '-', '_', '.', at most %d); ignored",
+                 groups[i], VD_EGRESS_GROUP_NAME_MAX);
+      continue;
+    }
+    g_ptr_array_add (names, g_strdup (name));
+  }
+  g_ptr_array_sort (names, compare_strings);
+  g_ptr_array_add (names, NULL);
+  return (GStrv) g_ptr_array_free (g_steal_pointer (&names), FALSE);
+}
+
+gboolean
+vd_config_get_egress_group (VdConfig *self, const gchar *name, GStrv *allow, GStrv *deny, gchar **description)
+{
+  g_autofree gchar *group = g_strconcat (VIVARIUM_CONFIG_EGRESS_GROUP_PREFIX, name, NULL);
+  g_autofree gchar *text = NULL;
+
+  if (!egress_group_name_ok (name) || !g_key_file_has_group (self->merged, group))
+    return FALSE;
+  if (allow != NULL)
+    *allow = get_list (self, group, "Allow");
+  if (deny != NULL)
+    *deny = get_list (self, group, "Deny");
+  if (description != NULL) {
+    text = g_key_file_get_string (self->merged, group, "Description", NULL);
+    *description = text != NULL ? g_strstrip (g_steal_pointer (&text)) : g_strdup ("");
+  }
+  return TRUE;
 }

@@ -36,4 +36,27 @@ const gchar *vd_config_get_accelerator         (VdConfig *self);
 gboolean     vd_config_use_kvm                 (VdConfig *self);
 gboolean     vd_config_get_boot_snapshots      (VdConfig *self);
 
+/* [Egress]: modes are "none", "allowlist" or "open"; limits in bytes,
+ * 0 = none. */
+const gchar *vd_config_get_egress_session_mode   (VdConfig *self);
+const gchar *vd_config_get_egress_task_mode      (VdConfig *self);
+GStrv        vd_config_get_egress_session_groups (VdConfig *self);
+GStrv        vd_config_get_egress_task_groups    (VdConfig *self);
+guint64      vd_config_get_egress_limit_up       (VdConfig *self);
+guint64      vd_config_get_egress_limit_down     (VdConfig *self);
+guint        vd_config_get_egress_log_max_entries (VdConfig *self);
+
+/* "group " + a name must fit a rule's origin (64 bytes). */
+#define VD_EGRESS_GROUP_NAME_MAX 58
+
+/* The [EgressGroup NAME] sections with a valid NAME, sorted. */
+GStrv        vd_config_get_egress_group_names    (VdConfig *self);
+/* FALSE when no such group; otherwise its rules (empty lists, never NULL)
+ * and its description ("" when none). Any out-parameter may be NULL. */
+gboolean     vd_config_get_egress_group          (VdConfig     *self,
+                                                  const gchar  *name,
+                                                  GStrv        *allow,
+                                                  GStrv        *deny,
+                                                  gchar       **description);
+
 G_END_DECLS

@@ -7,6 +7,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <linux/magic.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/vfs.h>
 
@@ -312,6 +313,74 @@ vd_guard_check_unit (VdGuard *self, const gchar *unit, GError **error)
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_GUARD_UNAVAILABLE,
                  "The unit %s does not carry the deny list it was started with (%" G_GSIZE_FORMAT " entries, %" G_GSIZE_FORMAT " allowed)",
                  unit, g_variant_n_children (deny), g_variant_n_children (allow));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+denies_everything (GVariant *deny, gint family)
+{
+  GVariantIter iter;
+  gint32 f;
+  GVariant *bytes;
+  guint32 prefix;
+
+  g_variant_iter_init (&iter, deny);
+  while (g_variant_iter_next (&iter, "(i@ayu)", &f, &bytes, &prefix)) {
+    g_variant_unref (bytes);
+    if (f == family && prefix == 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+static gboolean
+allows_loopback_only (GVariant *allow)
+{
+  GVariantIter iter;
+  gint32 f;
+  GVariant *bytes;
+  guint32 prefix;
+  gboolean ok = TRUE;
+
+  g_variant_iter_init (&iter, allow);
+  while (g_variant_iter_next (&iter, "(i@ayu)", &f, &bytes, &prefix)) {
+    const guint8 *b = g_variant_get_data (bytes);
+    gsize n = g_variant_get_size (bytes);
+    if (f == AF_INET)
+      ok = ok && n == 4 && b[0] == 127 && prefix >= 8;
+    else
+      ok = ok && n == 16 && prefix == 128 && b[15] == 1 && memcmp (b, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 15) == 0;
+    g_variant_unref (bytes);
+  }
+  return ok;
+}
+
+/* Egress "none"/"allowlist": a network namespace of the unit's own,
+ * every address denied but its loopback. */
+gboolean
+vd_guard_check_unit_closed (VdGuard *self, const gchar *unit, GError **error)
+{
+  g_autoptr(GVariant) deny = NULL;
+  g_autoptr(GVariant) allow = NULL;
+  g_autoptr(GVariant) private_network = NULL;
+
+  deny = vd_systemd_get_unit_property (self->systemd, unit, "org.freedesktop.systemd1.Service", "IPAddressDeny", error);
+  if (deny == NULL)
+    return FALSE;
+  allow = vd_systemd_get_unit_property (self->systemd, unit, "org.freedesktop.systemd1.Service", "IPAddressAllow", error);
+  if (allow == NULL)
+    return FALSE;
+  private_network = vd_systemd_get_unit_property (self->systemd, unit, "org.freedesktop.systemd1.Service",
+                                                  "PrivateNetwork", error);
+  if (private_network == NULL)
+    return FALSE;
+  if (!denies_everything (deny, AF_INET) || !denies_everything (deny, AF_INET6) || !allows_loopback_only (allow) ||
+      !g_variant_get_boolean (private_network)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_GUARD_UNAVAILABLE,
+                 "The unit %s has not the closed network a session without open egress must have "
+                 "(a network namespace of its own, every address denied but its loopback)", unit);
     return FALSE;
   }
   return TRUE;

@@ -25,6 +25,10 @@ gboolean     vd_guard_add_session         (VdGuard   *self,
                                            GError   **error);
 void         vd_guard_remove_session      (VdGuard   *self,
                                            guint32    uid);
+/* The unit denies every IPv4 and IPv6 address (IPAddressDeny=any). */
+gboolean     vd_guard_check_unit_closed   (VdGuard     *self,
+                                           const gchar *unit,
+                                           GError     **error);
 gboolean     vd_guard_check_unit          (VdGuard     *self,
                                            const gchar *unit,
                                            GError     **error);

@@ -26,6 +26,8 @@
 #include "vd-job.h"
 #include "vd-log.h"
 #include "vd-manager.h"
+#include "vd-egress-options.h"
+#include "vd-egress-rules.h"
 #include "vd-progress.h"
 #include "vd-project-store.h"
 #include "vd-report-store.h"
@@ -757,19 +759,19 @@ parse_uint_option (GVariantDict *dict, const gchar *key, guint min, guint max, g
 }
 
 static gboolean
-parse_session_options (VdManager *self, GVariant *options, VdSessionOptions *out, GError **error)
+parse_session_options (VdManager *self, GVariant *options, VdSessionOptions *out, VdEgressOptions *egress,
+                       GError **error)
 {
   g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
-  const gchar *known[] = { "memory", "cpus", "timeout", "egress", NULL };
+  const gchar *known[] = { "memory", "cpus", "timeout", "egress", "egress_groups", "egress_allow", NULL };
   GVariantIter iter;
   const gchar *key;
-  const gchar *egress = "open";
 
   g_variant_iter_init (&iter, options);
   while (g_variant_iter_next (&iter, "{&sv}", &key, NULL)) {
     if (!g_strv_contains (known, key)) {
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                   "Unknown session option “%s” (known: memory, cpus, timeout, egress)", key);
+                   "Unknown session option “%s” (known: memory, cpus, timeout, egress, egress_groups, egress_allow)", key);
       return FALSE;
     }
   }
@@ -780,17 +782,12 @@ parse_session_options (VdManager *self, GVariant *options, VdSessionOptions *out
   out->guard_layer2 = TRUE;
   if (!parse_uint_option (dict, "memory", VIVARIUM_MEMORY_MIN_MIB, VIVARIUM_MEMORY_MAX_MIB, &out->memory_mib, error) ||
       !parse_uint_option (dict, "cpus", 1, VIVARIUM_CPUS_MAX, &out->cpus, error) ||
-      !parse_uint_option (dict, "timeout", 0, VIVARIUM_TIMEOUT_MAX_SEC, &out->timeout_sec, error))
+      !parse_uint_option (dict, "timeout", 0, VIVARIUM_TIMEOUT_MAX_SEC, &out->timeout_sec, error) ||
+      !vd_egress_options_parse (self->config, dict, VD_EGRESS_FOR_SESSION, egress, error))
     return FALSE;
-  if (g_variant_dict_contains (dict, "egress") && !g_variant_dict_lookup (dict, "egress", "&s", &egress)) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The option “egress” must be a string");
-    return FALSE;
-  }
-  if (g_strcmp0 (egress, "open") != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "Unknown egress mode “%s”; only “open” is available", egress);
-    return FALSE;
-  }
+  out->egress_mode = egress->mode;
+  out->egress_groups = (const gchar * const *) egress->groups;
+  out->egress_allow = (const gchar * const *) egress->allow;
   return TRUE;
 }
 
@@ -964,19 +961,73 @@ grant_project (VdManager *self, GDBusMethodInvocation *invocation, VdSession *se
                           session_granted_cb, g);
 }
 
+static VivariumEgressPolicy *
+policy_of_session (VdManager *self, const gchar *path, gchar **no_policy, GError **error)
+{
+  const gchar *slash = strrchr (path, '/');
+  VdSession *session = vd_session_pool_lookup_running (self->pool, slash != NULL ? slash + 1 : path, error);
+  VdEgress *egress;
+
+  if (session == NULL)
+    return NULL;
+  egress = vd_session_get_egress (session);
+  if (egress == NULL) {
+    *no_policy = g_strdup_printf ("the session's egress mode is “%s”, it has no allowlist",
+                                  vd_egress_mode_to_string (vd_session_get_options (session)->egress_mode));
+    return NULL;
+  }
+  return vd_egress_get_policy (egress);
+}
+
+/* A dry run: what the proxy of a session, or of a new one, would decide. */
+static gboolean
+handle_check_egress (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *destination,
+                     GVariant *options, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
+  g_autoptr(VivariumEgressPolicy) built = NULL;
+  g_auto(VdEgressOptions) egress = { 0 };
+  g_autofree gchar *reason = NULL;
+  VivariumEgressPolicy *policy = NULL;
+  const gchar *session = NULL;
+  gboolean allowed = FALSE;
+  GError *error = NULL;
+
+  if (g_variant_dict_lookup (dict, "session", "&o", &session)) {
+    policy = policy_of_session (self, session, &reason, &error);
+  } else {
+    g_variant_dict_insert (dict, "egress", "s", "allowlist");
+    if (vd_egress_options_parse (self->config, dict, VD_EGRESS_FOR_SESSION, &egress, &error))
+      policy = built = vd_egress_rules_build (self->config, (const gchar * const *) egress.groups,
+                                              (const gchar * const *) egress.allow, &error);
+  }
+  if (reason != NULL) {
+    vivarium_dbus_manager_complete_check_egress (iface, invocation, FALSE, reason);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (policy == NULL || !vd_egress_check (policy, destination, &allowed, &reason, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vivarium_dbus_manager_complete_check_egress (iface, invocation, allowed, reason);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 static gboolean
 handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *project,
                       const gchar *image_name, GVariant *options, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
   VdSessionOptions opts = { 0 };
+  g_auto(VdEgressOptions) egress = { 0 };
   VdImage *image;
   g_autoptr(VdSession) session = NULL;
   const gchar *project_dir = NULL;
   StartData *data;
   GError *error = NULL;
 
-  if (!parse_session_options (self, options, &opts, &error) || !check_project (self, project, &error) ||
+  if (!parse_session_options (self, options, &opts, &egress, &error) || !check_project (self, project, &error) ||
       (image = lookup_bootable_image (self, image_name, &error)) == NULL ||
       !vd_guard_check_can_start (self->guard, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
@@ -1442,13 +1493,16 @@ sweep_leftovers (VdManager *self)
   g_autofree gchar *staging = vd_config_build_state_path (self->config, "images", ".staging", NULL);
   g_autofree gchar *runtime_sessions = g_build_filename (vd_config_get_runtime_dir (self->config), "sessions", NULL);
   g_autofree gchar *runtime_workers = g_build_filename (vd_config_get_runtime_dir (self->config), "workers", NULL);
+  g_autofree gchar *runtime_egress = g_build_filename (vd_config_get_runtime_dir (self->config), "egress", NULL);
 
   sweep_units (self, VIVARIUM_SESSION_UNIT_PREFIX "*.service");
+  sweep_units (self, "vivarium-egress-*.service");
   sweep_units (self, "vivarium-build-*.service");
   sweep_units (self, "vivarium-worker-*.service");
   sweep_dir (state_sessions);
   sweep_dir (runtime_sessions);
   sweep_dir (runtime_workers);
+  sweep_dir (runtime_egress);
   sweep_dir (staging);
   vd_canary_sweep (vd_config_get_runtime_dir (self->config));
   vd_dns_relay_sweep (vd_config_get_runtime_dir (self->config));
@@ -1535,6 +1589,7 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-build-image", G_CALLBACK (handle_build_image), self);
   g_signal_connect (s, "handle-import-image", G_CALLBACK (handle_import_image), self);
   g_signal_connect (s, "handle-start-session", G_CALLBACK (handle_start_session), self);
+  g_signal_connect (s, "handle-check-egress", G_CALLBACK (handle_check_egress), self);
   g_signal_connect (vd_guard_get_skeleton (self->guard), "handle-run-self-test", G_CALLBACK (handle_run_self_test), self);
   g_signal_connect (self->pool, "session-added", G_CALLBACK (session_added_cb), self);
   g_signal_connect (self->pool, "session-removed", G_CALLBACK (session_removed_cb), self);

@@ -63,7 +63,8 @@ vd_qemu_command_build (const VdQemuCommand *cmd)
   add (b, "-cpu", "max");
   take (b, "-m", g_strdup_printf ("%u", cmd->memory_mib));
   take (b, "-smp", g_strdup_printf ("%u", cmd->cpus));
-  add (b, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+  add (b, "-sandbox", cmd->spawns_relays ? "on,obsolete=deny,elevateprivileges=allow,spawn=allow,resourcecontrol=deny"
+                                         : "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
   add (b, "-display", "none");
   add (b, "-device", "VGA");
   if (cmd->kernel != NULL) {
@@ -86,7 +87,10 @@ vd_qemu_command_build (const VdQemuCommand *cmd)
   add (b, "-device", "virtio-serial-pci,id=vser0");
   take (b, "-chardev", g_strdup_printf ("socket,id=qga0,path=%s,server=on,wait=off", qga));
   add (b, "-device", "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0");
-  add (b, "-netdev", "user,id=net0");
+  if (cmd->netdev_options != NULL)
+    take (b, "-netdev", g_strdup_printf ("user,id=net0,%s", cmd->netdev_options));
+  else
+    add (b, "-netdev", "user,id=net0");
   add (b, "-device", "virtio-net-pci,netdev=net0");
   if (cmd->project_dir != NULL)
     take (b, "-virtfs", g_strdup_printf ("local,path=%s,mount_tag=project,security_model=none,id=project0%s",

@@ -87,14 +87,15 @@ vd_session_pool_new (VdConfig *config, VdSystemd *systemd, VdGuard *guard, VdDns
   return self;
 }
 
+/* @taken: a uid claimed but not yet tracked (0: none). */
 static guint32
-allocate_uid (VdSessionPool *self, GError **error)
+allocate_uid (VdSessionPool *self, guint32 taken, GError **error)
 {
   guint32 base = vd_config_get_uid_base (self->config);
   guint32 last_covered = vd_guard_get_uncovered_uid (self->guard) - 1;
 
   for (guint32 uid = base; uid <= last_covered; uid++) {
-    if (!g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
+    if (uid != taken && !g_hash_table_contains (self->uids, GUINT_TO_POINTER (uid)))
       return uid;
   }
   g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY, "No session uid is free");
@@ -127,6 +128,8 @@ forget_session_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+static void release_egress_uid (VdSessionPool *self, VdSession *session);
+
 static void
 session_ended_cb (VdSession *session, gpointer user_data)
 {
@@ -141,6 +144,7 @@ session_ended_cb (VdSession *session, gpointer user_data)
                     "session %s: the guard dropped %" G_GUINT64_FORMAT " packets", vd_session_get_id (session), packets);
   vd_guard_remove_session (self->guard, uid);
   g_hash_table_remove (self->uids, GUINT_TO_POINTER (uid));
+  release_egress_uid (self, session);
   vd_image_remove_user (vd_session_get_image (session), vd_session_get_object_path (session));
   if (g_hash_table_steal_extended (self->inhibits, vd_session_get_id (session), NULL, &token))
     vd_idle_uninhibit (self->idle, GPOINTER_TO_UINT (token));
@@ -153,11 +157,41 @@ session_ended_cb (VdSession *session, gpointer user_data)
                               forget_session_cb, f, forget_data_free);
 }
 
+static void
+release_egress_uid (VdSessionPool *self, VdSession *session)
+{
+  guint32 uid = vd_session_get_egress_uid (session);
+
+  if (uid == 0)
+    return;
+  vd_guard_remove_session (self->guard, uid);
+  g_hash_table_remove (self->uids, GUINT_TO_POINTER (uid));
+}
+
+/* The egress proxy gets a uid of its own from the same range, so the
+ * nftables table holds it to the deny list exactly as it holds QEMU. */
+static gboolean
+claim_egress_uid (VdSessionPool *self, VdSession *session, GError **error)
+{
+  g_autofree gchar *owner = NULL;
+  guint32 uid;
+
+  if (vd_session_get_options (session)->egress_mode != VD_EGRESS_MODE_ALLOWLIST)
+    return TRUE;
+  uid = allocate_uid (self, vd_session_get_uid (session), error);
+  if (uid == 0 || !vd_guard_add_session (self->guard, uid, error))
+    return FALSE;
+  owner = g_strdup_printf ("%s egress", vd_session_get_id (session));
+  g_hash_table_insert (self->uids, GUINT_TO_POINTER (uid), g_steal_pointer (&owner));
+  vd_session_set_egress_uid (session, uid);
+  return TRUE;
+}
+
 static gboolean
 claim_uid (VdSessionPool *self, guint32 *uid, GError **error)
 {
   if (*uid == 0) {
-    *uid = allocate_uid (self, error);
+    *uid = allocate_uid (self, 0, error);
     return *uid != 0;
   }
   if (g_hash_table_contains (self->uids, GUINT_TO_POINTER (*uid))) {
@@ -195,15 +229,37 @@ vd_session_pool_create (VdSessionPool *self, VdImage *image, const VdSessionOpti
   vivarium_dbus_session_set_project (VIVARIUM_DBUS_SESSION (vd_session_get_skeleton (session)),
                                      project_name != NULL ? project_name : "");
   vd_session_set_resolv_conf (session, vd_dns_relay_get_resolv_conf (self->dns_relay));
+  if (!claim_egress_uid (self, session, error)) {
+    vd_guard_remove_session (self->guard, uid);
+    return NULL;
+  }
   vd_session_record_timing (session, "guard", (guint64) (g_get_monotonic_time () - guard_started));
   if (!self->export_func (vd_session_get_skeleton (session), vd_session_get_object_path (session),
                           self->export_data, error)) {
     vd_guard_remove_session (self->guard, uid);
+    release_egress_uid (self, session);
     return NULL;
   }
   track (self, session, uid);
   g_signal_emit (self, signals[SIGNAL_SESSION_ADDED], 0, session);
   return g_steal_pointer (&session);
+}
+
+/* An open session's unit carries the deny list; a closed one (egress none
+ * or allowlist) denies every address, and its proxy carries the list. */
+static gboolean
+check_layer1 (VdSessionPool *self, VdSession *session, GError **error)
+{
+  const VdSessionOptions *options = vd_session_get_options (session);
+  VdEgress *egress = vd_session_get_egress (session);
+
+  if (options->egress_mode != VD_EGRESS_MODE_OPEN &&
+      !vd_guard_check_unit_closed (self->guard, vd_session_get_unit (session), error))
+    return FALSE;
+  if (egress != NULL && !vd_guard_check_unit (self->guard, vd_egress_get_unit (egress), error))
+    return FALSE;
+  return options->egress_mode != VD_EGRESS_MODE_OPEN || !options->guard_layer1 ||
+         vd_guard_check_unit (self->guard, vd_session_get_unit (session), error);
 }
 
 /* Layer 1 is checked on the unit as systemd holds it, not as we asked. */
@@ -212,8 +268,7 @@ vd_session_pool_start_finish (VdSessionPool *self, VdSession *session, GAsyncRes
 {
   if (!vd_session_start_finish (session, result, error))
     return FALSE;
-  if (vd_session_get_options (session)->guard_layer1 &&
-      !vd_guard_check_unit (self->guard, vd_session_get_unit (session), error)) {
+  if (!check_layer1 (self, session, error)) {
     vd_session_stop_async (session, NULL, NULL);
     return FALSE;
   }

@@ -18,6 +18,8 @@
 #include "vivarium-state.h"
 #include "vd-agent-client.h"
 #include "vd-command-log.h"
+#include "vd-egress-log.h"
+#include "vd-egress-rules.h"
 #include "vd-fs.h"
 #include "vd-log.h"
 #include "vd-qemu-command.h"
@@ -77,6 +79,10 @@ struct _VdSession {
   guint                 unit_watch;    /* what systemd says of the unit's end */
   gboolean              died;          /* QEMU went away without being asked to */
   gchar                *end_detail;    /* how, in systemd's words ("signal, SIGKILL"), or NULL */
+  GStrv                 egress_groups; /* the options' copies */
+  GStrv                 egress_allow;
+  guint32               egress_uid;
+  VdEgress             *egress;        /* allowlist mode, once started */
 };
 
 G_DEFINE_TYPE (VdSession, vd_session, G_TYPE_OBJECT)
@@ -92,6 +98,9 @@ vd_session_finalize (GObject *object)
   if (self->unit_watch != 0)
     vd_systemd_unwatch_unit (self->systemd, self->unit_watch);
   g_clear_object (&self->skeleton);
+  g_clear_object (&self->egress);
+  g_strfreev (self->egress_groups);
+  g_strfreev (self->egress_allow);
   g_clear_object (&self->qmp);
   g_clear_object (&self->agent);
   g_clear_object (&self->image);
@@ -255,6 +264,7 @@ static gboolean handle_get_command_log (VivariumDBusSession *, GDBusMethodInvoca
 static gboolean handle_resume (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
 static gboolean handle_pause (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
 static gboolean handle_stop (VivariumDBusSession *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_get_egress_log (VivariumDBusSession *, GDBusMethodInvocation *, guint64, guint, gpointer);
 static void log_changed_cb (VdCommandLog *, GVariant *, gpointer);
 
 /* The file outlives the session and the daemon: it is under logs/, which
@@ -285,6 +295,10 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   self->project_dir = g_strdup (project_dir);
   self->uid = uid;
   self->options = *options;
+  self->egress_groups = g_strdupv ((gchar **) options->egress_groups);
+  self->egress_allow = g_strdupv ((gchar **) options->egress_allow);
+  self->options.egress_groups = NULL;
+  self->options.egress_allow = NULL;
   self->deny_list = g_ptr_array_ref (deny_list);
   self->state_dir = vd_config_build_state_path (config, "sessions", self->id, NULL);
   self->runtime_dir = g_build_filename (vd_config_get_runtime_dir (config), "sessions", self->id, NULL);
@@ -305,6 +319,11 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   vivarium_dbus_session_set_accelerator (s, "");
   vivarium_dbus_session_set_start_mode (s, "");
   vivarium_dbus_session_set_leftovers (s, none);
+  vivarium_dbus_session_set_egress_mode (s, vd_egress_mode_to_string (options->egress_mode));
+  vivarium_dbus_session_set_egress_state (s, options->egress_mode == VD_EGRESS_MODE_ALLOWLIST ? "starting" : "off");
+  vivarium_dbus_session_set_egress_state_reason (s, "");
+  vivarium_dbus_session_set_egress_rules (s, none);
+  g_signal_connect (s, "handle-get-egress-log", G_CALLBACK (handle_get_egress_log), self);
   g_signal_connect (s, "handle-exec", G_CALLBACK (handle_exec), self);
   g_signal_connect (s, "handle-read-file", G_CALLBACK (handle_read_file), self);
   g_signal_connect (s, "handle-write-file", G_CALLBACK (handle_write_file), self);
@@ -318,40 +337,29 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
 
 /* --- the unit -------------------------------------------------------- */
 
-static GVariant *
-ip_address_deny (VdSession *self)
-{
-  GVariantBuilder b;
-
-  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(iayu)"));
-  for (guint i = 0; i < self->deny_list->len; i++) {
-    g_autoptr(GInetAddress) addr = NULL;
-    guint prefix;
-    if (!vivarium_cidr_parse (g_ptr_array_index (self->deny_list, i), &addr, &prefix, NULL))
-      continue;
-    g_variant_builder_add (&b, "(i@ayu)",
-                           g_inet_address_get_family (addr) == G_SOCKET_FAMILY_IPV4 ? AF_INET : AF_INET6,
-                           g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_inet_address_to_bytes (addr),
-                                                      g_inet_address_get_native_size (addr), 1),
-                           prefix);
-  }
-  return g_variant_builder_end (&b);
-}
-
 /* QEMU with user-mode networking: slirp's sockets are AF_INET(6), QMP and
  * the guest agent AF_UNIX; TCG writes the code it runs; QEMU installs its
  * own seccomp filter (-sandbox on) on top of this one. Of the runtime
- * directory it sees its own sockets' directory only. */
+ * directory it sees its own sockets' directory only, and in allowlist
+ * mode its proxy's. With egress "none" or "allowlist" slirp reaches
+ * nothing outside (restrict=on), and the unit has a network namespace of
+ * its own with a loopback only (add_closed_network). */
 static void
 add_sandbox (VdSession *self, GVariantBuilder *b)
 {
-  const gchar *families[] = { "AF_UNIX", "AF_INET", "AF_INET6", NULL };
+  const gchar *open_families[] = { "AF_UNIX", "AF_INET", "AF_INET6", NULL };
+  /* libslirp makes each cmd: forward's socketpair over TCP on 127.0.0.1
+   * (for out-of-band data): inside the unit's own network namespace. */
+  const gchar *relay_families[] = { "AF_UNIX", "AF_INET", NULL };
+  const gchar *closed_families[] = { "AF_UNIX", NULL };
   const gchar *syscalls[] = { "@system-service", "seccomp", NULL };
   const gchar *denied[] = { "@privileged", NULL };
-  const gchar *binds[] = { self->runtime_dir, NULL };
+  const gchar *binds[] = { self->runtime_dir, self->egress != NULL ? vd_egress_get_dir (self->egress) : NULL, NULL };
   g_autofree gchar *runtime = g_path_get_dirname (g_path_get_dirname (self->runtime_dir));
   VdUnitSandbox sandbox = {
-    .address_families = families,
+    .address_families = self->options.egress_mode == VD_EGRESS_MODE_OPEN      ? open_families
+                      : self->options.egress_mode == VD_EGRESS_MODE_ALLOWLIST ? relay_families
+                                                                               : closed_families,
     .syscalls = syscalls,
     .denied_syscalls = denied,
     .writes_code = TRUE,
@@ -360,6 +368,18 @@ add_sandbox (VdSession *self, GVariantBuilder *b)
   };
 
   vd_unit_sandbox_add (b, &sandbox);
+}
+
+/* Egress "none" and "allowlist": QEMU needs no network of the host's at
+ * all. Its own namespace has a loopback only (the relays' socketpairs);
+ * every other address is denied besides. The way out, if any, is the
+ * proxy's unix sockets, which no network namespace stops. */
+static void
+add_closed_network (GVariantBuilder *b)
+{
+  g_variant_builder_add (b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny_all ());
+  g_variant_builder_add (b, "(sv)", "IPAddressAllow", vd_unit_sandbox_ip_loopback ());
 }
 
 static GVariant *
@@ -397,8 +417,10 @@ unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
     if (getgrnam ("kvm") != NULL)
       g_variant_builder_add (&b, "(sv)", "SupplementaryGroups", g_variant_new_strv (kvm_group, -1));
   }
-  if (self->options.guard_layer1)
-    g_variant_builder_add (&b, "(sv)", "IPAddressDeny", ip_address_deny (self));
+  if (self->options.egress_mode != VD_EGRESS_MODE_OPEN)
+    add_closed_network (&b);
+  else if (self->options.guard_layer1)
+    g_variant_builder_add (&b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny (self->deny_list));
   g_variant_builder_add (&b, "(sv)", "MemoryMax",
                          g_variant_new_uint64 ((guint64) (self->options.memory_mib + MEMORY_OVERHEAD_MIB) * 1024 * 1024));
   g_variant_builder_add (&b, "(sv)", "CPUQuotaPerSecUSec", g_variant_new_uint64 ((guint64) self->options.cpus * G_USEC_PER_SEC));
@@ -420,6 +442,8 @@ qemu_argv (VdSession *self, gboolean kvm)
   g_autofree gchar *kernel = vd_image_get_file (self->image, "vmlinuz");
   g_autofree gchar *initrd = vd_image_get_file (self->image, "initrd.img");
   g_autofree gchar *cmdline = vd_image_get_cmdline (self->image);
+  g_autofree gchar *netdev = self->egress != NULL ? vd_egress_netdev_options (self->egress)
+                           : self->options.egress_mode == VD_EGRESS_MODE_NONE ? g_strdup ("restrict=on") : NULL;
   VdQemuCommand cmd = {
     .session_id = self->id,
     .overlay = self->overlay,
@@ -434,6 +458,8 @@ qemu_argv (VdSession *self, gboolean kvm)
     .kvm = kvm,
     .vmgenid = self->vmgenid,
     .incoming = self->restored,
+    .netdev_options = netdev,
+    .spawns_relays = self->egress != NULL,
   };
   return vd_qemu_command_build (&cmd);
 }
@@ -447,6 +473,10 @@ find_leftovers (VdSession *self)
 
   if (vd_systemd_unit_is_loaded (self->systemd, self->unit))
     g_strv_builder_add (b, self->unit);
+  if (self->egress != NULL && vd_systemd_unit_is_loaded (self->systemd, vd_egress_get_unit (self->egress)))
+    g_strv_builder_add (b, vd_egress_get_unit (self->egress));
+  if (self->egress != NULL && g_file_test (vd_egress_get_dir (self->egress), G_FILE_TEST_EXISTS))
+    g_strv_builder_add (b, vd_egress_get_dir (self->egress));
   if (g_file_test (self->state_dir, G_FILE_TEST_EXISTS))
     g_strv_builder_add (b, self->state_dir);
   if (g_file_test (self->runtime_dir, G_FILE_TEST_EXISTS))
@@ -460,6 +490,8 @@ remove_files_and_check (VdSession *self, gboolean failed, const gchar *reason)
   g_autoptr(GError) error = NULL;
   g_auto(GStrv) leftovers = NULL;
 
+  if (self->egress != NULL)
+    vd_egress_stop_sync (self->egress);
   if (!vd_fs_rm_rf (self->runtime_dir, &error) || !vd_fs_rm_rf (self->state_dir, &error))
     vd_log_session (G_LOG_LEVEL_WARNING, self->id, "teardown of %s: %s", self->id, error->message);
   if (self->unit_watch != 0)
@@ -698,6 +730,55 @@ start_done (GTask *task)
   g_object_unref (task);
 }
 
+/* The guest learns where its way out is: a resolver that answers over TCP
+ * (slirp drops UDP under restrict=on) and the proxy variables for login
+ * shells. The guest's root may undo this; it then only loses its own way
+ * out, the policy is the proxy's. */
+#define EGRESS_GUEST_SETUP \
+  "printf 'nameserver " VD_EGRESS_GUEST_ADDRESS "\\noptions use-vc\\n' > /etc/resolv.conf && " \
+  "mkdir -p /etc/profile.d && " \
+  "printf 'export http_proxy=%1$s https_proxy=%1$s HTTP_PROXY=%1$s HTTPS_PROXY=%1$s no_proxy=\\n' " \
+  "  > /etc/profile.d/vivarium-egress.sh"
+#define EGRESS_PROXY_URL "http://" VD_EGRESS_GUEST_ADDRESS ":3128"
+
+static void
+egress_guest_set_up_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  g_autoptr(VdAgentExecResult) result = NULL;
+  GError *error = NULL;
+
+  result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, NULL, &error);
+  if (result == NULL || result->exit_status != 0) {
+    start_failed (task, error != NULL ? error : g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_GUEST,
+                                                             "Cannot tell the guest where its egress proxy is "
+                                                             "(the set-up exited with status %d)", result->exit_status));
+    return;
+  }
+  step_end (self, "egress-guest");
+  start_done (task);
+}
+
+static void
+guest_ready (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  g_autofree gchar *script = NULL;
+
+  if (self->egress == NULL) {
+    start_done (task);
+    return;
+  }
+  step_begin (self);
+  script = g_strdup_printf (EGRESS_GUEST_SETUP, EGRESS_PROXY_URL);
+  {
+    const gchar *argv[] = { "/bin/sh", "-c", script, NULL };
+    vd_agent_client_exec_async (self->agent, argv, NULL, NULL, 30000, 4096, g_task_get_cancellable (task),
+                                egress_guest_set_up_cb, task);
+  }
+}
+
 static void
 reseeded_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -710,7 +791,7 @@ reseeded_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   step_end (self, "reseed");
-  start_done (task);
+  guest_ready (task);
 }
 
 static void
@@ -761,7 +842,7 @@ agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
                                       g_task_get_cancellable (task), reseeded_cb, task);
     return;
   }
-  start_done (task);
+  guest_ready (task);
 }
 
 static void
@@ -877,13 +958,81 @@ prepare_dirs (VdSession *self, GError **error)
 }
 
 static void
+start_qemu_unit (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
+  g_auto(GStrv) argv = NULL;
+
+  step_begin (self);
+  argv = qemu_argv (self, data->kvm);
+  /* Before the start: systemd's word on how QEMU ended may come and go
+   * (the unit is collected) before the daemon thinks of asking. */
+  if (self->unit_watch == 0)
+    self->unit_watch = vd_systemd_watch_unit (self->systemd, self->unit);
+  vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, (const gchar * const *) argv, data->kvm),
+                                    NULL, g_task_get_cancellable (task), unit_started_cb, task);
+}
+
+/* --- egress: the proxy starts first, QEMU's forwards lead into it ------ */
+
+static void
+egress_state_changed_cb (VdEgress *egress, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  vivarium_dbus_session_set_egress_state (self->skeleton, vd_egress_get_state (egress));
+  vivarium_dbus_session_set_egress_state_reason (self->skeleton, vd_egress_get_reason (egress));
+}
+
+static void
+egress_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!vd_egress_start_finish (VD_EGRESS (source), res, &error)) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "egress");
+  start_qemu_unit (task);
+}
+
+static void
+start_egress (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  g_auto(GStrv) rules = NULL;
+  VivariumEgressPolicy *policy;
+  GError *error = NULL;
+
+  step_begin (self);
+  policy = vd_egress_rules_build (self->config, (const gchar * const *) self->egress_groups,
+                                  (const gchar * const *) self->egress_allow, &error);
+  if (policy == NULL) {
+    start_failed (task, error);
+    return;
+  }
+  if (self->egress_uid == 0) {
+    start_failed (task, g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The egress proxy has no uid"));
+    return;
+  }
+  self->egress = vd_egress_new (self->config, self->systemd, self->id, self->egress_uid, self->uid, policy,
+                                self->deny_list);
+  rules = vd_egress_describe_rules (self->egress);
+  vivarium_dbus_session_set_egress_rules (self->skeleton, (const gchar * const *) rules);
+  g_signal_connect_object (self->egress, "state-changed", G_CALLBACK (egress_state_changed_cb), self, 0);
+  vd_egress_start_async (self->egress, g_task_get_cancellable (task), egress_started_cb, task);
+}
+
+static void
 overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
-  StartData *data = g_task_get_task_data (task);
   g_autoptr(GBytes) err = NULL;
-  g_auto(GStrv) argv = NULL;
   GError *error = NULL;
 
   if (!g_subprocess_communicate_finish (G_SUBPROCESS (source), res, NULL, &err, &error)) {
@@ -897,14 +1046,11 @@ overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   step_end (self, "overlay");
-  step_begin (self);
-  argv = qemu_argv (self, data->kvm);
-  /* Before the start: systemd's word on how QEMU ended may come and go
-   * (the unit is collected) before the daemon thinks of asking. */
-  if (self->unit_watch == 0)
-    self->unit_watch = vd_systemd_watch_unit (self->systemd, self->unit);
-  vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self, (const gchar * const *) argv, data->kvm),
-                                    NULL, g_task_get_cancellable (task), unit_started_cb, task);
+  if (self->options.egress_mode == VD_EGRESS_MODE_ALLOWLIST) {
+    start_egress (task);
+    return;
+  }
+  start_qemu_unit (task);
 }
 
 /* A saved state restores only into the machine it was saved from: same
@@ -1225,11 +1371,31 @@ validate_exec (const gchar * const *argv, const gchar * const *env, const gchar 
   return TRUE;
 }
 
+/* In allowlist mode every command finds the proxy, as a login shell would
+ * from /etc/profile.d; the caller's own NAME=VALUE items come after and
+ * win. */
+static GStrv
+with_egress_env (VdSession *self, const gchar * const *env)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  const gchar *names[] = { "http_proxy=" EGRESS_PROXY_URL, "https_proxy=" EGRESS_PROXY_URL,
+                           "HTTP_PROXY=" EGRESS_PROXY_URL, "HTTPS_PROXY=" EGRESS_PROXY_URL, NULL };
+
+  if (self->egress != NULL) {
+    for (guint i = 0; names[i] != NULL; i++)
+      g_strv_builder_add (b, names[i]);
+  }
+  if (env != NULL)
+    g_strv_builder_addv (b, (const gchar **) env);
+  return g_strv_builder_end (b);
+}
+
 static gboolean
 handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar * const *argv,
              const gchar * const *env, const gchar *cwd, guint timeout, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
+  g_auto(GStrv) full_env = NULL;
   CallData *call;
   GError *error = NULL;
 
@@ -1242,8 +1408,9 @@ handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, cons
   /* The log records the caller's argv and cwd, not the agent's wrapper. */
   call = call_data_new (self, invocation, "exec", argv, cwd);
   call->timeout_sec = timeout;
-  vd_agent_client_exec_async (self->agent, argv, env, cwd, timeout * 1000, VIVARIUM_OUTPUT_CAP, NULL,
-                              exec_done_cb, call);
+  full_env = with_egress_env (self, env);
+  vd_agent_client_exec_async (self->agent, argv, (const gchar * const *) full_env, cwd, timeout * 1000,
+                              VIVARIUM_OUTPUT_CAP, NULL, exec_done_cb, call);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -1899,12 +2066,51 @@ vd_session_exec_async (VdSession *self, const gchar * const *argv, guint timeout
   call = call_data_new (self, NULL, "exec", argv, NULL);
   call->timeout_sec = timeout_sec;
   g_task_set_task_data (task, call, (GDestroyNotify) call_data_free);
-  vd_agent_client_exec_async (self->agent, argv, NULL, NULL, timeout_sec * 1000, VIVARIUM_OUTPUT_CAP, cancellable,
-                              internal_exec_done_cb, task);
+  {
+    g_auto(GStrv) env = with_egress_env (self, NULL);
+    vd_agent_client_exec_async (self->agent, argv, (const gchar * const *) env, NULL, timeout_sec * 1000,
+                                VIVARIUM_OUTPUT_CAP, cancellable, internal_exec_done_cb, task);
+  }
 }
 
 VdAgentExecResult *
 vd_session_exec_finish (VdSession *self, GAsyncResult *result, GError **error)
 {
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+void
+vd_session_set_egress_uid (VdSession *self, guint32 uid)
+{
+  self->egress_uid = uid;
+}
+
+guint32
+vd_session_get_egress_uid (VdSession *self)
+{
+  return self->egress_uid;
+}
+
+VdEgress *
+vd_session_get_egress (VdSession *self)
+{
+  return self->egress;
+}
+
+static gboolean
+handle_get_egress_log (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, guint64 offset, guint limit,
+                       gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+  g_autofree gchar *path = self->egress != NULL ? vd_egress_dup_log_path (self->egress)
+                                                : vd_egress_kept_log_path (self->config, self->id);
+  guint64 next = 0, total = 0;
+  GError *error = NULL;
+  GVariant *entries = vd_egress_log_read (path, offset, limit, &next, &total, &error);
+
+  if (entries == NULL)
+    g_dbus_method_invocation_take_error (invocation, error);
+  else
+    vivarium_dbus_session_complete_get_egress_log (iface, invocation, entries, next, total);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
 }

@@ -9,6 +9,7 @@
 #include "vd-image.h"
 #include "vd-agent-client.h"
 #include "vd-systemd.h"
+#include "vd-egress.h"
 
 G_BEGIN_DECLS
 
@@ -20,6 +21,11 @@ typedef struct {
   gboolean  guard_layer2;      /* uid covered by the nftables table */
   gboolean  project_readonly;  /* the project share is read-only (a task's verification) */
   gboolean  boot_snapshot;     /* Freeze's scratch boot of the unfrozen image, to be saved */
+  VdEgressMode egress_mode;    /* zero: open */
+  /* allowlist: the rule groups and extra rules (borrowed; vd_session_new
+   * keeps copies) */
+  const gchar * const *egress_groups;
+  const gchar * const *egress_allow;
 } VdSessionOptions;
 
 #define VD_TYPE_SESSION (vd_session_get_type ())
@@ -66,6 +72,11 @@ gboolean     vd_session_stop_finish     (VdSession     *self,
 void         vd_session_stop_sync       (VdSession *self);
 void         vd_session_record_timing   (VdSession *self, const gchar *step, guint64 usec);
 void         vd_session_set_resolv_conf (VdSession *self, const gchar *path);
+/* The egress proxy's own uid (allowlist mode), from the session uid range. */
+void         vd_session_set_egress_uid  (VdSession *self, guint32 uid);
+guint32      vd_session_get_egress_uid  (VdSession *self);
+/* The proxy, or NULL when the mode is not allowlist. */
+VdEgress    *vd_session_get_egress      (VdSession *self);
 
 const VdSessionOptions *vd_session_get_options (VdSession *self);
 const gchar *vd_session_get_start_mode  (VdSession *self);

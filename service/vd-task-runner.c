@@ -12,6 +12,8 @@
 #include "vivarium-names.h"
 #include "vivarium-report.h"
 #include "vd-fs.h"
+#include "vd-egress-log.h"
+#include "vd-egress-options.h"
 #include "vd-gateway-client.h"
 #include "vd-log.h"
 #include "vd-task-runner.h"
@@ -67,6 +69,7 @@ typedef struct {
   gchar              *caller_verify;
   guint               timeout_sec;
   VdSessionOptions    session_options;
+  VdEgressOptions     egress;         /* session_options points into it */
   GStrv               tools;
   gchar              *base_commit;
   gint64              started_at;
@@ -121,6 +124,7 @@ run_free (Run *run)
   if (run->session != NULL)
     g_signal_handlers_disconnect_by_data (run->session, run);
   g_clear_object (&run->task);
+  vd_egress_options_clear (&run->egress);
   g_free (run->project);
   g_clear_object (&run->image);
   g_free (run->instructions);
@@ -372,7 +376,25 @@ opt_one (VdTaskRunner *self, Run *run, const gchar *key, GVariant *v, gchar **wo
     return opt_uint (v, key, 1, VIVARIUM_CPUS_MAX, &run->session_options.cpus, error);
   if (g_str_equal (key, "tools"))
     return opt_tools (run, v, error);
-  return opt_fail (error, key, "is unknown (known: worker, script, verify, timeout, memory, cpus, tools)");
+  /* Checked together, after the loop. */
+  if (g_str_equal (key, "egress") || g_str_equal (key, "egress_groups") || g_str_equal (key, "egress_allow"))
+    return TRUE;
+  return opt_fail (error, key, "is unknown (known: worker, script, verify, timeout, memory, cpus, tools, egress, "
+                   "egress_groups, egress_allow)");
+}
+
+/* The work session and the verification re-run get the same egress. */
+static gboolean
+parse_egress (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
+{
+  g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
+
+  if (!vd_egress_options_parse (self->config, dict, VD_EGRESS_FOR_TASK, &run->egress, error))
+    return FALSE;
+  run->session_options.egress_mode = run->egress.mode;
+  run->session_options.egress_groups = (const gchar * const *) run->egress.groups;
+  run->session_options.egress_allow = (const gchar * const *) run->egress.allow;
+  return TRUE;
 }
 
 static gboolean
@@ -394,6 +416,8 @@ parse_options (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
     if (!opt_one (self, run, key, v, &worker, error))
       return FALSE;
   }
+  if (!parse_egress (self, run, options, error))
+    return FALSE;
   if (g_str_equal (worker, "agent")) {
     run->agent = TRUE;
     if (run->script != NULL)
@@ -452,6 +476,39 @@ publish_timings (Run *run, gint64 report_done)
   vd_task_set_timings (run->task, g_variant_builder_end (&b));
 }
 
+/* "groups debian, github; allow example.org" */
+static gchar *
+egress_policy_words (Run *run)
+{
+  g_autoptr(GString) s = g_string_new (NULL);
+  g_autofree gchar *groups = run->egress.groups != NULL ? g_strjoinv (", ", run->egress.groups) : NULL;
+  g_autofree gchar *allow = run->egress.allow != NULL ? g_strjoinv (", ", run->egress.allow) : NULL;
+
+  if (run->egress.mode != VD_EGRESS_MODE_ALLOWLIST)
+    return g_strdup ("");
+  g_string_append_printf (s, "groups %s", groups != NULL && groups[0] != '\0' ? groups : "none");
+  if (allow != NULL && allow[0] != '\0')
+    g_string_append_printf (s, "; allow %s", allow);
+  return g_string_free (g_steal_pointer (&s), FALSE);
+}
+
+/* What the work session's proxy decided, from its kept log. */
+static void
+add_egress (Run *run, VivariumReport *r)
+{
+  g_autofree gchar *policy = egress_policy_words (run);
+  g_autofree gchar *log = NULL;
+  g_autofree gchar *summary = NULL;
+
+  if (run->egress.mode == VD_EGRESS_MODE_ALLOWLIST && run->session_id != NULL) {
+    log = vd_egress_kept_log_path (run->runner->config, run->session_id);
+    summary = vd_egress_log_summarize (log);
+    vd_task_set_egress_log (run->task, log);
+  }
+  vivarium_report_set_egress (r, vd_egress_mode_to_string (run->egress.mode), policy,
+                              summary != NULL ? summary : "");
+}
+
 static VivariumReport *
 assemble_report (Run *run)
 {
@@ -487,6 +544,7 @@ assemble_report (Run *run)
   vivarium_report_set_verification (r, run->verify_command, run->verify_whose, run->verify_exit, run->verdict,
                                     run->verify_session_id);
   vivarium_report_set_guard_drops (r, run->drop_packets, run->drop_bytes);
+  add_egress (run, r);
   if (run->has_dataset)
     vivarium_report_set_dataset (r, run->dataset_used, run->dataset_quota);
   vivarium_report_set_timings (r, phase (run->mono_submitted, run->mono_session_up),

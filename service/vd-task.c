@@ -8,6 +8,7 @@
 #include "vivarium-dbus-generated.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vd-egress-log.h"
 #include "vd-task.h"
 
 #include <json-glib/json-glib.h>
@@ -28,6 +29,7 @@ struct _VdTask {
   gboolean               worker_closed;   /* Ask/Finish no longer accepted */
   GDBusMethodInvocation *ask;             /* the worker's pending Ask */
   GPtrArray             *waits;           /* of Wait */
+  gchar            *egress_log;      /* the work session's kept decision log, or NULL */
 };
 
 G_DEFINE_TYPE (VdTask, vd_task, G_TYPE_OBJECT)
@@ -50,6 +52,7 @@ vd_task_finalize (GObject *object)
   VdTask *self = VD_TASK (object);
 
   g_ptr_array_unref (self->waits);
+  g_free (self->egress_log);
   if (self->ask != NULL)
     g_dbus_method_invocation_return_error (g_steal_pointer (&self->ask), VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
                                            "The task was forgotten");
@@ -246,6 +249,29 @@ handle_finish (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* The work session's decisions, kept after it is gone; a task whose
+ * session had no proxy has an empty log. */
+static gboolean
+handle_get_egress_log (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint64 offset, guint limit,
+                       VdTask *self)
+{
+  guint64 next = 0, total = 0;
+  GError *error = NULL;
+  GVariant *entries;
+
+  if (self->egress_log == NULL && limit >= 1 && limit <= VD_EGRESS_LOG_PAGE_MAX) {
+    vivarium_dbus_task_complete_get_egress_log (iface, invocation, g_variant_new ("aa{sv}", NULL), 0, 0);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  entries = vd_egress_log_read (self->egress_log != NULL ? self->egress_log : "/nonexistent", offset, limit, &next,
+                                &total, &error);
+  if (entries == NULL)
+    g_dbus_method_invocation_take_error (invocation, error);
+  else
+    vivarium_dbus_task_complete_get_egress_log (iface, invocation, entries, next, total);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 static gboolean
 handle_cancel (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, VdTask *self)
 {
@@ -288,6 +314,7 @@ vd_task_new (const gchar *id, const gchar *project, const gchar *image, const gc
   g_signal_connect (s, "handle-answer", G_CALLBACK (handle_answer), self);
   g_signal_connect (s, "handle-finish", G_CALLBACK (handle_finish), self);
   g_signal_connect (s, "handle-cancel", G_CALLBACK (handle_cancel), self);
+  g_signal_connect (s, "handle-get-egress-log", G_CALLBACK (handle_get_egress_log), self);
   return self;
 }
 
@@ -337,6 +364,13 @@ void
 vd_task_set_session (VdTask *self, const gchar *session_path)
 {
   vivarium_dbus_task_set_session (self->skeleton, session_path != NULL ? session_path : "/");
+}
+
+void
+vd_task_set_egress_log (VdTask *self, const gchar *path)
+{
+  g_free (self->egress_log);
+  self->egress_log = g_strdup (path);
 }
 
 void
@@ -427,6 +461,8 @@ vd_task_to_record (VdTask *self)
   add_member (b, "outcome", vivarium_outcome_to_string (self->outcome));
   add_member (b, "reason", vivarium_dbus_task_get_reason (s));
   add_member (b, "report", vivarium_dbus_task_get_report (s));
+  if (self->egress_log != NULL)
+    add_member (b, "egress-log", self->egress_log);
   json_builder_set_member_name (b, "submitted-at");
   json_builder_add_int_value (b, (gint64) vivarium_dbus_task_get_submitted_at (s));
   json_builder_set_member_name (b, "finished-at");
@@ -503,6 +539,12 @@ vd_task_new_from_record (const gchar *id, JsonObject *o, GError **error)
   self = vd_task_new (id, project, image, worker);
   vd_task_set_report (self, report);
   vd_task_set_timings (self, record_timings (o));
+  {
+    const gchar *egress_log = record_string (o, "egress-log");
+    /* Root wrote it; still, only a plain absolute path is taken. */
+    if (egress_log != NULL && g_path_is_absolute (egress_log) && strstr (egress_log, "/..") == NULL)
+      vd_task_set_egress_log (self, egress_log);
+  }
   vd_task_finish (self, outcome, reason[0] != '\0' ? reason : NULL);
   vivarium_dbus_task_set_submitted_at (self->skeleton, (guint64) submitted);
   vivarium_dbus_task_set_finished_at (self->skeleton, (guint64) finished);

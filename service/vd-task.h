@@ -41,6 +41,9 @@ void             vd_task_set_step        (VdTask      *self,
                                           const gchar *step);
 void             vd_task_set_session     (VdTask      *self,
                                           const gchar *session_path);
+/* The work session's kept egress decision log (Task.GetEgressLog). */
+void             vd_task_set_egress_log  (VdTask      *self,
+                                          const gchar *path);
 /* @timings: a{st}, floating or not (the Timings property). */
 void             vd_task_set_timings     (VdTask      *self,
                                           GVariant    *timings);

@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 
+#include "vivarium-denylist.h"
 #include "vd-unit-sandbox.h"
 
 static void
@@ -119,4 +121,54 @@ vd_unit_sandbox_add (GVariantBuilder *properties, const VdUnitSandbox *sandbox)
   add_kernel_view (properties);
   add_privileges (properties);
   add_system_calls (properties, sandbox);
+}
+
+static void
+add_cidr (GVariantBuilder *b, GInetAddress *addr, guint prefix)
+{
+  g_variant_builder_add (b, "(i@ayu)", g_inet_address_get_family (addr) == G_SOCKET_FAMILY_IPV4 ? AF_INET : AF_INET6,
+                         g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, g_inet_address_to_bytes (addr),
+                                                    g_inet_address_get_native_size (addr), 1),
+                         prefix);
+}
+
+GVariant *
+vd_unit_sandbox_ip_deny (GPtrArray *cidrs)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(iayu)"));
+  for (guint i = 0; i < cidrs->len; i++) {
+    g_autoptr(GInetAddress) addr = NULL;
+    guint prefix;
+    if (vivarium_cidr_parse (g_ptr_array_index (cidrs, i), &addr, &prefix, NULL))
+      add_cidr (&b, addr, prefix);
+  }
+  return g_variant_builder_end (&b);
+}
+
+GVariant *
+vd_unit_sandbox_ip_deny_all (void)
+{
+  g_autoptr(GInetAddress) any4 = g_inet_address_new_any (G_SOCKET_FAMILY_IPV4);
+  g_autoptr(GInetAddress) any6 = g_inet_address_new_any (G_SOCKET_FAMILY_IPV6);
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(iayu)"));
+  add_cidr (&b, any4, 0);
+  add_cidr (&b, any6, 0);
+  return g_variant_builder_end (&b);
+}
+
+GVariant *
+vd_unit_sandbox_ip_loopback (void)
+{
+  g_autoptr(GInetAddress) lo4 = g_inet_address_new_from_string ("127.0.0.0");
+  g_autoptr(GInetAddress) lo6 = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV6);
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(iayu)"));
+  add_cidr (&b, lo4, 8);
+  add_cidr (&b, lo6, 128);
+  return g_variant_builder_end (&b);
 }

@@ -125,6 +125,43 @@ test_round_trip (void)
   g_assert_cmpstr (vivarium_report_get_question (back), ==, "Which branch?");
 }
 
+/* The optional egress member: absent in older reports (they still read),
+ * kept through the canonical form, typed, and rendered as a trusted line
+ * with the proxy's decisions quoted beneath it. */
+static void
+test_egress_member (void)
+{
+  g_autoptr(VivariumReport) r = make_report (VIVARIUM_OUTCOME_DONE, VIVARIUM_VERDICT_PASS);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(VivariumReport) back = NULL;
+  g_autofree gchar *text = NULL;
+  const gchar *mode, *policy, *summary;
+
+  g_assert_false (vivarium_report_get_egress (r, &mode, &policy, &summary));
+  vivarium_report_set_egress (r, "allowlist", "groups debian; allow allowed.test",
+                              "2 allowed (allowed.test:80 ×2), 1 denied (other.test:443); 10 bytes up, 20 down");
+  bytes = vivarium_report_to_canonical (r, &error);
+  g_assert_no_error (error);
+  node = parse_text (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
+  back = vivarium_report_from_json (node, &error);
+  g_assert_no_error (error);
+  g_assert_true (vivarium_report_get_egress (back, &mode, &policy, &summary));
+  g_assert_cmpstr (mode, ==, "allowlist");
+  g_assert_cmpstr (policy, ==, "groups debian; allow allowed.test");
+  text = vivarium_report_render_text (back, NULL);
+  g_assert_nonnull (strstr (text, "Egress: allowlist (groups debian; allow allowed.test)\n"));
+  if (strstr (text, "decisions: \"2 allowed (allowed.test:80") == NULL)
+    g_error ("no decisions line in:\n%s", text);
+  /* A wrong type is refused, like any other member. */
+  json_object_set_int_member (json_object_get_object_member (json_node_get_object (node), "egress"), "mode", 3);
+  g_clear_object (&back);
+  back = vivarium_report_from_json (node, &error);
+  g_assert_null (back);
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 test_command_from_log (void)
 {
@@ -1376,6 +1413,7 @@ main (int argc, char *argv[])
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/report/json/round-trip", test_round_trip);
   g_test_add_func ("/report/json/command-from-log", test_command_from_log);
+  g_test_add_func ("/report/json/egress", test_egress_member);
   g_test_add_func ("/report/json/refuses-types", test_from_json_refuses_types);
   g_test_add_func ("/report/json/refuses-limits", test_from_json_refuses_limits);
   g_test_add_func ("/report/json/schema", test_schema);

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdEgressLog"
+
+#include "config.h"
+
+#include <string.h>
+#include <json-glib/json-glib.h>
+
+#include "vivarium-error.h"
+#include "vd-egress-log.h"
+#include "vd-fs.h"
+
+/* Caps on what one entry may carry into a reply or a report. */
+#define HOST_MAX   253
+#define REASON_MAX 512
+#define WORD_MAX   16
+/* The report names at most this many destinations of each verdict. */
+#define SUMMARY_HOSTS_MAX 5
+
+typedef struct {
+  gint64   time_usec;
+  gchar   *host;
+  guint16  port;
+  gchar   *via;
+  gchar   *verdict;
+  gchar   *reason;
+  guint64  bytes_up;
+  guint64  bytes_down;
+  guint64  duration_ms;
+} Entry;
+
+static void
+entry_clear (Entry *e)
+{
+  g_free (e->host);
+  g_free (e->via);
+  g_free (e->verdict);
+  g_free (e->reason);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Entry, entry_clear)
+
+static gchar *
+capped_string (JsonObject *o, const gchar *member, gsize max)
+{
+  JsonNode *n = json_object_get_member (o, member);
+  const gchar *s;
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return g_strdup ("");
+  s = json_node_get_string (n);
+  if (!g_utf8_validate (s, -1, NULL))
+    return g_strdup ("(invalid)");
+  return g_utf8_make_valid (s, MIN (strlen (s), max));
+}
+
+static guint64
+count (JsonObject *o, const gchar *member)
+{
+  JsonNode *n = json_object_get_member (o, member);
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+    return 0;
+  return (guint64) MAX (json_node_get_int (n), 0);
+}
+
+static gint64
+parse_time (JsonObject *o)
+{
+  g_autofree gchar *text = capped_string (o, "time", 64);
+  g_autoptr(GDateTime) dt = g_date_time_new_from_iso8601 (text, NULL);
+
+  return dt != NULL ? g_date_time_to_unix (dt) * G_USEC_PER_SEC + g_date_time_get_microsecond (dt) : 0;
+}
+
+static gboolean
+parse_entry (const gchar *line, gsize len, Entry *e)
+{
+  g_autoptr(JsonParser) parser = json_parser_new_immutable ();
+  JsonNode *root;
+  JsonObject *o;
+
+  if (len == 0 || len > 4096 || !json_parser_load_from_data (parser, line, (gssize) len, NULL))
+    return FALSE;
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    return FALSE;
+  o = json_node_get_object (root);
+  e->time_usec = parse_time (o);
+  e->host = capped_string (o, "host", HOST_MAX);
+  e->port = (guint16) MIN (count (o, "port"), G_MAXUINT16);
+  e->via = capped_string (o, "via", WORD_MAX);
+  e->verdict = capped_string (o, "verdict", WORD_MAX);
+  e->reason = capped_string (o, "reason", REASON_MAX);
+  e->bytes_up = count (o, "bytes_up");
+  e->bytes_down = count (o, "bytes_down");
+  e->duration_ms = count (o, "duration_ms");
+  return e->verdict[0] != '\0';
+}
+
+static GVariant *
+entry_to_variant (const Entry *e)
+{
+  GVariantDict d;
+
+  g_variant_dict_init (&d, NULL);
+  g_variant_dict_insert (&d, "time", "x", e->time_usec);
+  g_variant_dict_insert (&d, "host", "s", e->host);
+  g_variant_dict_insert (&d, "port", "q", e->port);
+  g_variant_dict_insert (&d, "via", "s", e->via);
+  g_variant_dict_insert (&d, "verdict", "s", e->verdict);
+  g_variant_dict_insert (&d, "reason", "s", e->reason);
+  g_variant_dict_insert (&d, "bytes-up", "t", e->bytes_up);
+  g_variant_dict_insert (&d, "bytes-down", "t", e->bytes_down);
+  g_variant_dict_insert (&d, "duration-ms", "t", e->duration_ms);
+  return g_variant_dict_end (&d);
+}
+
+typedef gboolean (*EntryFunc) (const Entry *e, guint64 index, gpointer user_data);
+
+/* Calls @func for each entry in order; returns how many there are. */
+static gboolean
+for_each_entry (const gchar *path, EntryFunc func, gpointer user_data, guint64 *n, GError **error)
+{
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(GError) local = NULL;
+  const gchar *p, *end;
+  gsize size;
+
+  *n = 0;
+  bytes = vd_fs_read_untrusted (path, VD_EGRESS_LOG_MAX_BYTES, &local);
+  if (bytes == NULL) {
+    if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND) || g_error_matches (local, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND))
+      return TRUE;
+    g_propagate_error (error, g_steal_pointer (&local));
+    return FALSE;
+  }
+  p = g_bytes_get_data (bytes, &size);
+  end = p + size;
+  while (p < end) {
+    const gchar *nl = memchr (p, '\n', (gsize) (end - p));
+    const gchar *line_end = nl != NULL ? nl : end;
+    g_auto(Entry) e = { 0 };
+
+    if (parse_entry (p, (gsize) (line_end - p), &e)) {
+      if (func != NULL && !func (&e, *n, user_data))
+        func = NULL;
+      (*n)++;
+    }
+    p = line_end + 1;
+  }
+  return TRUE;
+}
+
+typedef struct {
+  guint64          offset;
+  guint            limit;
+  GVariantBuilder *builder;
+  guint            added;
+} Page;
+
+static gboolean
+add_to_page (const Entry *e, guint64 index, gpointer user_data)
+{
+  Page *page = user_data;
+
+  if (index < page->offset)
+    return TRUE;
+  if (page->added >= page->limit)
+    return FALSE;
+  g_variant_builder_add_value (page->builder, entry_to_variant (e));
+  page->added++;
+  return TRUE;
+}
+
+GVariant *
+vd_egress_log_read (const gchar *path, guint64 offset, guint limit, guint64 *next, guint64 *total, GError **error)
+{
+  GVariantBuilder b;
+  Page page = { offset, limit, &b, 0 };
+
+  if (limit == 0 || limit > VD_EGRESS_LOG_PAGE_MAX) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The limit is %u; it must be between 1 and %u", limit, VD_EGRESS_LOG_PAGE_MAX);
+    return NULL;
+  }
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  if (!for_each_entry (path, add_to_page, &page, total, error)) {
+    g_variant_builder_clear (&b);
+    return NULL;
+  }
+  *next = MIN (offset + page.added, MAX (*total, offset));
+  return g_variant_builder_end (&b);
+}
+
+/* --- the report's line ------------------------------------------------ */
+
+typedef struct {
+  guint       allowed;
+  guint       denied;
+  guint64     bytes_up;
+  guint64     bytes_down;
+  GHashTable *allowed_hosts;  /* "host:port" → count */
+  GHashTable *denied_hosts;
+  gboolean    full;
+} Summary;
+
+static void
+count_host (GHashTable *table, const Entry *e)
+{
+  g_autofree gchar *key = g_strdup_printf ("%s:%u", e->host, e->port);
+  guint n = GPOINTER_TO_UINT (g_hash_table_lookup (table, key));
+
+  g_hash_table_insert (table, g_steal_pointer (&key), GUINT_TO_POINTER (n + 1));
+}
+
+static gboolean
+add_to_summary (const Entry *e, guint64 index, gpointer user_data)
+{
+  Summary *s = user_data;
+
+  if (g_str_equal (e->verdict, "allowed")) {
+    s->allowed++;
+    count_host (s->allowed_hosts, e);
+  } else if (g_str_equal (e->verdict, "denied")) {
+    s->denied++;
+    count_host (s->denied_hosts, e);
+  } else if (g_str_equal (e->verdict, "log-full")) {
+    s->full = TRUE;
+  }
+  s->bytes_up += e->bytes_up;
+  s->bytes_down += e->bytes_down;
+  return TRUE;
+}
+
+static gint
+by_count_then_name (gconstpointer a, gconstpointer b, gpointer user_data)
+{
+  GHashTable *table = user_data;
+  const gchar *ka = *(const gchar * const *) a, *kb = *(const gchar * const *) b;
+
+  guint na = GPOINTER_TO_UINT (g_hash_table_lookup (table, ka)), nb = GPOINTER_TO_UINT (g_hash_table_lookup (table, kb));
+
+  return na != nb ? (na < nb ? 1 : -1) : g_strcmp0 (ka, kb);
+}
+
+static void
+append_hosts (GString *out, GHashTable *table)
+{
+  g_autoptr(GPtrArray) keys = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer key_ptr;
+  guint n;
+
+  g_hash_table_iter_init (&iter, table);
+  while (g_hash_table_iter_next (&iter, &key_ptr, NULL))
+    g_ptr_array_add (keys, key_ptr);
+  n = keys->len;
+
+  g_ptr_array_sort_with_data (keys, by_count_then_name, table);
+  g_string_append (out, " (");
+  for (guint i = 0; i < MIN (n, SUMMARY_HOSTS_MAX); i++) {
+    const gchar *key = g_ptr_array_index (keys, i);
+    guint times = GPOINTER_TO_UINT (g_hash_table_lookup (table, key));
+    g_string_append_printf (out, "%s%s", i > 0 ? ", " : "", key);
+    if (times > 1)
+      g_string_append_printf (out, " ×%u", times);
+  }
+  if (n > SUMMARY_HOSTS_MAX)
+    g_string_append_printf (out, ", %u more", n - SUMMARY_HOSTS_MAX);
+  g_string_append (out, ")");
+}
+
+gchar *
+vd_egress_log_summarize (const gchar *path)
+{
+  Summary s = { 0 };
+  guint64 n = 0;
+  GString *out;
+
+  s.allowed_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  s.denied_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  if (!for_each_entry (path, add_to_summary, &s, &n, NULL)) {
+    g_hash_table_unref (s.allowed_hosts);
+    g_hash_table_unref (s.denied_hosts);
+    return NULL;
+  }
+  out = g_string_new (NULL);
+  g_string_append_printf (out, "%u allowed", s.allowed);
+  if (s.allowed > 0)
+    append_hosts (out, s.allowed_hosts);
+  g_string_append_printf (out, ", %u denied", s.denied);
+  if (s.denied > 0)
+    append_hosts (out, s.denied_hosts);
+  g_string_append_printf (out, "; %" G_GUINT64_FORMAT " bytes up, %" G_GUINT64_FORMAT " down", s.bytes_up, s.bytes_down);
+  if (s.full)
+    g_string_append (out, "; the log is full, later decisions are counted only");
+  g_hash_table_unref (s.allowed_hosts);
+  g_hash_table_unref (s.denied_hosts);
+  return g_string_free (out, FALSE);
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "vd-config.h"
+#include "vd-egress.h"
+
+G_BEGIN_DECLS
+
+/* The egress options of StartSession, SubmitTask and CheckEgress:
+ * "egress" (s), "egress_groups" (as), "egress_allow" (as), with the
+ * configuration's defaults for what is not given. */
+
+typedef struct {
+  VdEgressMode mode;
+  GStrv        groups;
+  GStrv        allow;
+} VdEgressOptions;
+
+typedef enum {
+  VD_EGRESS_FOR_SESSION,
+  VD_EGRESS_FOR_TASK,
+} VdEgressPurpose;
+
+/* Everything is checked, the policy built once: a bad group or rule is
+ * InvalidArgument here, never a failed start later. */
+gboolean vd_egress_options_parse (VdConfig        *config,
+                                  GVariantDict    *dict,
+                                  VdEgressPurpose  purpose,
+                                  VdEgressOptions *out,
+                                  GError         **error);
+void     vd_egress_options_clear (VdEgressOptions *options);
+
+/* CheckEgress's dry run of @destination (host[:port], 443 without a port)
+ * against @policy; FALSE with InvalidArgument for a bad destination. */
+gboolean vd_egress_check         (VivariumEgressPolicy *policy,
+                                  const gchar          *destination,
+                                  gboolean             *allowed,
+                                  gchar               **reason,
+                                  GError              **error);
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (VdEgressOptions, vd_egress_options_clear)
+
+G_END_DECLS

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include <string.h>
+#include <glib/gstdio.h>
+
+#include "vivarium-error.h"
+#include "vd-egress-log.h"
+
+/* The daemon's reader of a proxy's decision log: the proxy parses guest
+ * bytes, so its file is read as untrusted — typed, capped, paged, and
+ * summarised for the report without trusting a line's claims. */
+
+static gchar *
+write_log (const gchar *text)
+{
+  g_autofree gchar *dir = g_dir_make_tmp ("vd-egress-log-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "decisions.jsonl", NULL);
+
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  return path;
+}
+
+static void
+remove_log (const gchar *path)
+{
+  g_autofree gchar *dir = g_path_get_dirname (path);
+
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+#define ALLOWED(host) "{\"time\":\"2026-12-02T00:21:00.123Z\",\"host\":\"" host "\",\"port\":443,\"via\":\"tls\"," \
+                      "\"verdict\":\"allowed\",\"reason\":\"allowed by " host " (session)\",\"bytes_up\":517," \
+                      "\"bytes_down\":40960,\"duration_ms\":812}\n"
+#define DENIED(host)  "{\"time\":\"2026-12-02T00:22:00Z\",\"host\":\"" host "\",\"port\":443,\"via\":\"proxy\"," \
+                      "\"verdict\":\"denied\",\"reason\":\"no rule allows " host ":443\",\"bytes_up\":0," \
+                      "\"bytes_down\":0,\"duration_ms\":0}\n"
+
+static void
+test_reads_typed_entries (void)
+{
+  g_autofree gchar *path = write_log (ALLOWED ("deb.debian.org") DENIED ("evil.example"));
+  g_autoptr(GVariant) entries = NULL;
+  g_autoptr(GVariant) first = NULL;
+  g_autoptr(GError) error = NULL;
+  guint64 next = 0, total = 0, up = 0;
+  const gchar *host = NULL, *verdict = NULL;
+  gint64 time_usec = 0;
+  guint16 port = 0;
+
+  entries = vd_egress_log_read (path, 0, 10, &next, &total, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_variant_n_children (entries), ==, 2);
+  g_assert_cmpuint (total, ==, 2);
+  g_assert_cmpuint (next, ==, 2);
+  first = g_variant_get_child_value (entries, 0);
+  g_assert_true (g_variant_lookup (first, "host", "&s", &host));
+  g_assert_true (g_variant_lookup (first, "verdict", "&s", &verdict));
+  g_assert_true (g_variant_lookup (first, "port", "q", &port));
+  g_assert_true (g_variant_lookup (first, "bytes-up", "t", &up));
+  g_assert_true (g_variant_lookup (first, "time", "x", &time_usec));
+  g_assert_cmpstr (host, ==, "deb.debian.org");
+  g_assert_cmpstr (verdict, ==, "allowed");
+  g_assert_cmpuint (port, ==, 443);
+  g_assert_cmpuint (up, ==, 517);
+  g_assert_cmpint (time_usec % G_USEC_PER_SEC, ==, 123000);
+  remove_log (path);
+}
+
+/* Lines that are not entries (wrong types, no verdict, not JSON, too
+ * long) are skipped; strings are capped; a wrong-typed count is 0. */
+static void
+test_hostile_lines (void)
+{
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autofree gchar *long_host = g_strnfill (5000, 'a');
+  g_autofree gchar *path = NULL;
+  g_autoptr(GVariant) entries = NULL;
+  g_autoptr(GVariant) e = NULL;
+  g_autoptr(GError) error = NULL;
+  guint64 next = 0, total = 0, down = 1;
+  const gchar *reason = NULL;
+
+  g_string_append (text, "not json\n[1,2]\n{\"host\":\"x\"}\n\n");
+  g_string_append_printf (text, "{\"verdict\":\"denied\",\"host\":\"%s\"}\n", long_host);
+  g_string_append (text, "{\"verdict\":\"denied\",\"host\":\"h\",\"reason\":\"");
+  for (guint i = 0; i < 700; i++)
+    g_string_append (text, "r");
+  g_string_append (text, "\",\"bytes_down\":\"lots\",\"port\":99999999}\n");
+  g_string_append (text, "{\"verdict\":\"allowed\",\"host\":\"\\u0000\\u001b[2J\"}\n");
+  path = write_log (text->str);
+  entries = vd_egress_log_read (path, 0, 10, &next, &total, &error);
+  g_assert_no_error (error);
+  /* The 5000-byte line is past the line cap; two entries remain. */
+  g_assert_cmpuint (total, ==, 2);
+  e = g_variant_get_child_value (entries, 0);
+  g_assert_true (g_variant_lookup (e, "reason", "&s", &reason));
+  g_assert_cmpuint (strlen (reason), ==, 512);
+  g_assert_true (g_variant_lookup (e, "bytes-down", "t", &down));
+  g_assert_cmpuint (down, ==, 0);
+  remove_log (path);
+}
+
+static void
+test_pages_and_limits (void)
+{
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autofree gchar *path = NULL;
+  g_autoptr(GVariant) page = NULL;
+  g_autoptr(GVariant) past = NULL;
+  g_autoptr(GError) error = NULL;
+  guint64 next = 0, total = 0;
+
+  for (guint i = 0; i < 25; i++)
+    g_string_append (text, DENIED ("evil.example"));
+  path = write_log (text->str);
+  page = vd_egress_log_read (path, 20, 10, &next, &total, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_variant_n_children (page), ==, 5);
+  g_assert_cmpuint (next, ==, 25);
+  g_assert_cmpuint (total, ==, 25);
+  past = vd_egress_log_read (path, 100, 10, &next, &total, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_variant_n_children (past), ==, 0);
+  g_assert_null (vd_egress_log_read (path, 0, 0, &next, &total, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (vd_egress_log_read (path, 0, VD_EGRESS_LOG_PAGE_MAX + 1, &next, &total, &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  remove_log (path);
+}
+
+static void
+test_missing_is_empty (void)
+{
+  g_autoptr(GVariant) entries = NULL;
+  g_autoptr(GError) error = NULL;
+  guint64 next = 7, total = 7;
+
+  entries = vd_egress_log_read ("/nonexistent/decisions.jsonl", 0, 10, &next, &total, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_variant_n_children (entries), ==, 0);
+  g_assert_cmpuint (total, ==, 0);
+}
+
+static void
+test_summary (void)
+{
+  g_autofree gchar *path = write_log (ALLOWED ("deb.debian.org") ALLOWED ("deb.debian.org") ALLOWED ("pypi.org")
+                                      DENIED ("evil.example")
+                                      "{\"time\":\"2026-12-02T00:23:00Z\",\"verdict\":\"log-full\",\"host\":\"\"}\n");
+  g_autofree gchar *summary = vd_egress_log_summarize (path);
+
+  g_assert_cmpstr (summary, ==, "3 allowed (deb.debian.org:443 ×2, pypi.org:443), 1 denied (evil.example:443); "
+                                "1551 bytes up, 122880 down; the log is full, later decisions are counted only");
+  remove_log (path);
+}
+
+static void
+test_summary_caps_hosts (void)
+{
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autofree gchar *path = NULL;
+  g_autofree gchar *summary = NULL;
+
+  g_string_append (text, DENIED ("a.example") DENIED ("b.example") DENIED ("c.example") DENIED ("d.example")
+                   DENIED ("e.example") DENIED ("f.example") DENIED ("g.example"));
+  path = write_log (text->str);
+  summary = vd_egress_log_summarize (path);
+  g_assert_nonnull (strstr (summary, "7 denied ("));
+  g_assert_nonnull (strstr (summary, ", 2 more)"));
+  g_assert_null (strstr (summary, "f.example"));
+  remove_log (path);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/egress-log/typed", test_reads_typed_entries);
+  g_test_add_func ("/egress-log/hostile", test_hostile_lines);
+  g_test_add_func ("/egress-log/pages", test_pages_and_limits);
+  g_test_add_func ("/egress-log/missing", test_missing_is_empty);
+  g_test_add_func ("/egress-log/summary", test_summary);
+  g_test_add_func ("/egress-log/summary-caps", test_summary_caps_hosts);
+  return g_test_run ();
+}

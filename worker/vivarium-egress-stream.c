@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VivariumEgress"
+#include "config.h"
+
+#include <string.h>
+
+#include "vivarium-egress-http.h"
+#include "vivarium-egress-io.h"
+#include "vivarium-egress-sni.h"
+#include "vivarium-egress-splice.h"
+#include "vivarium-egress-stream.h"
+
+/* Room for the largest head or ClientHello the guest may send. */
+#define FIRST_BYTES_MAX MAX (VIVARIUM_EGRESS_MAX_HEAD, VIVARIUM_SNI_MAX_HELLO)
+/* Seconds a blocking write to either side may take. */
+#define WRITE_TIMEOUT_SEC 10
+
+static const gchar *const via_names[] = { "proxy", "http", "tls" };
+
+typedef struct {
+  VivariumEgressContext *ctx;
+  GSocket               *client;
+  VivariumEgressVia      via;
+  gint64                 start;
+  gchar                 *host;     /* normalised (IPv6 in brackets); NULL if invalid */
+  guint16                port;
+  guint64                bytes_up, bytes_down;
+  guint8                 buf[FIRST_BYTES_MAX];
+  gsize                  len;
+} Flow;
+
+static void
+flow_log (Flow *f, gboolean allowed, const gchar *reason)
+{
+  VivariumEgressDecision d = {
+    .host = f->host, .port = f->port, .via = via_names[f->via], .allowed = allowed, .reason = reason,
+    .bytes_up = f->bytes_up, .bytes_down = f->bytes_down,
+    .duration_ms = (g_get_monotonic_time () - f->start) / 1000,
+  };
+
+  vivarium_egress_log_record (f->ctx->log, &d);
+}
+
+/* The same refusal for the same cause: 403 and the reason on the explicit
+ * proxy, a closed connection on the transparent ports. */
+static void
+refuse (Flow *f, const gchar *reason)
+{
+  flow_log (f, FALSE, reason);
+  if (f->via == VIVARIUM_EGRESS_VIA_PROXY) {
+    g_autofree gchar *body = g_strdup_printf ("vivarium egress: %s\n", reason);
+    g_autofree gchar *answer = g_strdup_printf ("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                                                "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                                                strlen (body), body);
+    vivarium_egress_io_send_all (f->client, (const guint8 *) answer, strlen (answer));
+  }
+}
+
+/* Reads until done() says the first bytes are whole; FALSE with *reason
+ * (NULL: the guest left before sending anything, nothing to log). */
+typedef gboolean (*WholeFunc) (Flow *f, gchar **reason);
+
+static gboolean
+read_first (Flow *f, WholeFunc whole, const gchar *what, gchar **reason)
+{
+  gint64 deadline = f->start + VIVARIUM_EGRESS_FIRST_BYTES_SEC * G_USEC_PER_SEC;
+
+  for (;;) {
+    gboolean timed_out;
+    gssize n;
+    if (f->len > 0 && whole (f, reason))
+      return TRUE;
+    if (*reason != NULL)
+      return FALSE;
+    if (f->len == sizeof f->buf) {
+      *reason = g_strdup_printf ("the %s is larger than %zu bytes", what, sizeof f->buf);
+      return FALSE;
+    }
+    n = vivarium_egress_io_read (f->client, f->buf + f->len, sizeof f->buf - f->len, deadline, &timed_out);
+    if (n <= 0) {
+      if (timed_out)
+        *reason = g_strdup_printf ("the %s did not come within %u s", what, VIVARIUM_EGRESS_FIRST_BYTES_SEC);
+      else if (f->len > 0)
+        *reason = g_strdup_printf ("the connection ended inside the %s", what);
+      return FALSE;
+    }
+    f->len += (gsize) n;
+  }
+}
+
+static gboolean
+head_whole (Flow *f, gchar **reason)
+{
+  return vivarium_egress_http_head_end (f->buf, f->len) != 0;
+}
+
+static const gchar *
+sni_problem (VivariumSniResult result)
+{
+  switch (result) {
+  case VIVARIUM_SNI_NOT_TLS:
+    return "the first bytes are not a TLS ClientHello";
+  case VIVARIUM_SNI_NONE:
+    return "the TLS ClientHello names no server (no SNI)";
+  case VIVARIUM_SNI_MALFORMED:
+    return "the TLS ClientHello is malformed";
+  case VIVARIUM_SNI_TOO_LARGE:
+    return "the TLS ClientHello is larger than the proxy reads";
+  default:
+    return NULL;
+  }
+}
+
+/* tls.sock: the destination is the ClientHello's server name, port 443. */
+static gboolean
+hello_whole (Flow *f, gchar **reason)
+{
+  g_autofree gchar *name = NULL;
+  VivariumSniResult result = vivarium_egress_sni_parse (f->buf, f->len, &name);
+
+  if (result == VIVARIUM_SNI_NEED_MORE)
+    return FALSE;
+  if (result != VIVARIUM_SNI_FOUND) {
+    *reason = g_strdup (sni_problem (result));
+    return FALSE;
+  }
+  f->host = vivarium_egress_context_normalize (name);
+  f->port = 443;
+  return TRUE;
+}
+
+/* After CONNECT: the first bytes, if they are a ClientHello, must name the
+ * CONNECT host; anything that looks like TLS and cannot be read is cut (a
+ * server might read it otherwise than we do). */
+static VivariumInspect
+check_sni (const guint8 *data, gsize len, gchar **reason, gpointer user_data)
+{
+  Flow *f = user_data;
+  g_autofree gchar *name = NULL;
+  g_autofree gchar *normal = NULL;
+  VivariumSniResult result = vivarium_egress_sni_parse (data, len, &name);
+
+  switch (result) {
+  case VIVARIUM_SNI_NEED_MORE:
+    return VIVARIUM_INSPECT_NEED_MORE;
+  case VIVARIUM_SNI_NOT_TLS:
+  case VIVARIUM_SNI_NONE:
+    return VIVARIUM_INSPECT_PASS;
+  case VIVARIUM_SNI_FOUND:
+    normal = vivarium_egress_context_normalize (name);
+    if (normal != NULL && g_str_equal (normal, f->host))
+      return VIVARIUM_INSPECT_PASS;
+    *reason = g_strdup_printf ("the TLS server name %s is not the CONNECT host %s",
+                               normal != NULL ? normal : "(invalid)", f->host);
+    return VIVARIUM_INSPECT_CUT;
+  default:
+    *reason = g_strdup (sni_problem (result));
+    return VIVARIUM_INSPECT_CUT;
+  }
+}
+
+/* The policy, then the budget: a refused name is refused for its own
+ * reason even when the budget is spent. */
+static gboolean
+admit (Flow *f, gchar **reason)
+{
+  g_autofree gchar *spent = NULL;
+
+  if (f->host == NULL) {
+    *reason = g_strdup ("not a valid host name");
+    return FALSE;
+  }
+  if (!vivarium_egress_context_decide (f->ctx, f->host, f->port, reason))
+    return FALSE;
+  spent = vivarium_egress_budget_spent (f->ctx->budget);
+  if (spent != NULL) {
+    g_free (*reason);
+    *reason = g_steal_pointer (&spent);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static GSocketConnection *
+open_upstream (Flow *f, gchar **reason)
+{
+  g_autofree gchar *bare = g_strdup (f->host);
+  GSocketConnection *conn;
+
+  /* GIO takes an IPv6 literal without its brackets. */
+  if (bare[0] == '[') {
+    bare[strlen (bare) - 1] = '\0';
+    memmove (bare, bare + 1, strlen (bare));
+  }
+  conn = vivarium_egress_connect (f->ctx->deny, bare, f->port, reason);
+  if (conn != NULL)
+    g_socket_set_timeout (g_socket_connection_get_socket (conn), WRITE_TIMEOUT_SEC);
+  return conn;
+}
+
+/* The rewritten head goes upstream before anything else, counted as up. */
+static gboolean
+send_head (Flow *f, GSocket *upstream, GBytes *head, gchar **reason)
+{
+  gsize len = g_bytes_get_size (head);
+
+  if (!vivarium_egress_budget_charge (f->ctx->budget, len, 0, reason))
+    return FALSE;
+  f->bytes_up += len;
+  if (!vivarium_egress_io_send_all (upstream, g_bytes_get_data (head, NULL), len))
+    g_debug ("the upstream server closed before the request head");
+  return TRUE;
+}
+
+static void
+relay (Flow *f, GSocket *upstream, gsize used, gboolean inspect, const gchar *allowed_by)
+{
+  g_autofree gchar *cut = NULL;
+  VivariumSplice splice = {
+    .client_fd = g_socket_get_fd (f->client), .upstream_fd = g_socket_get_fd (upstream),
+    .budget = f->ctx->budget, .inspect = inspect ? check_sni : NULL, .inspect_data = f,
+    .inspect_deadline = g_get_monotonic_time () + VIVARIUM_EGRESS_FIRST_BYTES_SEC * G_USEC_PER_SEC,
+  };
+  gboolean whole = vivarium_egress_splice (&splice, f->buf + used, f->len - used, &cut);
+
+  f->bytes_up += splice.bytes_up;
+  f->bytes_down += splice.bytes_down;
+  flow_log (f, whole, whole ? allowed_by : cut);
+}
+
+static const guint8 connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+/* Everything the guest sent after its head goes on (inspected after a
+ * CONNECT). */
+static void
+serve_request (Flow *f, VivariumEgressRequest *request, gsize used)
+{
+  g_autofree gchar *reason = NULL;
+  g_autofree gchar *cut = NULL;
+  g_autoptr(GSocketConnection) conn = NULL;
+  GSocket *upstream;
+
+  f->host = vivarium_egress_context_normalize (request->host);
+  f->port = request->port;
+  if (!admit (f, &reason) || (conn = open_upstream (f, &reason)) == NULL) {
+    refuse (f, reason);
+    return;
+  }
+  upstream = g_socket_connection_get_socket (conn);
+  if (request->connect)
+    vivarium_egress_io_send_all (f->client, connect_ok, sizeof connect_ok - 1);
+  else if (!send_head (f, upstream, request->head, &cut)) {
+    refuse (f, cut);
+    return;
+  }
+  relay (f, upstream, used, request->connect, reason);
+}
+
+static void
+serve_http (Flow *f)
+{
+  g_autofree gchar *reason = NULL;
+  g_autoptr(VivariumEgressRequest) request = NULL;
+  gsize used;
+
+  if (!read_first (f, head_whole, "request head", &reason)) {
+    if (reason != NULL)
+      refuse (f, reason);
+    return;
+  }
+  used = vivarium_egress_http_head_end (f->buf, f->len);
+  request = vivarium_egress_http_parse ((const gchar *) f->buf, used,
+                                        f->via == VIVARIUM_EGRESS_VIA_PROXY ? VIVARIUM_EGRESS_HTTP_EXPLICIT
+                                                                            : VIVARIUM_EGRESS_HTTP_TRANSPARENT,
+                                        &reason);
+  if (request == NULL)
+    refuse (f, reason);
+  else
+    serve_request (f, request, used);
+}
+
+/* The ClientHello itself goes on to the server it names. */
+static void
+serve_tls (Flow *f)
+{
+  g_autofree gchar *reason = NULL;
+  g_autoptr(GSocketConnection) conn = NULL;
+
+  if (!read_first (f, hello_whole, "TLS ClientHello", &reason)) {
+    if (reason != NULL)
+      refuse (f, reason);
+    return;
+  }
+  if (!admit (f, &reason) || (conn = open_upstream (f, &reason)) == NULL) {
+    refuse (f, reason);
+    return;
+  }
+  relay (f, g_socket_connection_get_socket (conn), 0, FALSE, reason);
+}
+
+void
+vivarium_egress_serve_stream (VivariumEgressContext *ctx, GSocket *client, VivariumEgressVia via)
+{
+  g_autofree Flow *f = g_new0 (Flow, 1);
+
+  f->ctx = ctx;
+  f->client = client;
+  f->via = via;
+  f->start = g_get_monotonic_time ();
+  g_socket_set_timeout (client, WRITE_TIMEOUT_SEC);
+  if (via == VIVARIUM_EGRESS_VIA_TLS)
+    serve_tls (f);
+  else
+    serve_http (f);
+  g_free (f->host);
+}
