@@ -39,6 +39,7 @@ gboolean vctl_cmd_project_log     (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_project_delete  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_project_remote  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_project_publish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_project_set     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
 gboolean vctl_cmd_task_submit     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_wait       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
@@ -56,6 +57,35 @@ gboolean vctl_cmd_worker_read     (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_worker_write    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_worker_ask      (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_worker_finish   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
+/* Egress (docs/egress.md): the dry run and the decision logs. */
+gboolean vctl_cmd_egress_check    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_session_egress_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_task_egress_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_session_show    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+/* Shared by `session egress-log` and `task egress-log`: either proxy has
+ * GetEgressLog with the same signature. */
+gboolean vctl_print_egress_log    (VctlContext *ctx, gpointer proxy, GError **error);
+
+/* --egress, --allow, --group of `session start` and `task submit`. */
+typedef struct {
+  gchar  *mode;
+  gchar **allow;
+  gchar **groups;
+} VctlEgressOptions;
+
+#define VCTL_EGRESS_OPTION_ENTRIES(o)                                                         \
+  { "egress", 0, 0, G_OPTION_ARG_STRING, &(o).mode,                                           \
+    N_("Egress mode: none, allowlist or open (default: the daemon's)"), "MODE" },             \
+  { "allow", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).allow,                                     \
+    N_("In allowlist mode, also allow HOST[:PORT] or *.DOMAIN[:PORT] (repeat)"), "RULE" },    \
+  { "group", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).groups,                                    \
+    N_("In allowlist mode, use these rule groups instead of the default ones (repeat)"), "NAME" }
+
+void     vctl_egress_options_clear (VctlEgressOptions *o);
+/* Checks the flags (a usage error before the bus) and adds the options
+ * "egress", "egress_groups" and "egress_allow" that were given. */
+gboolean vctl_egress_options_add  (const VctlEgressOptions *o, GVariantBuilder *b, GError **error);
 
 gboolean vctl_cmd_report_list     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_report_show     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);

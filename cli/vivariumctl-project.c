@@ -410,3 +410,61 @@ vctl_cmd_project_publish (VctlContext *ctx, const VctlCommand *cmd, gchar ***arg
   g_print (_("Published project “%s”.\n"), name);
   return TRUE;
 }
+
+/* KEY=VALUE: egress=MODE, groups=G1,G2 (empty: the configuration's). The
+ * key not given keeps the project's current value. */
+static gboolean
+parse_setting (const gchar *arg, gchar **mode, GStrv *groups, GError **error)
+{
+  const gchar *eq = strchr (arg, '=');
+
+  if (eq != NULL && g_str_has_prefix (arg, "egress=")) {
+    g_free (*mode);
+    *mode = g_strdup (eq + 1);
+    return TRUE;
+  }
+  if (eq != NULL && g_str_has_prefix (arg, "groups=")) {
+    g_strfreev (*groups);
+    *groups = eq[1] != '\0' ? g_strsplit (eq + 1, ",", -1) : g_new0 (gchar *, 1);
+    return TRUE;
+  }
+  g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+               _("Unknown setting “%s” (known: egress=MODE, groups=G1,G2)"), arg);
+  return FALSE;
+}
+
+gboolean
+vctl_cmd_project_set (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusProject) project = NULL;
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *mode = NULL;
+  g_autofree gchar *name = NULL;
+  g_auto(GStrv) groups = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 3, error))
+    return FALSE;
+  for (guint i = 2; (*argv)[i] != NULL; i++) {
+    if (!vctl_check_text ("setting", (*argv)[i], 4096, error) || !parse_setting ((*argv)[i], &mode, &groups, error))
+      return FALSE;
+  }
+  project = project_for_call (ctx, (*argv)[1], error);
+  if (project == NULL)
+    return FALSE;
+  if (mode == NULL)
+    mode = g_strdup (vivarium_dbus_project_get_egress_mode (project));
+  if (groups == NULL)
+    groups = g_strdupv ((gchar **) vivarium_dbus_project_get_egress_groups (project));
+  ret = vctl_call (ctx, project, "SetEgress", g_variant_new ("(s^as)", mode != NULL ? mode : "", groups), -1, NULL,
+                   error);
+  if (ret == NULL)
+    return FALSE;
+  name = vctl_escape_line ((*argv)[1]);
+  {
+    g_autofree gchar *joined = groups != NULL ? g_strjoinv (",", groups) : g_strdup ("");
+    g_autofree gchar *shown_mode = vctl_escape_line (mode != NULL && mode[0] != '\0' ? mode : _("the configuration's"));
+    g_autofree gchar *shown_groups = vctl_escape_line (joined[0] != '\0' ? joined : _("the configuration's"));
+    g_print (_("Project “%s”: egress %s, groups %s.\n"), name, shown_mode, shown_groups);
+  }
+  return TRUE;
+}

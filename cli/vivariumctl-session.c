@@ -68,11 +68,91 @@ vctl_cmd_session_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
                              _("No sessions."), error);
 }
 
+static void
+print_field (const gchar *label, const gchar *value)
+{
+  g_autofree gchar *shown = vctl_escape_line (value);
+
+  g_print ("%-20s %s\n", label, shown[0] != '\0' && g_strcmp0 (shown, "/") != 0 ? shown : "-");
+}
+
+/* A property the daemon may not have yet (an older daemon has no Egress*):
+ * shown only when it is there. */
+static const gchar *
+cached_string (gpointer proxy, const gchar *name, GVariant **hold)
+{
+  *hold = g_dbus_proxy_get_cached_property (G_DBUS_PROXY (proxy), name);
+  if (*hold == NULL || !g_variant_is_of_type (*hold, G_VARIANT_TYPE_STRING))
+    return NULL;
+  return g_variant_get_string (*hold, NULL);
+}
+
+static void
+print_egress (VivariumDBusSession *session)
+{
+  g_autoptr(GVariant) mode = NULL;
+  g_autoptr(GVariant) state = NULL;
+  g_autoptr(GVariant) reason = NULL;
+  g_autoptr(GVariant) rules = g_dbus_proxy_get_cached_property (G_DBUS_PROXY (session), "EgressRules");
+  const gchar *mode_text = cached_string (session, "EgressMode", &mode);
+  const gchar *state_text = cached_string (session, "EgressState", &state);
+  const gchar *reason_text = cached_string (session, "EgressStateReason", &reason);
+
+  if (mode_text != NULL)
+    print_field (_("Egress mode:"), mode_text);
+  if (state_text != NULL)
+    print_field (_("Egress state:"), state_text);
+  if (reason_text != NULL && reason_text[0] != '\0')
+    print_field (_("Egress state reason:"), reason_text);
+  if (rules != NULL && g_variant_is_of_type (rules, G_VARIANT_TYPE_STRING_ARRAY)) {
+    g_autofree const gchar **items = g_variant_get_strv (rules, NULL);
+    for (guint i = 0; items[i] != NULL; i++)
+      print_field (i == 0 ? _("Egress rules:") : "", items[i]);
+  }
+}
+
+static void
+print_session (VivariumDBusSession *session)
+{
+  g_autofree gchar *started = vctl_format_time (vivarium_dbus_session_get_started_at (session));
+  const gchar *reason = vivarium_dbus_session_get_state_reason (session);
+
+  print_field (_("Id:"), vivarium_dbus_session_get_id (session));
+  print_field (_("State:"), vivarium_dbus_session_get_state (session));
+  if (reason != NULL && reason[0] != '\0')
+    print_field (_("State reason:"), reason);
+  print_field (_("Image:"), vivarium_dbus_session_get_image (session));
+  print_field (_("Project:"), vivarium_dbus_session_get_project (session));
+  print_field (_("Accelerator:"), vivarium_dbus_session_get_accelerator (session));
+  g_print ("%-20s %s\n", _("Started:"), started);
+  print_egress (session);
+}
+
+gboolean
+vctl_cmd_session_show (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
+{
+  g_autoptr(VivariumDBusSession) session = NULL;
+
+  if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error))
+    return FALSE;
+  session = session_for_call (ctx, (*argv)[1], error);
+  if (session == NULL || !vctl_ensure_properties (ctx, session, error))
+    return FALSE;
+  if (ctx->json) {
+    g_autoptr(JsonNode) root = vctl_proxy_to_json (session);
+    vctl_print_json (root);
+  } else {
+    print_session (session);
+  }
+  return TRUE;
+}
+
 typedef struct {
   gchar *project;
   gchar *memory;
   gchar *cpus;
   gchar *timeout;
+  VctlEgressOptions egress;
 } StartOptions;
 
 static GVariant *
@@ -98,6 +178,8 @@ start_options_to_variant (const StartOptions *o, GError **error)
       return NULL;
     g_variant_builder_add (&b, "{sv}", "timeout", g_variant_new_uint32 (value));
   }
+  if (!vctl_egress_options_add (&o->egress, &b, error))
+    return NULL;
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
@@ -108,6 +190,7 @@ start_options_clear (StartOptions *o)
   g_free (o->memory);
   g_free (o->cpus);
   g_free (o->timeout);
+  vctl_egress_options_clear (&o->egress);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (StartOptions, start_options_clear)
@@ -128,6 +211,7 @@ vctl_cmd_session_start (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
     { "cpus", 0, 0, G_OPTION_ARG_STRING, &o.cpus, N_("Number of virtual CPUs"), "N" },
     { "timeout", 0, 0, G_OPTION_ARG_STRING, &o.timeout,
       N_("Stop the session after SEC seconds (0: never)"), "SEC" },
+    VCTL_EGRESS_OPTION_ENTRIES (o.egress),
     { NULL }
   };
 

@@ -44,6 +44,7 @@ typedef struct {
   gchar  *memory;
   gchar  *cpus;
   gchar **tools;
+  VctlEgressOptions egress;
 } SubmitOptions;
 
 static void
@@ -57,6 +58,7 @@ submit_options_clear (SubmitOptions *o)
   g_free (o->memory);
   g_free (o->cpus);
   g_strfreev (o->tools);
+  vctl_egress_options_clear (&o->egress);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (SubmitOptions, submit_options_clear)
@@ -172,7 +174,8 @@ submit_options_to_variant (const SubmitOptions *o, GError **error)
       !add_uint_option (&b, "memory", "--memory", o->memory, VIVARIUM_MEMORY_MIN_MIB,
                         VIVARIUM_MEMORY_MAX_MIB, error) ||
       !add_uint_option (&b, "cpus", "--cpus", o->cpus, 1, VIVARIUM_CPUS_MAX, error) ||
-      !add_tools_option (&b, o->tools, error))
+      !add_tools_option (&b, o->tools, error) ||
+      !vctl_egress_options_add (&o->egress, &b, error))
     return NULL;
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
@@ -221,6 +224,7 @@ vctl_cmd_task_submit (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     { "tool", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.tools,
       N_("Allow the worker only these verbs (repeat): exec, read-file, write-file, screenshot, ask"),
       "VERB" },
+    VCTL_EGRESS_OPTION_ENTRIES (o.egress),
     { NULL }
   };
 

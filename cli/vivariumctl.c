@@ -34,9 +34,15 @@ static const VctlCommand commands[] = {
   { "image", "recipes", "", N_("List the recipes the daemon can build"),
     vctl_cmd_image_recipes },
   { "session", "list", "", N_("List sessions"), vctl_cmd_session_list },
-  { "session", "start", "IMAGE [--project P] [--memory MIB] [--cpus N] [--timeout SEC]",
+  { "session", "start", "IMAGE [--project P] [--memory MIB] [--cpus N] [--timeout SEC] "
+    "[--egress MODE] [--allow HOST[:PORT]]… [--group NAME]…",
     N_("Boot a throwaway machine from a frozen image and print its id"),
     vctl_cmd_session_start },
+  { "session", "show", "ID [--json]", N_("Show a session's state, image and egress"),
+    vctl_cmd_session_show, EXIT_HELP },
+  { "session", "egress-log", "ID [--json]",
+    N_("Show what a session's guest tried to reach and what the egress proxy decided"),
+    vctl_cmd_session_egress_log, EXIT_HELP },
   { "session", "exec", "ID [--env K=V]... [--cwd DIR] [--timeout SEC] -- ARGV...",
     N_("Run a command in the guest; exit with its exit status"), vctl_cmd_session_exec },
   { "session", "cp", "SRC DST",
@@ -65,11 +71,17 @@ static const VctlCommand commands[] = {
     vctl_cmd_project_remote, EXIT_HELP },
   { "project", "publish", "NAME", N_("Push a project's commits to its remote"),
     vctl_cmd_project_publish, EXIT_HELP },
+  { "project", "set", "NAME egress=MODE|groups=G1,G2 …",
+    N_("Set a project's egress defaults (MODE none, allowlist, open; empty for the configuration's)"),
+    vctl_cmd_project_set, EXIT_HELP },
   { "task", "submit", "PROJECT IMAGE --script FILE [--verify CMD] [--timeout S] …",
     N_("Hand work to a worker in a fresh guest and print the task's id"), vctl_cmd_task_submit,
     N_("Prints only the new task's id on standard output.\n"
        "Exit status: 0 on success; 1 when it failed (the error's D-Bus name ends the line); "
        "2 on a usage error.") },
+  { "task", "egress-log", "ID [--json]",
+    N_("Show what a task's work session tried to reach and what was decided"),
+    vctl_cmd_task_egress_log, EXIT_HELP },
   { "task", "wait", "ID [--timeout S]", N_("Wait for a task and print its outcome"),
     vctl_cmd_task_wait,
     N_("Exit status:\n"
@@ -105,6 +117,13 @@ static const VctlCommand commands[] = {
   { "worker", "finish", "[--summary TEXT|--summary-file F] [--verify CMD]",
     N_("Worker: say the work is done; the daemon commits, verifies and reports"),
     vctl_cmd_worker_finish, WORKER_HELP },
+  { "egress", "check", "[--session ID | --group NAME… --allow RULE…] HOST[:PORT]",
+    N_("Dry run: would the egress proxy let a guest reach HOST[:PORT] (port 443 if absent)?"),
+    vctl_cmd_egress_check,
+    N_("Nothing is resolved or connected. Without --session, judged by the policy a new session "
+       "would get, or by the --group and --allow given.\n"
+       "Exit status: 0 allowed; 1 denied (the reason is printed), or the call failed (the error's "
+       "D-Bus name ends the line); 2 on a usage error.") },
   { "guard", "status", "", N_("Show the network guard's layers and last verdict"),
     vctl_cmd_guard_status },
   { "guard", "selftest", "[--image NAME] [--session ID] [--json] [--junit FILE]",

@@ -33,6 +33,8 @@ G_BEGIN_DECLS
 
 /* At most this many rules in one policy (groups and extras together). */
 #define VIVARIUM_EGRESS_POLICY_MAX_RULES 1024
+/* At most this many "egress_allow" rules in one StartSession/SubmitTask. */
+#define VIVARIUM_EGRESS_MAX_EXTRA_RULES 256
 
 typedef enum {
   VIVARIUM_EGRESS_ALLOW,
@@ -86,7 +88,8 @@ gboolean               vivarium_egress_policy_decide      (VivariumEgressPolicy 
 GStrv                  vivarium_egress_policy_describe    (VivariumEgressPolicy *policy);
 
 /* For the proxy's DNS: TRUE when some port of this name is allowed (and
- * the name is not denied on every port an allow rule gives it). */
+ * the name is not denied on every port an allow rule gives it). FALSE for
+ * an IP literal or anything that is not a valid name. */
 gboolean               vivarium_egress_policy_allows_name (VivariumEgressPolicy *policy,
                                                            const gchar          *host);
 

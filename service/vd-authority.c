@@ -62,6 +62,7 @@ static const VdActionRow action_map[] = {
   M ("Project", "Log",             A ("read-status")),
   M ("Project", "SetRemote",       A ("project-publish")),
   M ("Project", "Publish",         A ("project-publish")),
+  M ("Project", "SetEgress",       A ("project-egress")),
   M ("Project", "Delete",          A ("project-delete")),
   R ("Task",    A ("read-status")),
   M ("Task",    "Wait",            A ("read-status")),

@@ -31,10 +31,13 @@ lookup_strv (GVariantDict *dict, const gchar *key, GStrv *out, GError **error)
 }
 
 static gboolean
-parse_mode (VdConfig *config, GVariantDict *dict, VdEgressPurpose purpose, VdEgressMode *mode, GError **error)
+parse_mode (VdConfig *config, VdProject *project, GVariantDict *dict, VdEgressPurpose purpose, VdEgressMode *mode,
+            GError **error)
 {
   g_autoptr(GVariant) v = g_variant_dict_lookup_value (dict, "egress", NULL);
-  const gchar *text = purpose == VD_EGRESS_FOR_TASK ? vd_config_get_egress_task_mode (config)
+  g_autofree gchar *project_mode = project != NULL ? vd_project_get_egress_mode (project) : NULL;
+  const gchar *text = project_mode != NULL         ? project_mode
+                    : purpose == VD_EGRESS_FOR_TASK ? vd_config_get_egress_task_mode (config)
                                                     : vd_config_get_egress_session_mode (config);
 
   if (v != NULL && !g_variant_is_of_type (v, G_VARIANT_TYPE_STRING)) {
@@ -52,13 +55,13 @@ parse_mode (VdConfig *config, GVariantDict *dict, VdEgressPurpose purpose, VdEgr
 }
 
 gboolean
-vd_egress_options_parse (VdConfig *config, GVariantDict *dict, VdEgressPurpose purpose, VdEgressOptions *out,
-                         GError **error)
+vd_egress_options_parse (VdConfig *config, VdProject *project, GVariantDict *dict, VdEgressPurpose purpose,
+                         VdEgressOptions *out, GError **error)
 {
   g_autoptr(VivariumEgressPolicy) policy = NULL;
   gboolean given;
 
-  if (!parse_mode (config, dict, purpose, &out->mode, error) ||
+  if (!parse_mode (config, project, dict, purpose, &out->mode, error) ||
       !lookup_strv (dict, "egress_groups", &out->groups, error) || !lookup_strv (dict, "egress_allow", &out->allow, error))
     return FALSE;
   given = out->groups != NULL || out->allow != NULL;
@@ -74,6 +77,8 @@ vd_egress_options_parse (VdConfig *config, GVariantDict *dict, VdEgressPurpose p
                  VD_EGRESS_MAX_EXTRA_RULES);
     return FALSE;
   }
+  if (out->groups == NULL && project != NULL)
+    out->groups = vd_project_get_egress_groups (project);
   if (out->groups == NULL)
     out->groups = purpose == VD_EGRESS_FOR_TASK ? vd_config_get_egress_task_groups (config)
                                                 : vd_config_get_egress_session_groups (config);

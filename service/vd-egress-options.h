@@ -5,6 +5,7 @@
 
 #include "vd-config.h"
 #include "vd-egress.h"
+#include "vd-project.h"
 
 G_BEGIN_DECLS
 
@@ -25,7 +26,10 @@ typedef enum {
 
 /* Everything is checked, the policy built once: a bad group or rule is
  * InvalidArgument here, never a failed start later. */
+/* @project: whose defaults (Project.SetEgress) come between the caller's
+ * options and the configuration's, or NULL. */
 gboolean vd_egress_options_parse (VdConfig        *config,
+                                  VdProject       *project,
                                   GVariantDict    *dict,
                                   VdEgressPurpose  purpose,
                                   VdEgressOptions *out,

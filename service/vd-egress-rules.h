@@ -6,8 +6,7 @@
 
 G_BEGIN_DECLS
 
-/* At most this many egress_allow rules in one StartSession/SubmitTask. */
-#define VD_EGRESS_MAX_EXTRA_RULES 256
+#define VD_EGRESS_MAX_EXTRA_RULES VIVARIUM_EGRESS_MAX_EXTRA_RULES
 
 /* The policy of an allowlist session: the named rule groups from the config
  * layers (their Allow= and Deny=, origin "group NAME") and the caller's

@@ -759,9 +759,10 @@ parse_uint_option (GVariantDict *dict, const gchar *key, guint min, guint max, g
 }
 
 static gboolean
-parse_session_options (VdManager *self, GVariant *options, VdSessionOptions *out, VdEgressOptions *egress,
-                       GError **error)
+parse_session_options (VdManager *self, const gchar *project, GVariant *options, VdSessionOptions *out,
+                       VdEgressOptions *egress, GError **error)
 {
+  VdProject *p = project[0] != '\0' ? vd_project_store_lookup (self->projects, project, NULL) : NULL;
   g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
   const gchar *known[] = { "memory", "cpus", "timeout", "egress", "egress_groups", "egress_allow", NULL };
   GVariantIter iter;
@@ -783,7 +784,7 @@ parse_session_options (VdManager *self, GVariant *options, VdSessionOptions *out
   if (!parse_uint_option (dict, "memory", VIVARIUM_MEMORY_MIN_MIB, VIVARIUM_MEMORY_MAX_MIB, &out->memory_mib, error) ||
       !parse_uint_option (dict, "cpus", 1, VIVARIUM_CPUS_MAX, &out->cpus, error) ||
       !parse_uint_option (dict, "timeout", 0, VIVARIUM_TIMEOUT_MAX_SEC, &out->timeout_sec, error) ||
-      !vd_egress_options_parse (self->config, dict, VD_EGRESS_FOR_SESSION, egress, error))
+      !vd_egress_options_parse (self->config, p, dict, VD_EGRESS_FOR_SESSION, egress, error))
     return FALSE;
   out->egress_mode = egress->mode;
   out->egress_groups = (const gchar * const *) egress->groups;
@@ -998,7 +999,7 @@ handle_check_egress (VivariumDBusManager *iface, GDBusMethodInvocation *invocati
     policy = policy_of_session (self, session, &reason, &error);
   } else {
     g_variant_dict_insert (dict, "egress", "s", "allowlist");
-    if (vd_egress_options_parse (self->config, dict, VD_EGRESS_FOR_SESSION, &egress, &error))
+    if (vd_egress_options_parse (self->config, NULL, dict, VD_EGRESS_FOR_SESSION, &egress, &error))
       policy = built = vd_egress_rules_build (self->config, (const gchar * const *) egress.groups,
                                               (const gchar * const *) egress.allow, &error);
   }
@@ -1027,7 +1028,7 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
   StartData *data;
   GError *error = NULL;
 
-  if (!parse_session_options (self, options, &opts, &egress, &error) || !check_project (self, project, &error) ||
+  if (!parse_session_options (self, project, options, &opts, &egress, &error) || !check_project (self, project, &error) ||
       (image = lookup_bootable_image (self, image_name, &error)) == NULL ||
       !vd_guard_check_can_start (self->guard, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
@@ -1543,6 +1544,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
     g_autofree gchar *remotes = vd_config_build_state_path (config, "remotes", NULL);
     g_autofree gchar *reports = vd_config_build_state_path (config, "reports", NULL);
     self->projects = vd_project_store_new (projects, keys, remotes, export_func, self);
+    vd_project_store_set_config (self->projects, self->config);
     self->reports = vd_report_store_new (reports, keys, VD_REPORT_STORE_MAX, export_func, self);
   }
   /* The authority judges workers by these before it asks polkit. */

@@ -11,6 +11,8 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-log.h"
+#include "vd-egress.h"
+#include "vd-egress-rules.h"
 #include "vd-project-store.h"
 
 /* One project as the bus sees it: the engine's object, its skeleton, and
@@ -32,6 +34,7 @@ struct _VdProjectStore {
   gpointer     export_data;
   GHashTable  *entries;   /* name → Entry */
   GHashTable  *pending;   /* names being created */
+  VdConfig    *config;    /* what SetEgress's groups are checked against */
 };
 
 G_DEFINE_TYPE (VdProjectStore, vd_project_store, G_TYPE_OBJECT)
@@ -60,6 +63,7 @@ vd_project_store_finalize (GObject *object)
   g_free (self->projects_dir);
   g_free (self->keys_dir);
   g_free (self->remotes_dir);
+  g_clear_object (&self->config);
   G_OBJECT_CLASS (vd_project_store_parent_class)->finalize (object);
 }
 
@@ -94,6 +98,12 @@ vd_project_store_new (const gchar *projects_dir, const gchar *keys_dir, const gc
   return self;
 }
 
+void
+vd_project_store_set_config (VdProjectStore *self, VdConfig *config)
+{
+  g_set_object (&self->config, config);
+}
+
 /* --- the file:// rule -------------------------------------------------- */
 
 gboolean
@@ -123,6 +133,17 @@ vd_project_store_check_url (VdProjectStore *self, const gchar *url, GError **err
 /* --- properties -------------------------------------------------------- */
 
 static void
+refresh_egress (Entry *entry)
+{
+  g_autofree gchar *mode = vd_project_get_egress_mode (entry->project);
+  g_auto(GStrv) groups = vd_project_get_egress_groups (entry->project);
+  const gchar *none[] = { NULL };
+
+  vivarium_dbus_project_set_egress_mode (entry->skeleton, mode != NULL ? mode : "");
+  vivarium_dbus_project_set_egress_groups (entry->skeleton, groups != NULL ? (const gchar * const *) groups : none);
+}
+
+static void
 refresh_entry (Entry *entry)
 {
   g_autoptr(GError) error = NULL;
@@ -141,6 +162,7 @@ refresh_entry (Entry *entry)
   vivarium_dbus_project_set_remote (entry->skeleton, remote != NULL ? remote : "");
   vivarium_dbus_project_set_last_task (entry->skeleton, last_path != NULL ? last_path : "/");
   vivarium_dbus_project_set_used_bytes (entry->skeleton, used);
+  refresh_egress (entry);
 }
 
 void
@@ -221,6 +243,49 @@ handle_set_remote (VivariumDBusProject *iface, GDBusMethodInvocation *invocation
                   vd_project_get_name (entry->project));
   refresh_entry (entry);
   vivarium_dbus_project_complete_set_remote (iface, invocation);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+/* The groups must exist now (a policy is built from them, and thrown
+ * away); a group removed from the config later fails the next start. */
+static gboolean
+check_egress (VdProjectStore *self, const gchar *mode, const gchar * const *groups, GError **error)
+{
+  g_autoptr(VivariumEgressPolicy) policy = NULL;
+  VdEgressMode m;
+
+  if (mode[0] != '\0' && !vd_egress_mode_from_string (mode, &m)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "Unknown egress mode “%s” (known: none, allowlist, open, or \"\" for the configuration's)", mode);
+    return FALSE;
+  }
+  if (g_strv_length ((gchar **) groups) > VD_PROJECT_EGRESS_GROUPS_MAX) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "At most %d egress groups",
+                 VD_PROJECT_EGRESS_GROUPS_MAX);
+    return FALSE;
+  }
+  if (self->config == NULL || groups[0] == NULL)
+    return TRUE;
+  policy = vd_egress_rules_build (self->config, groups, NULL, error);
+  return policy != NULL;
+}
+
+static gboolean
+handle_set_egress (VivariumDBusProject *iface, GDBusMethodInvocation *invocation, const gchar *mode,
+                   const gchar * const *groups, gpointer user_data)
+{
+  Entry *entry = user_data;
+  GError *error = NULL;
+
+  if (!check_egress (entry->store, mode, groups, &error) ||
+      !vd_project_set_egress (entry->project, mode, groups, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vd_log_project (G_LOG_LEVEL_INFO, vd_project_get_name (entry->project), "project %s: egress defaults set (%s)",
+                  vd_project_get_name (entry->project), mode[0] != '\0' ? mode : "the configuration's mode");
+  refresh_egress (entry);
+  vivarium_dbus_project_complete_set_egress (iface, invocation);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -342,6 +407,7 @@ add_project (VdProjectStore *self, VdProject *project, GError **error)
   refresh_entry (entry);
   g_signal_connect (entry->skeleton, "handle-log", G_CALLBACK (handle_log), entry);
   g_signal_connect (entry->skeleton, "handle-set-remote", G_CALLBACK (handle_set_remote), entry);
+  g_signal_connect (entry->skeleton, "handle-set-egress", G_CALLBACK (handle_set_egress), entry);
   g_signal_connect (entry->skeleton, "handle-publish", G_CALLBACK (handle_publish), entry);
   g_signal_connect (entry->skeleton, "handle-delete", G_CALLBACK (handle_delete), entry);
   if (!self->export_func (G_DBUS_INTERFACE_SKELETON (entry->skeleton), entry->path, self->export_data, error)) {

@@ -3,6 +3,8 @@
 
 #include <gio/gio.h>
 
+#include "vd-config.h"
+
 #include "vd-project.h"
 #include "vd-session-pool.h"
 
@@ -32,6 +34,9 @@ VdProjectStore *vd_project_store_new          (const gchar  *projects_dir,
                                                const gchar  *remotes_dir,
                                                VdExportFunc  export_func,
                                                gpointer      export_data);
+/* For checking Project.SetEgress's groups. */
+void            vd_project_store_set_config   (VdProjectStore *self,
+                                               VdConfig       *config);
 /* Sweeps what a crash left, loads and exports every complete project. */
 void            vd_project_store_load         (VdProjectStore *self);
 const gchar   **vd_project_store_list_paths   (VdProjectStore *self);

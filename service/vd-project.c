@@ -36,6 +36,8 @@ struct _VdProject {
   gchar     *remote;
   gchar     *last_task;
   gchar     *host_key;   /* the ssh host key's SHA-256, pinned on first publish */
+  gchar     *egress_mode;   /* the project's egress default, NULL: the config's */
+  GStrv      egress_groups; /* NULL: the config's */
   VdDataset *dataset;
   VdRepo    *repo;
 };
@@ -61,6 +63,8 @@ vd_project_finalize (GObject *object)
   g_free (self->remote);
   g_free (self->last_task);
   g_free (self->host_key);
+  g_free (self->egress_mode);
+  g_strfreev (self->egress_groups);
   g_clear_object (&self->dataset);
   g_clear_object (&self->repo);
   G_OBJECT_CLASS (vd_project_parent_class)->finalize (object);
@@ -159,6 +163,13 @@ record_write (VdProject *self, GError **error)
   json_builder_add_string_value (b, self->last_task != NULL ? self->last_task : "");
   json_builder_set_member_name (b, "ssh_host_key_sha256");
   json_builder_add_string_value (b, self->host_key != NULL ? self->host_key : "");
+  json_builder_set_member_name (b, "egress_mode");
+  json_builder_add_string_value (b, self->egress_mode != NULL ? self->egress_mode : "");
+  json_builder_set_member_name (b, "egress_groups");
+  json_builder_begin_array (b);
+  for (guint i = 0; self->egress_groups != NULL && self->egress_groups[i] != NULL; i++)
+    json_builder_add_string_value (b, self->egress_groups[i]);
+  json_builder_end_array (b);
   json_builder_end_object (b);
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
@@ -180,6 +191,29 @@ member_string (JsonObject *o, const gchar *name)
 {
   const gchar *s = json_object_get_string_member_with_default (o, name, "");
   return s[0] != '\0' ? g_strdup (s) : NULL;
+}
+
+/* A list of names (root wrote it; still only names are taken), or NULL. */
+static GStrv
+member_names (JsonObject *o, const gchar *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  JsonArray *a;
+  guint count = 0;
+
+  if (n == NULL || !JSON_NODE_HOLDS_ARRAY (n))
+    return NULL;
+  a = json_node_get_array (n);
+  for (guint i = 0; i < json_array_get_length (a) && i < VD_PROJECT_EGRESS_GROUPS_MAX; i++) {
+    JsonNode *e = json_array_get_element (a, i);
+    if (JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING &&
+        vivarium_name_validate ("group", json_node_get_string (e), NULL)) {
+      g_strv_builder_add (b, json_node_get_string (e));
+      count++;
+    }
+  }
+  return count > 0 ? g_strv_builder_end (b) : NULL;
 }
 
 static gboolean
@@ -207,6 +241,8 @@ record_read (VdProject *self, guint64 *quota, VdDatasetBackend *backend, GError 
   self->remote = member_string (o, "remote");
   self->last_task = member_string (o, "last_task");
   self->host_key = member_string (o, "ssh_host_key_sha256");
+  self->egress_mode = member_string (o, "egress_mode");
+  self->egress_groups = member_names (o, "egress_groups");
   return TRUE;
 }
 
@@ -799,6 +835,34 @@ vd_project_log (VdProject *self, guint n, GError **error)
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
 
   return have_repo (self, error) ? vd_repo_log (self->repo, n, error) : NULL;
+}
+
+gchar *
+vd_project_get_egress_mode (VdProject *self)
+{
+  return get_fact (self, &self->egress_mode);
+}
+
+GStrv
+vd_project_get_egress_groups (VdProject *self)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+
+  return g_strdupv (self->egress_groups);
+}
+
+/* The caller has checked the mode and the groups against the config. */
+gboolean
+vd_project_set_egress (VdProject *self, const gchar *mode, const gchar * const *groups, GError **error)
+{
+  {
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+    g_free (self->egress_mode);
+    self->egress_mode = mode[0] != '\0' ? g_strdup (mode) : NULL;
+    g_strfreev (self->egress_groups);
+    self->egress_groups = groups != NULL && groups[0] != NULL ? g_strdupv ((gchar **) groups) : NULL;
+  }
+  return record_write (self, error);
 }
 
 gboolean

@@ -80,6 +80,14 @@ gchar       *vd_project_get_head        (VdProject *self,
                                          GError   **error);
 /* The remote URL or NULL. */
 gchar       *vd_project_get_remote      (VdProject *self);
+/* The project's egress defaults (Project.SetEgress): NULL for the config's. */
+#define VD_PROJECT_EGRESS_GROUPS_MAX 64
+gchar       *vd_project_get_egress_mode   (VdProject *self);
+GStrv        vd_project_get_egress_groups (VdProject *self);
+gboolean     vd_project_set_egress        (VdProject           *self,
+                                           const gchar         *mode,
+                                           const gchar * const *groups,
+                                           GError             **error);
 /* The deploy key's public half ("ssh-ed25519 AAAA... vivarium-project-NAME"),
  * for the operator to add on the forge. */
 gchar       *vd_project_get_deploy_key  (VdProject *self,

@@ -388,8 +388,9 @@ static gboolean
 parse_egress (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
 {
   g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
+  VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
 
-  if (!vd_egress_options_parse (self->config, dict, VD_EGRESS_FOR_TASK, &run->egress, error))
+  if (!vd_egress_options_parse (self->config, project, dict, VD_EGRESS_FOR_TASK, &run->egress, error))
     return FALSE;
   run->session_options.egress_mode = run->egress.mode;
   run->session_options.egress_groups = (const gchar * const *) run->egress.groups;

@@ -21,6 +21,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
@@ -650,6 +651,64 @@ test_publish_file (void)
   drop_project (g_steal_pointer (&p));
 }
 
+/* The project's egress defaults live in its record on the host: they
+ * survive a reload, and a record's list keeps names only. */
+static void
+test_egress_defaults (void)
+{
+  g_autoptr(VdProject) p = make_project ("egress", NULL);
+  g_autoptr(VdProject) again = NULL;
+  g_autofree gchar *record = g_build_filename (projects_dir, "egress", "project.json", NULL);
+  g_autofree gchar *mode = NULL;
+  g_autofree gchar *tampered = NULL;
+  g_auto(GStrv) groups = NULL;
+  g_autoptr(GError) error = NULL;
+  const gchar *set[] = { "debian", "github", NULL };
+
+  g_assert_null (vd_project_get_egress_mode (p));
+  g_assert_null (vd_project_get_egress_groups (p));
+  g_assert_true (vd_project_set_egress (p, "allowlist", set, &error));
+  g_assert_no_error (error);
+  g_clear_object (&p);
+  again = vd_project_load (projects_dir, keys_dir, "egress", &error);
+  g_assert_no_error (error);
+  mode = vd_project_get_egress_mode (again);
+  groups = vd_project_get_egress_groups (again);
+  g_assert_cmpstr (mode, ==, "allowlist");
+  g_assert_cmpstrv (groups, set);
+  g_clear_object (&again);
+  /* Root's file, yet only names come out of it. */
+  {
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    g_autoptr(JsonGenerator) gen = json_generator_new ();
+    JsonArray *hostile = json_array_new ();
+    JsonObject *o;
+
+    g_assert_true (json_parser_load_from_file (parser, record, NULL));
+    o = json_node_get_object (json_parser_get_root (parser));
+    json_array_add_string_element (hostile, "bad name");
+    json_array_add_int_element (hostile, 7);
+    json_array_add_string_element (hostile, "../x");
+    json_array_add_string_element (hostile, "debian");
+    json_object_set_array_member (o, "egress_groups", hostile);
+    json_generator_set_root (gen, json_parser_get_root (parser));
+    tampered = json_generator_to_data (gen, NULL);
+    g_assert_true (g_file_set_contents (record, tampered, -1, NULL));
+  }
+  again = vd_project_load (projects_dir, keys_dir, "egress", &error);
+  g_assert_no_error (error);
+  g_clear_pointer (&groups, g_strfreev);
+  groups = vd_project_get_egress_groups (again);
+  g_assert_cmpuint (g_strv_length (groups), ==, 1);
+  g_assert_cmpstr (groups[0], ==, "debian");
+  /* "" and [] go back to the configuration's. */
+  g_assert_true (vd_project_set_egress (again, "", NULL, &error));
+  g_clear_pointer (&mode, g_free);
+  mode = vd_project_get_egress_mode (again);
+  g_assert_null (mode);
+  drop_project (g_steal_pointer (&again));
+}
+
 static void
 test_set_remote_refused (void)
 {
@@ -1224,6 +1283,7 @@ main (int argc, char **argv)
   g_test_add_func ("/project/publish-file", test_publish_file);
   g_test_add_func ("/project/publish-ssh", test_publish_ssh);
   g_test_add_func ("/project/set-remote-refused", test_set_remote_refused);
+  g_test_add_func ("/project/egress-defaults", test_egress_defaults);
   g_test_add_func ("/project/bad-input-leaves-nothing", test_bad_input_leaves_nothing);
   g_test_add_func ("/project/clone", test_clone);
   g_test_add_func ("/project/restart", test_restart);

@@ -14,7 +14,11 @@
 # Objects: project "demo"; tasks t-done (DONE, report r1), t-input
 # (NEEDS_INPUT), t-run (IN_PROGRESS), t-fail (FAILED), t-busy (Answer and
 # Cancel refused with BadState); report r1 (GetJson: REPORT_JSON's bytes);
-# session s1 (Exec, ReadFile, WriteFile). Prints "ready" once it owns the name.
+# session s1 (Exec, ReadFile, WriteFile; allowlist egress, a 2500-entry
+# egress log served in pages); session s2 (open egress, an egress log that
+# never advances); task t1's egress log (3 entries, one hostile host);
+# CheckEgress allows deb.debian.org and the caller's own --allow hosts.
+# Prints "ready" once it owns the name.
 
 import json
 import sys
@@ -32,6 +36,27 @@ REPORT_TEXT = 'Vivarium report r1 \u2014 DONE \u2713\n  worker claim: \x1b[2Jhi\
 EXEC_STDOUT = b'\x00\x01raw \xff\x1b[2J\n'
 EXEC_STDERR = b'warning: \xfe\n'
 FILE_BYTES = b'\x00\xfffile\r\n\x1b]0;title\x07'
+EGRESS_T0 = 1764634860123000  # 2025-12-02T00:21:00.123Z
+HOSTILE_HOST = 'evil.example\x1b[2J\nallowed: forged'
+
+
+def egress_entry(i, host=None):
+    return {
+        'time': GLib.Variant('x', EGRESS_T0 + i * 1000000),
+        'host': GLib.Variant('s', host if host is not None else 'h%d.example' % i),
+        'port': GLib.Variant('q', 443),
+        'via': GLib.Variant('s', 'tls' if i % 2 else 'proxy'),
+        'verdict': GLib.Variant('s', 'allowed' if i % 3 else 'denied'),
+        'reason': GLib.Variant('s', 'reason %d' % i),
+        'bytes-up': GLib.Variant('t', 517 + i),
+        'bytes-down': GLib.Variant('t', 40960 + i),
+        'duration-ms': GLib.Variant('t', 812),
+    }
+
+
+SESSION_EGRESS_LOG = [egress_entry(i) for i in range(2500)]
+TASK_EGRESS_LOG = [egress_entry(0, 'deb.debian.org'), egress_entry(1, HOSTILE_HOST),
+                   egress_entry(2, '(invalid)')]
 
 
 def main():
@@ -88,7 +113,15 @@ def main():
             'TaskId': GLib.Variant('s', 't-done'), 'Project': GLib.Variant('s', 'demo'),
             'Outcome': GLib.Variant('s', 'DONE'), 'CreatedAt': GLib.Variant('t', 1764583290000000),
         },
-        BASE + '/sessions/s1': {'Id': GLib.Variant('s', 's1'), 'State': GLib.Variant('s', 'running')},
+        BASE + '/sessions/s1': {
+            'Id': GLib.Variant('s', 's1'), 'State': GLib.Variant('s', 'running'),
+            'Image': GLib.Variant('s', 'tiny'), 'Project': GLib.Variant('s', 'demo'),
+            'EgressMode': GLib.Variant('s', 'allowlist'), 'EgressState': GLib.Variant('s', 'failed'),
+            'EgressStateReason': GLib.Variant('s', 'the proxy exited\x1b[2J with status 1'),
+            'EgressRules': GLib.Variant('as', ['allow deb.debian.org (group debian)',
+                                               'deny *.evil.example (session)']),
+        },
+        BASE + '/sessions/s2': {'Id': GLib.Variant('s', 's2'), 'State': GLib.Variant('s', 'running')},
         BASE: {'Version': GLib.Variant('s', '0.0-fake'), 'State': GLib.Variant('s', 'running'),
                'Accelerator': GLib.Variant('s', 'tcg')},
     }
@@ -103,13 +136,22 @@ def main():
         lists = {'ListProjects': [BASE + '/projects/demo'],
                  'ListTasks': [task_path(t) for t in tasks],
                  'ListReports': [BASE + '/reports/r1'],
-                 'ListSessions': [BASE + '/sessions/s1'], 'ListImages': []}
+                 'ListSessions': [BASE + '/sessions/s1', BASE + '/sessions/s2'], 'ListImages': []}
         if method in lists:
             return reply(inv, '(ao)', lists[method])
         if method == 'CreateProject':
             return reply(inv, '(o)', BASE + '/projects/demo')
         if method == 'SubmitTask':
             return reply(inv, '(o)', task_path('t-new'))
+        if method == 'StartSession':
+            return reply(inv, '(o)', BASE + '/sessions/s1')
+        if method == 'CheckEgress':
+            host = args[0].rsplit(':', 1)[0] if not args[0].startswith('[') else args[0]
+            if host == 'deb.debian.org' or host in args[1].get('egress_allow', []):
+                return reply(inv, '(bs)', True, 'allowed by %s (group debian)' % host)
+            if host == 'missing.example':
+                return inv.return_dbus_error(ERROR + 'NotFound', 'There is no such session')
+            return reply(inv, '(bs)', False, 'no rule allows %s:443\x1b[2J' % host)
         inv.return_dbus_error(ERROR + 'NotSupported', 'not in the fake: ' + method)
 
     def project(inv, method, args):
@@ -125,9 +167,23 @@ def main():
             return inv.return_dbus_error(ERROR + 'BadState', 'Task t-busy is not waiting for an answer')
         if method == 'Ask':
             return reply(inv, '(s)', 'MIT, as in the other projects')
+        if method == 'GetEgressLog':
+            return egress_page(inv, TASK_EGRESS_LOG, args)
         reply(inv, None)
 
-    def session(inv, method, args):
+    def egress_page(inv, log, args):
+        offset, limit = args
+        if limit < 1 or limit > 1000:
+            return inv.return_dbus_error(ERROR + 'InvalidArgument', 'limit %d is not 1-1000' % limit)
+        page = log[offset:offset + limit]
+        reply(inv, '(aa{sv}tt)', page, offset + len(page), len(log))
+
+    def session(inv, path, method, args):
+        if method == 'GetEgressLog' and path.endswith('/s2'):
+            # A daemon that never moves forward: the client must not spin.
+            return reply(inv, '(aa{sv}tt)', [], args[0], args[0] + 5)
+        if method == 'GetEgressLog':
+            return egress_page(inv, SESSION_EGRESS_LOG, args)
         if method == 'Exec':
             return reply(inv, '(iayaybb)', 7 if args[0][0] == 'fail' else 0, EXEC_STDOUT, EXEC_STDERR,
                          False, False)
@@ -147,6 +203,9 @@ def main():
             shown = [args[0], args[1], args[2], opts,
                      {k: params.get_child_value(3).lookup_value(k, None).get_type_string()
                       for k in args[3]}]
+        if iface.endswith('.Manager') and method in ('StartSession', 'CheckEgress'):
+            opts = params.get_child_value(len(args) - 1)
+            shown = list(args) + [{k: opts.lookup_value(k, None).get_type_string() for k in args[-1]}]
         if method == 'WriteFile':
             shown = [args[0], bytes(args[1]).hex()]
         record(path, method, shown)
@@ -158,7 +217,7 @@ def main():
         if kind == 'Task':
             return task(inv, task_ids[path], method, args)
         if kind == 'Session':
-            return session(inv, method, args)
+            return session(inv, path, method, args)
         if kind == 'Report':
             return report(inv, method, args)
         inv.return_dbus_error(ERROR + 'NotSupported', 'not in the fake')

@@ -262,6 +262,101 @@ checks=$((checks + 1))
 [ "$(grep -c '"method": "Exec"' "$tmp/calls")" -eq 3 ] || fail "worker exec via the task's Session did not reach Exec"
 unset VIVARIUM_TASK
 
+# --- egress: the options sent, the dry run's exit status, the logs ---
+expect 0 session start tiny --egress allowlist --group debian --group pypi --allow 'Example.org:8443' --allow '*.cdn.example'
+out_is "s1"
+call_is StartSession "a[:2] == ['', 'tiny'] and a[2] == {'egress': 'allowlist', 'egress_groups': ['debian', 'pypi'], 'egress_allow': ['Example.org:8443', '*.cdn.example']} and a[3] == {'egress': 's', 'egress_groups': 'as', 'egress_allow': 'as'}"
+expect 0 session start tiny --memory 256
+call_is StartSession "a[2] == {'memory': 256}"
+calls_before=$(wc -l <"$tmp/calls")
+# Refused before the bus: a bad rule, a bad mode, rules for a mode without
+# them, too many rules, a bad group name.
+expect 2 session start tiny --allow 'a..b'
+err_has "Bad egress rule “a..b”"
+expect 2 session start tiny --egress wide
+err_has "Unknown egress mode “wide”"
+expect 2 session start tiny --egress open --allow deb.debian.org
+err_has "apply only to --egress allowlist"
+expect 2 task submit demo tiny --script "$tmp/script.sh" --group 'no/such'
+many=()
+for i in $(seq 257); do many+=(--allow "h$i.example"); done
+expect 2 session start tiny "${many[@]}"
+err_has "At most 256 --allow rules"
+expect 2 egress check '*.debian.org'
+expect 2 egress check deb.debian.org:0
+expect 2 egress check --session s1 --group debian deb.debian.org
+checks=$((checks + 1))
+[ "$(wc -l <"$tmp/calls")" -eq "$calls_before" ] || fail "a refused egress option still reached the bus: $(tail -n +$((calls_before + 1)) "$tmp/calls")"
+expect 0 session start tiny "${many[@]:2}"
+call_is StartSession "len(a[2]['egress_allow']) == 256"
+expect 0 task submit demo tiny --script "$tmp/script.sh" --egress none
+call_is SubmitTask "a[3]['egress'] == 'none' and a[4]['egress'] == 's'"
+expect 0 task submit demo tiny --script "$tmp/script.sh" --group github --allow 'registry.example:5000'
+call_is SubmitTask "a[3]['egress_groups'] == ['github'] and a[3]['egress_allow'] == ['registry.example:5000'] and 'egress' not in a[3] and a[4]['egress_groups'] == 'as'"
+
+expect 0 egress check deb.debian.org
+out_is "allowed: allowed by deb.debian.org (group debian)"
+call_is CheckEgress "a[:2] == ['deb.debian.org', {}] and a[2] == {}"
+expect 1 egress check evil.example:443
+out_is 'denied: no rule allows evil.example:443\x1b[2J'
+no_escape_bytes out
+expect 0 egress check --group debian --allow mine.example mine.example:8080
+call_is CheckEgress "a[1] == {'egress_groups': ['debian'], 'egress_allow': ['mine.example']} and a[2] == {'egress_groups': 'as', 'egress_allow': 'as'}"
+expect 0 egress check --session s1 deb.debian.org
+call_is CheckEgress "a[1] == {'session': '/org/vivarium/Vivarium1/sessions/s1'} and a[2] == {'session': 'o'}"
+expect 1 egress check --session nosuch deb.debian.org
+err_has "[org.vivarium.Vivarium1.Error.NotFound]"
+expect 1 egress check missing.example
+out_is ""
+err_has "[org.vivarium.Vivarium1.Error.NotFound]"
+
+expect 0 session show s1
+out_has "Egress mode:         allowlist"
+out_has "Egress state:        failed"
+out_has 'Egress state reason: the proxy exited\x1b[2J with status 1'
+out_has "Egress rules:        allow deb.debian.org (group debian)"
+out_has "                     deny *.evil.example (session)"
+no_escape_bytes out
+expect 0 session show s2
+checks=$((checks + 1))
+grep -q Egress "$tmp/out" && fail "session show printed egress lines the daemon does not have: $(cat "$tmp/out")"
+expect 0 session show s1 --json
+out_has '"EgressState" : "failed"'
+
+# The session's log is 2500 entries: three pages of at most 1000, in order.
+expect 0 session egress-log s1 --json
+checks=$((checks + 1))
+[ "$(grep -c '"method": "GetEgressLog"' "$tmp/calls")" -eq 3 ] || fail "egress-log did not page: $(grep GetEgressLog "$tmp/calls")"
+call_is GetEgressLog 'a == [2000, 1000]'
+checks=$((checks + 1))
+/usr/bin/python3 - "$tmp/out" <<'PY' || fail "session egress-log --json is not the log: $(head -c 600 "$tmp/out")"
+import json, sys
+log = json.load(open(sys.argv[1]))
+assert len(log) == 2500, len(log)
+assert [e['host'] for e in log] == ['h%d.example' % i for i in range(2500)]
+assert log[0] == {'time': '2025-12-02T00:21:00.123Z', 'host': 'h0.example', 'port': 443, 'via': 'proxy',
+                  'verdict': 'denied', 'reason': 'reason 0', 'bytes_up': 517, 'bytes_down': 40960,
+                  'duration_ms': 812}, log[0]
+assert log[2499]['time'] == '2025-12-02T01:02:39.123Z', log[2499]['time']
+PY
+expect 0 session egress-log s1
+checks=$((checks + 1))
+[ "$(wc -l <"$tmp/out")" -eq 2501 ] || fail "the egress-log table is not a header and 2500 rows: $(wc -l <"$tmp/out")"
+out_has "h2499.example:443"
+expect 1 session egress-log s2
+err_has "did not advance"
+err_has "[org.vivarium.Vivarium1.Error.Protocol]"
+expect 0 task egress-log t1
+out_has 'evil.example\x1b[2J allowed: forged:443'
+out_has "(invalid):443"
+no_escape_bytes out
+checks=$((checks + 1))
+grep -q '^allowed: forged' "$tmp/out" && fail "a guest's host name drew a line of its own: $(cat "$tmp/out")"
+expect 0 task egress-log t1 --json
+checks=$((checks + 1))
+/usr/bin/python3 -c "import json,sys; log=json.load(open(sys.argv[1])); assert log[1]['host'] == 'evil.example\x1b[2J\nallowed: forged', log" "$tmp/out" ||
+  fail "task egress-log --json changed the host: $(cat "$tmp/out")"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failures in $checks checks" >&2
   exit 1
