@@ -294,19 +294,29 @@ resolv=$(guest "$aid" 'cat /etc/resolv.conf')
 assert_contains "$resolv" "nameserver $PROXY" "the guest's resolv.conf names the proxy's DNS"
 assert_contains "$resolv" "use-vc" "over TCP (options use-vc)"
 
+# The page and the Host: header it was asked with, apart: the proxy may
+# rewrite the request line, but the server must see the Host the target
+# named (RFC 9112 3.2.2, RFC 9110 7.2), "allowed.test", which busybox sent.
+host_of () { grep -o ' host=[^ ]*' <<<"$1" | cut -d= -f2; }
 out=$(guest "$aid" "fetch http://allowed.test/token")
-assert_eq "$PI_TOKEN scheme=http host=allowed.test sni=- addr=$PI_ADDR" "$(token_line "$out")" \
+page=$(token_line "$out")
+assert_eq "$PI_TOKEN scheme=http sni=- addr=$PI_ADDR" "${page/ host=$(host_of "$page")/}" \
   "http://allowed.test/token through the proxy (http_proxy)" "$out"
+assert_eq "allowed.test" "$(host_of "$page")" "the server sees Host: allowed.test, as the URL said (through the proxy)"
 out=$(guest "$aid" "connect_tls allowed.test allowed.test /token")
 assert_contains "$out" "connect: HTTP/1.1 200" "CONNECT allowed.test:443 is answered 200" "$out"
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "https://allowed.test/token through the CONNECT tunnel" "$out"
 out=$(guest_noproxy "$aid" "fetch http://allowed.test/token")
-assert_eq "$PI_TOKEN scheme=http host=allowed.test sni=- addr=$PI_ADDR" "$(token_line "$out")" \
+page=$(token_line "$out")
+assert_eq "$PI_TOKEN scheme=http sni=- addr=$PI_ADDR" "${page/ host=$(host_of "$page")/}" \
   "without proxy variables: http://allowed.test/token (the proxy's DNS, then its port 80)" "$out"
+assert_eq "allowed.test" "$(host_of "$page")" "the server sees Host: allowed.test, as the guest sent it (transparent)"
 out=$(guest_noproxy "$aid" "fetch https://allowed.test/token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "without proxy variables: https://allowed.test/token (its port 443, by the SNI)" "$out"
+# busybox's wget has no CONNECT: with https_proxy set it sends the proxy
+# "GET https://allowed.test/token", which the contract does not proxy.
 out=$(guest "$aid" "fetch https://allowed.test/token")
 diag "busybox wget https:// with https_proxy set (it sends an absolute-form GET, not CONNECT): $(head -c 300 <<<"$out")"
 
@@ -388,6 +398,8 @@ assert_eq 0 "$(jq '[.[] | select((has("time") and has("host") and has("port") an
   "every entry has time, host, port, via, verdict, reason, bytes-up, bytes-down, duration-ms"
 assert_ne 0 "$(jq '[.[] | select(.host == "allowed.test" and .verdict == "allowed" and ."bytes-down" > 0)] | length' "$tmpd/log.json" 2>&1)" \
   "an allowed entry counts the bytes that came down"
+https_get=$(jq -r '[.[] | select(.via == "proxy" and (.reason | test("only http://")))][0].host' "$tmpd/log.json" 2>&1)
+assert_eq "allowed.test" "$https_get" "the refused GET https://allowed.test/ is logged as what the guest asked for (allowed.test)"
 sni_reason=$(jq -r '[.[] | select(.verdict == "denied" and (.reason | test("server name")))][0].reason' "$tmpd/log.json" 2>&1)
 assert_contains "$sni_reason" "not the CONNECT host" "the SNI mismatch is logged with its reason ($sni_reason)"
 diag "rebind.test's reason: $(jq -r '[.[] | select(.host == "rebind.test" and .verdict == "denied")][0].reason' "$tmpd/log.json" 2>&1)"
