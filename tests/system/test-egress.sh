@@ -402,7 +402,8 @@ https_get=$(jq -r '[.[] | select(.via == "proxy" and (.reason | test("only http:
 assert_eq "allowed.test" "$https_get" "the refused GET https://allowed.test/ is logged as what the guest asked for (allowed.test)"
 sni_reason=$(jq -r '[.[] | select(.verdict == "denied" and (.reason | test("server name")))][0].reason' "$tmpd/log.json" 2>&1)
 assert_contains "$sni_reason" "not the CONNECT host" "the SNI mismatch is logged with its reason ($sni_reason)"
-diag "rebind.test's reason: $(jq -r '[.[] | select(.host == "rebind.test" and .verdict == "denied")][0].reason' "$tmpd/log.json" 2>&1)"
+rebind_reason=$(jq -r '[.[] | select(.host == "rebind.test" and .verdict == "denied")][0].reason' "$tmpd/log.json" 2>&1)
+assert_contains "$rebind_reason" "denied range" "rebind.test is refused for where it resolves to, before any connection ($rebind_reason)"
 assert_not_contains "$(cat "$tmpd/log.json")" "$PI_TOKEN" "no payload in the log (the token page's text is not in it)"
 assert_dbus_error "$ERR.InvalidArgument" -- call "$(session_path "$aid")" Session.GetEgressLog "uint64 0" "uint32 0"
 
