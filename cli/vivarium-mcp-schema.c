@@ -264,13 +264,59 @@ check_integer (const gchar *member, JsonObject *schema, JsonNode *value, GError 
   return TRUE;
 }
 
+/* A string schema may name its values ("enum"). */
+static gboolean
+check_enum (const gchar *member, JsonObject *schema, JsonNode *value, GError **error)
+{
+  JsonArray *values = json_object_has_member (schema, "enum") ? json_object_get_array_member (schema, "enum") : NULL;
+  const gchar *text = json_node_get_string (value);
+
+  for (guint i = 0; values != NULL && i < json_array_get_length (values); i++)
+    if (g_strcmp0 (json_array_get_string_element (values, i), text) == 0)
+      return TRUE;
+  if (values == NULL)
+    return TRUE;
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "“%s” is not one of its allowed values", member);
+  return FALSE;
+}
+
+static gboolean check_member (const gchar *member, JsonObject *schema, JsonNode *value, GError **error);
+
+static gboolean
+check_array (const gchar *member, JsonObject *schema, JsonNode *value, GError **error)
+{
+  JsonObject *items = json_object_get_object_member (schema, "items");
+  JsonArray *array;
+
+  if (!JSON_NODE_HOLDS_ARRAY (value)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "“%s” must be an array", member);
+    return FALSE;
+  }
+  array = json_node_get_array (value);
+  if (json_object_has_member (schema, "maxItems") &&
+      json_array_get_length (array) > (guint) json_object_get_int_member (schema, "maxItems")) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "“%s” has more than %" G_GINT64_FORMAT " items",
+                 member, json_object_get_int_member (schema, "maxItems"));
+    return FALSE;
+  }
+  for (guint i = 0; i < json_array_get_length (array); i++)
+    if (items == NULL || g_str_equal (json_object_get_string_member_with_default (items, "type", ""), "array") ||
+        !check_member (member, items, json_array_get_element (array, i), error))
+      return items == NULL ? (g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                                           "The schema of “%s” has no items", member), FALSE)
+                           : FALSE;
+  return TRUE;
+}
+
 static gboolean
 check_member (const gchar *member, JsonObject *schema, JsonNode *value, GError **error)
 {
   const gchar *type = json_object_get_string_member_with_default (schema, "type", "");
 
   if (g_str_equal (type, "string"))
-    return check_string (member, schema, value, error);
+    return check_string (member, schema, value, error) && check_enum (member, schema, value, error);
+  if (g_str_equal (type, "array"))
+    return check_array (member, schema, value, error);
   if (g_str_equal (type, "integer"))
     return check_integer (member, schema, value, error);
   g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The schema of “%s” has no checker", member);

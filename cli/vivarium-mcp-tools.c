@@ -508,6 +508,32 @@ task_result (VmcpTools *self, const gchar *path, VmcpIdentity *identity)
   return success_result (identity, structured, text->str);
 }
 
+static GVariant *
+string_array (JsonArray *array)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_auto(GStrv) strv = NULL;
+
+  for (guint i = 0; i < json_array_get_length (array); i++)
+    g_strv_builder_add (b, json_array_get_string_element (array, i));
+  strv = g_strv_builder_end (b);
+  return g_variant_new_strv ((const gchar * const *) strv, -1);
+}
+
+/* The schema checked the types; the daemon checks the groups and rules. */
+static void
+add_egress_options (GVariantBuilder *options, JsonObject *args)
+{
+  if (json_object_has_member (args, "egress"))
+    g_variant_builder_add (options, "{sv}", "egress", g_variant_new_string (json_object_get_string_member (args, "egress")));
+  if (json_object_has_member (args, "egress_groups"))
+    g_variant_builder_add (options, "{sv}", "egress_groups",
+                           string_array (json_object_get_array_member (args, "egress_groups")));
+  if (json_object_has_member (args, "egress_allow"))
+    g_variant_builder_add (options, "{sv}", "egress_allow",
+                           string_array (json_object_get_array_member (args, "egress_allow")));
+}
+
 static JsonNode *
 run_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity)
 {
@@ -529,6 +555,7 @@ run_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity)
   if (json_object_has_member (args, "verify"))
     g_variant_builder_add (&options, "{sv}", "verify",
                            g_variant_new_string (json_object_get_string_member (args, "verify")));
+  add_egress_options (&options, args);
   ret = vmcp_daemon_call (self->daemon, VIVARIUM_DBUS_PATH, "Manager", "SubmitTask",
                           g_variant_new ("(sssa{sv})", project, image, instructions, &options),
                           G_VARIANT_TYPE ("(o)"), SUBMIT_TIMEOUT_MSEC, &error);

@@ -390,6 +390,13 @@ test_arguments (Fixture *f, gconstpointer data)
     { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"\"}" },
     { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\"}" },
     { "vm_task", too_long },
+    /* An assistant may narrow a machine's way out, never open it. */
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"egress\":\"open\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"egress\":1}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"egress_groups\":\"debian\"}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"egress_allow\":[7]}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"egress_allow\":[\"\"]}" },
+    { "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\",\"instructions\":\"x\",\"verify\":\"true\",\"egress_allow\":[[\"a\"]]}" },
     { "vm_wait", "{\"task\":\"../../x\"}" },
     { "vm_wait", "{\"task\":\"t\",\"seconds\":\"10\"}" },
     { "vm_answer", "{\"task\":\"t\"}" },
@@ -403,6 +410,14 @@ test_arguments (Fixture *f, gconstpointer data)
     g_test_message ("%s %.200s", cases[i].tool, cases[i].args);
     result = call_tool (f, cases[i].tool, cases[i].args);
     assert_error_result (result, "org.vivarium.Vivarium1.Error.InvalidArgument");
+  }
+  /* Well-formed egress arguments pass the schema: refused only for the
+   * missing daemon. */
+  {
+    g_autoptr(JsonObject) result = call_tool (f, "vm_task", "{\"project\":\"demo\",\"image\":\"tiny\","
+                                              "\"instructions\":\"x\",\"verify\":\"true\",\"egress\":\"allowlist\","
+                                              "\"egress_groups\":[\"debian\"],\"egress_allow\":[\"pypi.org:443\"]}");
+    assert_error_result (result, "org.vivarium.Vivarium1.Error.Failed");
   }
 }
 
