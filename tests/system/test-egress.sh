@@ -9,9 +9,9 @@
 # allowed.test, through the explicit proxy (http_proxy, CONNECT) and without
 # the proxy variables (the proxy's DNS and transparent ports); everything
 # else is refused the same way and logged, no query for a refused name
-# reaches a resolver, the proxy killed leaves no way out, a byte limit cuts a
-# download.
-#   tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-egress.sh
+# reaches a resolver, the proxy killed leaves no way out, a task's report
+# carries its egress line, a byte limit cuts a download.
+#   VIVARIUM_TEST_BTRFS=512M tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-egress.sh
 
 # shellcheck disable=SC2317
 # shellcheck source=SCRIPTDIR/lib.sh
@@ -32,6 +32,8 @@ done
 # Only inside the test host, whose network is private: nothing may leave it.
 others=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -v -e '^lo$' -e '^vv-')
 [ -z "$others" ] || bail_out "this host has network links ($others); run me through tests/system/vivarium-test-host"
+[ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
+  bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 
 open_id='' aid='' lid=''
 tmpd=$(mktemp -d /var/tmp/test-egress.XXXXXX) || bail_out "cannot create a scratch directory"
@@ -83,15 +85,15 @@ PYEOF
   at_exit stop_quietly "${out##*/}"
   printf -v "$var" '%s' "${out##*/}"
 }
-# egress_log ID OUT: Session.GetEgressLog(0, 1000) as a JSON array in OUT
-# (the D-Bus keys: time, host, port, via, verdict, reason, bytes-up, …);
-# prints "total T next N".
+# egress_log ID OUT [PATH INTERFACE]: Session.GetEgressLog(0, 1000) (or that
+# of the object given) as a JSON array in OUT (the D-Bus keys: time, host,
+# port, via, verdict, reason, bytes-up, …); prints "total T next N".
 egress_log () {
-  "$PY" - "$(session_path "$1")" "$2" 2>&1 <<'PYEOF'
+  "$PY" - "${3:-$(session_path "$1")}" "$2" "${4:-Session}" 2>&1 <<'PYEOF'
 import json, sys
 from gi.repository import Gio, GLib
 bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Session', 'GetEgressLog',
+r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.' + sys.argv[3], 'GetEgressLog',
                   GLib.Variant('(tu)', (0, 1000)), None, 0, 30000, None)
 entries, nxt, total = r.unpack()
 json.dump(entries, open(sys.argv[2], 'w'))
@@ -444,7 +446,49 @@ assert_eq "" "$(token_line "$out")" "not without the proxy variables either" "$o
 assert_eq "$conn_before" "$(connections)" "the servers saw nothing"
 assert_ne active "$(systemctl is-active "$proxy_unit")" "the proxy was not started again behind the session's back"
 
-# --- 6. a byte limit cuts a download -------------------------------------------
+# --- 6. a task: its work session's log and its report's egress line ----------
+
+assert_contains "$(call "$OBJ" Manager.CreateProject egress "uint64 $((32 * MIB))" "{}" 2>&1)" \
+  "$(project_path egress)" "create the project egress"
+pyworker egress '
+s, out, err = exec_guest("wget -q -O - http://allowed.test/token; wget -q -O - http://other.test/token; true")
+finish("Fetched allowed.test; other.test was refused.", "")'
+task=$("$PY" - "$tmpd/egress.py" <<'PYEOF' 2>&1
+import sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+opts = {'script': GLib.Variant('ay', open(sys.argv[1], 'rb').read()),
+        'egress': GLib.Variant('s', 'allowlist'), 'egress_allow': GLib.Variant('as', ['allowed.test'])}
+try:
+    r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
+                      'SubmitTask', GLib.Variant('(sssa{sv})', ('egress', 'tiny', 'Fetch the token.', opts)),
+                      None, 0, 120000, None)
+    print(r.unpack()[0])
+except GLib.Error as e:
+    print(e.message)
+    sys.exit(1)
+PYEOF
+)
+assert_contains "$task" "$OBJ/tasks/" "submit a task with egress allowlist, egress_allow allowed.test"
+assert_eq DONE "$(wait_outcome "$task" 300)" "the task ends DONE"
+head=$(egress_log "" "$tmpd/task-log.json" "$task" Task)
+diag "Task.GetEgressLog: $head: $(jq -r '[.[] | "\(.via) \(.host):\(.port) \(.verdict)"] | join(", ")' "$tmpd/task-log.json" 2>&1)"
+assert_ne 0 "$(jq '[.[] | select(.host == "allowed.test" and .verdict == "allowed")] | length' "$tmpd/task-log.json" 2>&1)" \
+  "Task.GetEgressLog has the work session's allowed.test, allowed"
+assert_ne 0 "$(jq '[.[] | select(.host == "other.test" and .verdict == "denied")] | length' "$tmpd/task-log.json" 2>&1)" \
+  "and other.test, denied"
+get_json "$(task_prop "$task" Report)" "$tmpd/task-report.json"
+get_text "$(task_prop "$task" Report)" "$tmpd/task-report.txt"
+assert_eq allowlist "$(report_field "$tmpd/task-report.json" "r['egress']['mode']")" "the signed report's egress mode is allowlist"
+assert_contains "$(report_field "$tmpd/task-report.json" "r['egress']['policy']")" "allowed.test" "its policy names allowed.test"
+summary=$(report_field "$tmpd/task-report.json" "r['egress']['summary']")
+assert_contains "$summary" "allowed.test:80" "its summary counts allowed.test:80 ($summary)"
+assert_contains "$summary" "other.test:80" "and the refused other.test:80"
+assert_contains "$(grep '^Egress: ' "$tmpd/task-report.txt")" "allowlist" "the text has a trusted Egress: line ($(grep '^Egress: ' "$tmpd/task-report.txt"))"
+assert_contains "$(grep -A1 '^Egress: ' "$tmpd/task-report.txt" | tail -n 1)" "decisions: " "followed by the decisions"
+assert_success "vivariumctl report verify accepts it" -- vivariumctl report verify "$tmpd/task-report.json"
+
+# --- 7. a byte limit cuts a download -------------------------------------------
 
 stop_all_sessions
 mkdir -p "$(dirname "$CONF")"
