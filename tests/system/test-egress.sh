@@ -35,7 +35,7 @@ others=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep 
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 
-open_id='' aid='' lid=''
+open_id='' aid='' lid='' nid=''
 tmpd=$(mktemp -d /var/tmp/test-egress.XXXXXX) || bail_out "cannot create a scratch directory"
 at_exit rm -rf "$tmpd"
 journal_at_exit
@@ -51,7 +51,7 @@ restart_daemon () {
 stop_quietly () { ctl session stop "$1" >/dev/null 2>&1 || true; }
 stop_all_sessions () {
   local id
-  for id in $(ctl session list --json 2>/dev/null | grep -o '"id" *: *"[0-9a-f]*"' | grep -o '[0-9a-f]\{12\}'); do
+  for id in $(ctl session list --json 2>/dev/null | jq -r '.[].Id // empty' 2>/dev/null); do
     stop_quietly "$id"
   done
 }
@@ -446,6 +446,19 @@ assert_eq "" "$(token_line "$out")" "not without the proxy variables either" "$o
 assert_eq "$conn_before" "$(connections)" "the servers saw nothing"
 assert_ne active "$(systemctl is-active "$proxy_unit")" "the proxy was not started again behind the session's back"
 
+# --- 5b. egress none: nothing at all -----------------------------------------
+
+start_session nid none
+assert_eq "none off" "$(sprop "$nid" EgressMode) $(sprop "$nid" EgressState)" "an egress none session says EgressMode none, EgressState off"
+assert_eq inactive "$(systemctl is-active "vivarium-egress-$nid.service")" "it has no proxy"
+conn_before=$(connections)
+out=$(guest "$nid" "fetch http://allowed.test/token; raw_http $PI_ADDR 80 allowed.test /token; timeout 8 nslookup allowed.test 10.0.2.3")
+assert_eq "" "$(token_line "$out")" "its guest reaches nothing: not by name, not by address" "$out"
+out=$(guest "$nid" "dns_tcp '$(dns_query allowed.test)' 2>/dev/null")
+assert_eq "no answer" "$(dns_rcode "$(tail -n 1 <<<"$out")")" "no DNS answers it at $PROXY:53 either" "$out"
+assert_eq "$conn_before" "$(connections)" "the servers saw nothing"
+stop_quietly "$nid"
+
 # --- 6. a task: its work session's log and its report's egress line ----------
 
 assert_contains "$(call "$OBJ" Manager.CreateProject egress "uint64 $((32 * MIB))" "{}" 2>&1)" \
@@ -515,6 +528,13 @@ rm -f "$CONF"
 # --- the pretend internet goes as it came -------------------------------------
 
 stop_all_sessions
+no_egress_left () {
+  [ -z "$(systemctl list-units --all --plain --no-legend 'vivarium-egress-*' | head -n 1)" ] &&
+    [ -z "$(ls -A /run/vivarium/egress 2>/dev/null)" ]
+}
+retry_until 40 0.25 no_egress_left
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-egress-*'; ls -A /run/vivarium/egress 2>/dev/null)" \
+  "with the sessions stopped no proxy unit and no proxy directory is left"
 server_pid=$_pi_pid
 cp /etc/hosts "$tmpd/hosts.during"
 pretend_internet_down
