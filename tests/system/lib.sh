@@ -171,3 +171,144 @@ _dump_journal () {
   diag "journal (${_journal_units[*]}):" >&"$_journal_fd"
   diag "$(journalctl --no-pager -o cat "${args[@]}" 2>&1 | grep -v '^DNS relay' | tail -n 80)" >&"$_journal_fd"
 }
+
+# --- a pretend internet ------------------------------------------------------
+# pretend_internet_up DIR: a network namespace (PI_NS) joined to this host by
+# the veth pair vt-inet0 (here, 203.0.113.1/24) / vt-inet1 (there,
+# 203.0.113.10 and .11): TEST-NET-3, outside the guard's deny list, and
+# private to the test host. Inside it pretend-internet.py serves HTTP (80)
+# and HTTPS (443, a certificate from a CA made here for allowed.test,
+# other.test and big.test: PI_CA) with a token page (/token answers
+# "$PI_TOKEN scheme=… host=… sni=… addr=…") and a 4 MiB /big, and a DNS
+# server on 203.0.113.10:53 that logs every name it is asked for
+# ($PI_DIR/dns.log; connections.log and requests.log say what the web
+# servers saw). This host's /etc/hosts gets allowed.test, other.test,
+# big.test → 203.0.113.10 and rebind.test → 10.0.0.5 (a denied range), its
+# /etc/resolv.conf names only the logger; both are restored by
+# pretend_internet_down, which the EXIT trap runs too. Start vivariumd after
+# this (its guard reads the host's addresses, its DNS relay resolv.conf, at
+# start). Nothing leaves the test host: every address lives on its veth.
+readonly PI_NS=vt-inet
+readonly PI_LINK=vt-inet0
+readonly PI_PEER=vt-inet1
+readonly PI_HOST_ADDR=203.0.113.1
+readonly PI_ADDR=203.0.113.10
+readonly PI_ADDR2=203.0.113.11
+readonly PI_DENIED_ADDR=10.0.0.5
+PI_DIR=
+PI_CA=
+PI_TOKEN=
+_pi_pid=
+_pi_start=
+_pi_netns=0
+_pi_link=0
+_pi_files=0
+
+_pi_require () {
+  local tool
+  for tool in ip nsenter openssl getent /usr/bin/python3; do
+    command -v "$tool" >/dev/null || bail_out "the pretend internet needs $tool, which is not installed"
+  done
+  /usr/bin/python3 -c 'import ssl, http.server, socketserver' 2>/dev/null ||
+    bail_out "the pretend internet needs /usr/bin/python3 with its ssl module"
+  ip netns list >/dev/null 2>&1 || bail_out "ip netns does not work here"
+  [ -e "/run/netns/$PI_NS" ] && bail_out "a network namespace $PI_NS exists already: not ours, left alone"
+  ip link show dev "$PI_LINK" >/dev/null 2>&1 && bail_out "a link $PI_LINK exists already: not ours, left alone"
+  return 0
+}
+
+# A throwaway CA and a server certificate it signs, with the openssl CLI.
+_pi_certificates () {
+  local d=$1
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Vivarium pretend internet CA" \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    -keyout "$d/ca.key" -out "$d/ca.crt" >/dev/null 2>&1 &&
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=allowed.test" \
+    -keyout "$d/server.key" -out "$d/server.csr" >/dev/null 2>&1 &&
+  printf 'subjectAltName=DNS:allowed.test,DNS:other.test,DNS:big.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' \
+    > "$d/server.ext" &&
+  openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+    -extfile "$d/server.ext" -out "$d/server.crt" >/dev/null 2>&1
+}
+
+# Each file is saved as it is (a symlink stays one) and replaced by a new file.
+_pi_replace_file () {  # PATH CONTENT
+  rm -f -- "$1" && printf '%s' "$2" > "$1"
+}
+
+pretend_internet_up () {  # DIR
+  local pihosts
+  _pi_require
+  PI_DIR=$1/pretend-internet
+  mkdir -p "$PI_DIR" || bail_out "cannot create $PI_DIR"
+  PI_CA=$PI_DIR/ca.crt
+  PI_TOKEN=vivarium-pretend-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+  _pi_certificates "$PI_DIR" || bail_out "openssl could not make the pretend internet's certificates"
+  at_exit pretend_internet_down
+
+  ip netns add "$PI_NS" || bail_out "cannot create the network namespace $PI_NS"
+  _pi_netns=1
+  ip link add "$PI_LINK" type veth peer name "$PI_PEER" netns "$PI_NS" || bail_out "cannot create the veth $PI_LINK"
+  _pi_link=1
+  ip addr add "$PI_HOST_ADDR/24" dev "$PI_LINK" &&
+  ip link set "$PI_LINK" up &&
+  ip -n "$PI_NS" link set lo up &&
+  ip -n "$PI_NS" addr add "$PI_ADDR/24" dev "$PI_PEER" &&
+  ip -n "$PI_NS" addr add "$PI_ADDR2/24" dev "$PI_PEER" &&
+  ip -n "$PI_NS" link set "$PI_PEER" up || bail_out "cannot configure the veth pair $PI_LINK/$PI_PEER"
+
+  # nsenter execs the server itself: $! is its PID.
+  nsenter --net="/run/netns/$PI_NS" /usr/bin/python3 "$(dirname -- "${BASH_SOURCE[0]}")/pretend-internet.py" \
+    "$PI_DIR" "$PI_TOKEN" "$PI_DIR/server.crt" "$PI_DIR/server.key" "$PI_ADDR" \
+    allowed.test="$PI_ADDR" other.test="$PI_ADDR" big.test="$PI_ADDR" rebind.test="$PI_DENIED_ADDR" \
+    > "$PI_DIR/server.out" 2>&1 &
+  _pi_pid=$!
+  _pi_start=$(awk '{ print $22 }' "/proc/$_pi_pid/stat" 2>/dev/null)
+  retry_until 80 0.25 grep -qx ready "$PI_DIR/server.out" ||
+    bail_out "the pretend internet's servers did not start: $(head -c 1000 "$PI_DIR/server.out")"
+
+  cp -a /etc/hosts "$PI_DIR/hosts.saved" && cp -a /etc/resolv.conf "$PI_DIR/resolv.conf.saved" ||
+    bail_out "cannot save /etc/hosts and /etc/resolv.conf"
+  _pi_files=1
+  pihosts=$(cat "$PI_DIR/hosts.saved")
+  pihosts+=$'\n'"$PI_ADDR allowed.test other.test big.test"$'\n'"$PI_DENIED_ADDR rebind.test"$'\n'
+  _pi_replace_file /etc/hosts "$pihosts" &&
+  _pi_replace_file /etc/resolv.conf "nameserver $PI_ADDR"$'\n' || bail_out "cannot write /etc/hosts and /etc/resolv.conf"
+}
+
+# The pretend internet's own logs: pi_log NAME prints $PI_DIR/NAME.log.
+pi_log () { cat "$PI_DIR/$1.log" 2>/dev/null; }
+# pi_dns_asked NAME: whether the DNS logger was asked for NAME (any type).
+pi_dns_asked () { grep -q -i "^$1 " "$PI_DIR/dns.log" 2>/dev/null; }
+
+pretend_internet_down () {
+  local i
+  if [ -n "$_pi_pid" ]; then
+    # Only the process started above (same PID, same start time).
+    if [ "$(awk '{ print $22 }' "/proc/$_pi_pid/stat" 2>/dev/null)" = "$_pi_start" ]; then
+      kill -TERM "$_pi_pid" 2>/dev/null
+      for ((i = 0; i < 50; i++)); do
+        kill -0 "$_pi_pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -KILL "$_pi_pid" 2>/dev/null
+    fi
+    wait "$_pi_pid" 2>/dev/null
+    _pi_pid=
+  fi
+  if [ "$_pi_files" = 1 ]; then
+    rm -f /etc/hosts /etc/resolv.conf
+    cp -a "$PI_DIR/hosts.saved" /etc/hosts
+    cp -a "$PI_DIR/resolv.conf.saved" /etc/resolv.conf
+    _pi_files=0
+  fi
+  if [ "$_pi_link" = 1 ]; then
+    ip link del dev "$PI_LINK" 2>/dev/null
+    _pi_link=0
+  fi
+  if [ "$_pi_netns" = 1 ]; then
+    ip netns del "$PI_NS"
+    _pi_netns=0
+  fi
+  return 0
+}
