@@ -290,8 +290,8 @@ else
 fi
 
 # shellcheck disable=SC2016  # expanded in the guest
-assert_contains "$(guest "$aid" 'echo "$http_proxy $https_proxy"')" "http://$PROXY:3128 http://$PROXY:3128" \
-  "an Exec in the guest has http_proxy and https_proxy naming the proxy"
+assert_eq "http://$PROXY:3128 -" "$(guest "$aid" 'echo "$http_proxy ${https_proxy:--}"')" \
+  "an Exec in the guest has http_proxy naming the proxy, and no https_proxy (HTTPS goes by transparent TLS)"
 resolv=$(guest "$aid" 'cat /etc/resolv.conf')
 assert_contains "$resolv" "nameserver $PROXY" "the guest's resolv.conf names the proxy's DNS"
 assert_contains "$resolv" "use-vc" "over TCP (options use-vc)"
@@ -317,10 +317,16 @@ assert_eq "allowed.test" "$(host_of "$page")" "the server sees Host: allowed.tes
 out=$(guest_noproxy "$aid" "fetch https://allowed.test/token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "without proxy variables: https://allowed.test/token (its port 443, by the SNI)" "$out"
-# busybox's wget has no CONNECT: with https_proxy set it sends the proxy
-# "GET https://allowed.test/token", which the contract does not proxy.
+# With the guest's own environment (no https_proxy), wget https:// goes by
+# transparent TLS: the same URL works the same way with or without the
+# daemon's variables.
 out=$(guest "$aid" "fetch https://allowed.test/token")
-diag "busybox wget https:// with https_proxy set (it sends an absolute-form GET, not CONNECT): $(head -c 300 <<<"$out")"
+assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
+  "https://allowed.test/token with the Exec's own environment (transparent TLS)" "$out"
+# A client that does send "GET https://" to the proxy is refused, and logged
+# under the host it named.
+out=$(guest "$aid" "export https_proxy=http://$PROXY:3128; fetch https://allowed.test/token")
+assert_contains "$out" "403 Forbidden" "GET https:// sent to the proxy is refused with 403 (it does not terminate TLS)" "$out"
 
 # --- 3. everything else: refused the same way, seen by no one ----------------
 
