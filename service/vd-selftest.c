@@ -969,10 +969,13 @@ session_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   next_phase (self);
 }
 
-/* A phase that failed part-way still lists every row it owed ("not-run"). */
+/* A phase that failed part-way still lists every row it owed ("not-run"),
+ * with nothing an earlier stage or phase left on the canary as evidence. */
 static void
 end_phase (VdSelfTest *self)
 {
+  if (current_stage (self) != STAGE_DONE)
+    vd_canary_reset (self->canary);
   for (; current_stage (self) != STAGE_DONE; self->stage_index++)
     record_rows (self);
   phase_progress (self, PHASE_STEP_STOP, "stopping the scratch session");
