@@ -227,7 +227,7 @@ run_finished_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   run_done (GTK_WIDGET (self), reply, NULL);
 }
 
-/* A full run takes minutes (three configurations of real guests): the call
+/* A full run takes minutes (four configurations of real guests): the call
  * has no timeout of its own; progress arrives as signals meanwhile. */
 static void
 run_clicked_cb (VivariumSelftestPage *self)

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <json-glib/json-glib.h>
 #include <glib/gstdio.h>
@@ -17,31 +18,54 @@
 #include "vd-image.h"
 #include "vd-progress.h"
 #include "vd-selftest.h"
+#include "vd-selftest-egress.h"
 #include "vd-session.h"
 #include "vd-systemd.h"
+#include "vivarium-dbus-generated.h"
 
 #define PROBE_EXEC_TIMEOUT_SEC 90
 /* After the guest's probes return, late datagrams may still be on their
  * way through QEMU; the canary is read once more after this. Not an
  * assertion on time: a late arrival only makes a "blocked" look worse. */
 #define SETTLE_SEC 1
+/* The proxy's end is seen through a pidfd at once; systemd's word on it
+ * comes a moment later. Bounded, and the probe runs either way. */
+#define EGRESS_FAILED_POLL_MS    100
+#define EGRESS_FAILED_POLL_TRIES 100
 
 typedef struct {
   const gchar *name;
   gboolean     layer1;
   gboolean     layer2;
+  gboolean     allowlist;   /* egress allowlist: the closed network, the proxy the only way out */
 } Configuration;
 
 static const Configuration configurations[] = {
-  { "both",        TRUE,  TRUE  },
-  { "layer1-only", TRUE,  FALSE },
-  { "layer2-only", FALSE, TRUE  },
-  { "neither",     FALSE, FALSE },   /* the negative control, on request only */
+  { "both",        TRUE,  TRUE,  FALSE },
+  { "layer1-only", TRUE,  FALSE, FALSE },
+  { "layer2-only", FALSE, TRUE,  FALSE },
+  { "allowlist",   TRUE,  TRUE,  TRUE  },
+  { "neither",     FALSE, FALSE, FALSE },   /* the negative control, on request only */
 };
 
 /* Probing a caller's running session instead of scratch guests: it has both
  * layers, like every session StartSession makes, and it is not stopped. */
-static const Configuration live_configuration = { "live-session", TRUE, TRUE };
+static const Configuration live_configuration = { "live-session", TRUE, TRUE, FALSE };
+
+/* What a phase probes, in order. An allowlist guest first asks its proxy
+ * (whose allowed CONNECT is the phase's positive control: the direct one
+ * must be blocked there), then dials directly, then asks again once the
+ * proxy has been killed. The proxy's and the direct probes of the positive
+ * control hit the same listener, so they run apart. */
+typedef enum {
+  STAGE_PROXY,
+  STAGE_DIRECT,
+  STAGE_PROXY_KILLED,
+  STAGE_DONE,
+} Stage;
+
+static const Stage open_stages[] = { STAGE_DIRECT, STAGE_DONE };
+static const Stage allowlist_stages[] = { STAGE_PROXY, STAGE_DIRECT, STAGE_PROXY_KILLED, STAGE_DONE };
 
 typedef struct {
   const gchar *name;
@@ -69,6 +93,19 @@ static const Probe probes[] = {
 
 static const gchar *transports[] = { "tcp", "udp" };
 
+/* Through the proxy, each to the canary's TCP port. The policy allows only
+ * the first (vd_self_test_egress_rule). The unlisted IPv6 control address
+ * and the denied range have listeners, so a proxy that let them through
+ * would be seen; the unlisted name must be refused before any lookup. */
+static const VdSelfTestProxyProbe proxy_probes[] = {
+  { "proxy-allowed",       "198.51.100.1",                       "198.51.100.1",       "reached" },
+  { "proxy-unlisted",      "[2001:db8:ffff::254]",               "2001:db8:ffff::254", "refused" },
+  { "proxy-unlisted-name", "unlisted.selftest.vivarium.invalid", NULL,                 "refused" },
+  { "proxy-denied-range",  "10.255.255.254",                     "10.255.255.254",     "refused" },
+};
+/* The allowed CONNECT again, the proxy killed: nothing may answer it. */
+static const VdSelfTestProxyProbe proxy_killed_probe = { "proxy-killed", "198.51.100.1", "198.51.100.1", "blocked" };
+
 /* Device nodes QEMU may hold open: /dev/kvm is the accelerator, and
  * /dev/null is where systemd points its stdin. Nothing else: QEMU gets its
  * randomness from getrandom(), and was seen holding no other node. */
@@ -91,6 +128,9 @@ struct _VdSelfTest {
   guint        phase_step;     /* PhaseStep the phase's child is at */
   VdSession   *session;
   VdSession   *live_session;   /* set: probe it, boot nothing, stop nothing */
+  guint        stage_index;    /* into the phase's stages */
+  gboolean     proxy_control;  /* this phase's allowed CONNECT reached its canary */
+  guint        egress_polls;
   gint64       started_at;
   gint64       finished_at;
   gint64       phase_started_at;
@@ -195,6 +235,14 @@ current (VdSelfTest *self)
   if (self->live_session != NULL)
     return &live_configuration;
   return &configurations[self->phase];
+}
+
+static Stage
+current_stage (VdSelfTest *self)
+{
+  const Stage *stages = current (self)->allowlist ? allowlist_stages : open_stages;
+
+  return stages[self->stage_index];
 }
 
 static const gchar *
@@ -464,6 +512,33 @@ check_unit (VdSelfTest *self)
                   deny != NULL && (current (self)->layer1 ? n_deny >= n_builtin : n_deny == 0));
 }
 
+/* An allowlist session's unit has no deny list to count: it has a network
+ * namespace of its own and denies every address but its loopback (as the
+ * session pool checked at start; read again here, as the result's own
+ * evidence). Its proxy carries the deny list, and its uid is in the table. */
+static void
+check_unit_closed (VdSelfTest *self)
+{
+  VdEgress *egress = vd_session_get_egress (self->session);
+  guint32 egress_uid = vd_session_get_egress_uid (self->session);
+  guint64 packets = 0, bytes = 0;
+  gboolean covered = egress_uid != 0 && egress_uid != vd_guard_get_uncovered_uid (self->guard) &&
+                     vd_guard_get_counters (self->guard, egress_uid, &packets, &bytes);
+  const gchar *state = vivarium_dbus_session_get_egress_state (VIVARIUM_DBUS_SESSION (vd_session_get_skeleton (self->session)));
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GError) proxy_error = NULL;
+  gboolean closed = vd_guard_check_unit_closed (self->guard, vd_session_get_unit (self->session), &error);
+  gboolean proxy_denies = egress != NULL && vd_guard_check_unit (self->guard, vd_egress_get_unit (egress), &proxy_error);
+
+  add_host_check (self, "unit-closed-network", "PrivateNetwork, IPAddressDeny=any, IPAddressAllow= loopback only",
+                  closed ? "closed" : error->message, closed);
+  add_host_check (self, "egress-proxy-ip-address-deny", "the deny list on the proxy's unit",
+                  proxy_denies ? "the deny list" : egress == NULL ? "no egress proxy" : proxy_error->message,
+                  proxy_denies);
+  add_host_check (self, "egress-proxy-uid-covered-by-nft", "covered", covered ? "covered" : "not covered", covered);
+  add_host_check (self, "egress-state", "running", state != NULL ? state : "?", g_strcmp0 (state, "running") == 0);
+}
+
 static void
 check_layer2_coverage (VdSelfTest *self)
 {
@@ -485,7 +560,10 @@ run_host_checks (VdSelfTest *self)
 {
   guint32 pid = vd_session_get_main_pid (self->session);
 
-  check_unit (self);
+  if (current (self)->allowlist)
+    check_unit_closed (self);
+  else
+    check_unit (self);
   check_layer2_coverage (self);
   if (pid == 0) {
     add_host_check (self, "qemu-main-pid", "a running process", "no MainPID", FALSE);
@@ -498,6 +576,18 @@ run_host_checks (VdSelfTest *self)
 
 /* --- probes ------------------------------------------------------------ */
 
+/* Wait (bounded) for the DHCP lease and the SLAAC address, so that a
+ * slow boot does not pass for a block. The positive controls catch the
+ * rest. */
+static void
+append_network_wait (GString *s)
+{
+  g_string_append (s, "i=0; while [ $i -lt 40 ]; do "
+                      "ip -4 addr show dev eth0 | grep -q 'inet ' && "
+                      "ip -6 addr show dev eth0 scope global | grep -q inet6 && break; "
+                      "sleep 0.25; i=$((i+1)); done\n");
+}
+
 static gchar *
 probe_script (VdSelfTest *self)
 {
@@ -505,13 +595,7 @@ probe_script (VdSelfTest *self)
   guint16 tcp = vd_canary_get_tcp_port (self->canary);
   guint16 udp = vd_canary_get_udp_port (self->canary);
 
-  /* Wait (bounded) for the DHCP lease and the SLAAC address, so that a
-   * slow boot does not pass for a block. The positive controls catch the
-   * rest. */
-  g_string_append (s, "i=0; while [ $i -lt 40 ]; do "
-                      "ip -4 addr show dev eth0 | grep -q 'inet ' && "
-                      "ip -6 addr show dev eth0 scope global | grep -q inet6 && break; "
-                      "sleep 0.25; i=$((i+1)); done\n");
+  append_network_wait (s);
   /* busybox nc has no UDP mode here: tftp sends a read request datagram
    * (and retries), which is all a UDP canary needs to see. */
   for (guint i = 0; i < G_N_ELEMENTS (probes); i++) {
@@ -536,7 +620,8 @@ parse_guest_output (VdSelfTest *self, GBytes *out)
     g_auto(GStrv) f = g_strsplit (lines[i], " ", 3);
     gint64 status;
 
-    if (g_strv_length (f) != 3 || !g_ascii_string_to_signed (f[2], 10, 0, 255, &status, NULL))
+    /* Exit statuses, and HTTP status codes from the proxy probes. */
+    if (g_strv_length (f) != 3 || !g_ascii_string_to_signed (f[2], 10, 0, 999, &status, NULL))
       continue;
     g_hash_table_insert (self->guest_status, g_strdup_printf ("%s/%s", f[0], f[1]), GINT_TO_POINTER ((gint) status + 1));
   }
@@ -550,9 +635,14 @@ canary_saw (VdSelfTest *self, const Probe *probe, const gchar *transport, guint 
   return self->canary != NULL && vd_canary_lookup (self->canary, probe->canary_address, transport, count, peer);
 }
 
+/* An allowlist guest has no direct way out at all: its positive control
+ * is the CONNECT its proxy allows, which shows the guest up, its network
+ * up and the canary listening. */
 static gboolean
 control_reached (VdSelfTest *self, gboolean ipv6, const gchar *transport)
 {
+  if (current (self)->allowlist)
+    return self->proxy_control;
   for (guint i = 0; i < G_N_ELEMENTS (probes); i++) {
     guint count;
     const gchar *peer;
@@ -581,16 +671,24 @@ observe (VdSelfTest *self, const Probe *probe, const gchar *transport, guint cou
 }
 
 static const gchar *
-judge (VdSelfTest *self, const Probe *probe, const gchar *transport, const gchar *expected, const gchar *observed)
+judge (VdSelfTest *self, const gchar *expected, const gchar *observed, gboolean control)
 {
   if (self->phase_error != NULL)
     return "inconclusive";
-  if (probe->expect_reached)
+  if (g_str_equal (expected, "reached"))
     return g_str_equal (observed, expected) ? "pass" : "inconclusive";
   /* Without a working positive control, "blocked" may just mean "down". */
-  if (!control_reached (self, probe->ipv6, transport))
+  if (!control)
     return g_str_equal (observed, expected) ? "inconclusive" : "fail";
   return g_str_equal (observed, expected) ? "pass" : "fail";
+}
+
+/* The guest reaches nothing directly in an allowlist session, the positive
+ * controls included. */
+static const gchar *
+expected_direct (VdSelfTest *self, const Probe *probe)
+{
+  return probe->expect_reached && !current (self)->allowlist ? "reached" : "blocked";
 }
 
 static JsonObject *
@@ -630,7 +728,7 @@ add_row (VdSelfTest *self, const Probe *probe, const gchar *transport, JsonObjec
 {
   JsonObject *row = json_object_new ();
   JsonObject *ev = json_object_new ();
-  const gchar *expected = probe->expect_reached ? "reached" : "blocked";
+  const gchar *expected = expected_direct (self, probe);
   const gchar *peer = NULL;
   guint count = 0;
   gint guest_status = -1;
@@ -641,7 +739,7 @@ add_row (VdSelfTest *self, const Probe *probe, const gchar *transport, JsonObjec
 
   canary_saw (self, probe, transport, &count, &peer);
   observed = observe (self, probe, transport, count, &guest_status);
-  outcome = judge (self, probe, transport, expected, observed);
+  outcome = judge (self, expected, observed, control_reached (self, probe->ipv6, transport));
   json_object_set_string_member (row, "probe", probe->name);
   json_object_set_string_member (row, "configuration", current (self)->name);
   if (self->session != NULL)
@@ -672,6 +770,120 @@ add_row (VdSelfTest *self, const Probe *probe, const gchar *transport, JsonObjec
   json_array_add_object_element (self->rows, row);
 }
 
+static const gchar *
+observe_proxy (VdSelfTest *self, guint count, gint http_status, const gchar *verdict)
+{
+  if (self->phase_error != NULL)
+    return "not-run";
+  if (count > 0)
+    return "reached";
+  /* The 403 is the guest's word; the proxy's own log says it decided so. */
+  if (http_status == 403 && g_strcmp0 (verdict, "denied") == 0)
+    return "refused";
+  return "blocked";
+}
+
+/* A dead proxy decides nothing: its log is read only while it runs. */
+static void
+proxy_decision (VdSelfTest *self, const gchar *host, guint16 port, gchar **verdict, gchar **reason)
+{
+  VdEgress *egress = self->session != NULL ? vd_session_get_egress (self->session) : NULL;
+  g_autofree gchar *path = NULL;
+
+  *verdict = NULL;
+  *reason = NULL;
+  if (egress == NULL || current_stage (self) == STAGE_PROXY_KILLED)
+    return;
+  path = vd_egress_dup_log_path (egress);
+  vd_self_test_egress_decision (path, host, port, verdict, reason);
+}
+
+static void
+set_string_or_null (JsonObject *obj, const gchar *member, const gchar *value)
+{
+  if (value != NULL)
+    json_object_set_string_member (obj, member, value);
+  else
+    json_object_set_null_member (obj, member);
+}
+
+static JsonObject *
+proxy_evidence (VdSelfTest *self, const VdSelfTestProxyProbe *probe, guint count, const gchar *peer,
+                gint http_status, const gchar *verdict, const gchar *reason)
+{
+  JsonObject *ev = json_object_new ();
+  g_autofree gchar *via = g_strdup_printf ("%s:%u", VD_EGRESS_GUEST_ADDRESS, VD_EGRESS_PROXY_PORT);
+
+  json_object_set_string_member (ev, "via", via);
+  set_string_or_null (ev, "canary-address", probe->canary_address);
+  json_object_set_int_member (ev, "canary-port", vd_canary_get_tcp_port (self->canary));
+  json_object_set_int_member (ev, "canary-seen", count);
+  set_string_or_null (ev, "canary-first-peer", peer);
+  if (http_status >= 0)
+    json_object_set_int_member (ev, "http-status", http_status);
+  else
+    json_object_set_null_member (ev, "http-status");
+  set_string_or_null (ev, "egress-verdict", verdict);
+  set_string_or_null (ev, "egress-reason", reason);
+  json_object_set_boolean_member (ev, "positive-control-reached", self->proxy_control);
+  return ev;
+}
+
+/* The canary decides "reached"; "refused" takes the guest's 403 and the
+ * proxy's logged denial together. */
+static void
+add_proxy_row (VdSelfTest *self, const VdSelfTestProxyProbe *probe, JsonObject *phase_ev)
+{
+  JsonObject *row = json_object_new ();
+  guint16 port = vd_canary_get_tcp_port (self->canary);
+  g_autofree gchar *key = g_strdup_printf ("%s/http", probe->name);
+  gint http_status = GPOINTER_TO_INT (g_hash_table_lookup (self->guest_status, key)) - 1;
+  g_autofree gchar *target = g_strdup_printf ("%s:%u", probe->host, port);
+  g_autofree gchar *verdict = NULL;
+  g_autofree gchar *reason = NULL;
+  const gchar *peer = NULL;
+  const gchar *observed, *outcome;
+  JsonObject *ev;
+  JsonObjectIter iter;
+  const gchar *member;
+  JsonNode *node;
+  guint count = 0;
+
+  if (probe->canary_address != NULL)
+    vd_canary_lookup (self->canary, probe->canary_address, "tcp", &count, &peer);
+  proxy_decision (self, probe->host, port, &verdict, &reason);
+  observed = observe_proxy (self, count, http_status, verdict);
+  outcome = judge (self, probe->expected, observed, self->proxy_control);
+  json_object_set_string_member (row, "probe", probe->name);
+  json_object_set_string_member (row, "configuration", current (self)->name);
+  if (self->session != NULL)
+    json_object_set_string_member (row, "start-mode", vd_session_get_start_mode (self->session));
+  json_object_set_string_member (row, "transport", "tcp");
+  json_object_set_string_member (row, "address", target);
+  json_object_set_string_member (row, "expected", probe->expected);
+  json_object_set_string_member (row, "observed", observed);
+  json_object_set_string_member (row, "outcome", outcome);
+  json_object_set_boolean_member (row, "pass", g_str_equal (outcome, "pass"));
+  ev = proxy_evidence (self, probe, count, peer, http_status, verdict, reason);
+  json_object_iter_init (&iter, phase_ev);
+  while (json_object_iter_next (&iter, &member, &node))
+    json_object_set_member (ev, member, json_node_copy (node));
+  json_object_set_object_member (row, "evidence", ev);
+  json_array_add_object_element (self->rows, row);
+}
+
+static gboolean
+proxy_control_seen (VdSelfTest *self)
+{
+  guint count = 0;
+  const gchar *peer = NULL;
+
+  return self->phase_error == NULL &&
+         vd_canary_lookup (self->canary, proxy_probes[0].canary_address, "tcp", &count, &peer) && count > 0;
+}
+
+/* The rows of the stage that just ran (or never ran, when the phase
+ * failed: then they say "not-run"). */
 static void
 record_rows (VdSelfTest *self)
 {
@@ -681,9 +893,24 @@ record_rows (VdSelfTest *self)
                       vd_guard_get_counters (guard, vd_session_get_uid (self->session), &packets, &bytes);
   g_autoptr(JsonObject) phase_ev = phase_evidence (self, packets, bytes, counters);
 
-  for (guint i = 0; i < G_N_ELEMENTS (probes); i++) {
-    for (guint t = 0; t < G_N_ELEMENTS (transports); t++)
-      add_row (self, &probes[i], transports[t], phase_ev);
+  switch (current_stage (self)) {
+  case STAGE_PROXY:
+    self->proxy_control = proxy_control_seen (self);
+    for (guint i = 0; i < G_N_ELEMENTS (proxy_probes); i++)
+      add_proxy_row (self, &proxy_probes[i], phase_ev);
+    break;
+  case STAGE_DIRECT:
+    for (guint i = 0; i < G_N_ELEMENTS (probes); i++) {
+      for (guint t = 0; t < G_N_ELEMENTS (transports); t++)
+        add_row (self, &probes[i], transports[t], phase_ev);
+    }
+    break;
+  case STAGE_PROXY_KILLED:
+    add_proxy_row (self, &proxy_killed_probe, phase_ev);
+    break;
+  case STAGE_DONE:
+  default:
+    break;
   }
 }
 
@@ -702,6 +929,7 @@ record_phase (VdSelfTest *self)
   json_object_set_string_member (obj, "configuration", current (self)->name);
   json_object_set_boolean_member (obj, "layer1", current (self)->layer1);
   json_object_set_boolean_member (obj, "layer2", current (self)->layer2);
+  json_object_set_string_member (obj, "egress", current (self)->allowlist ? "allowlist" : "open");
   json_object_set_string_member (obj, "started-at", started);
   json_object_set_string_member (obj, "finished-at", finished);
   if (self->session != NULL) {
@@ -721,6 +949,8 @@ next_phase (VdSelfTest *self)
   vd_progress_step_done (self->progress);
   g_clear_object (&self->session);
   g_clear_pointer (&self->phase_error, g_free);
+  self->stage_index = 0;
+  self->proxy_control = FALSE;
   self->phase++;
   if (self->phase < self->n_phases)
     start_phase (self);
@@ -739,10 +969,15 @@ session_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   next_phase (self);
 }
 
+/* A phase that failed part-way still lists every row it owed ("not-run"),
+ * with nothing an earlier stage or phase left on the canary as evidence. */
 static void
 end_phase (VdSelfTest *self)
 {
-  record_rows (self);
+  if (current_stage (self) != STAGE_DONE)
+    vd_canary_reset (self->canary);
+  for (; current_stage (self) != STAGE_DONE; self->stage_index++)
+    record_rows (self);
   phase_progress (self, PHASE_STEP_STOP, "stopping the scratch session");
   if (self->session == NULL || self->live_session != NULL) {
     g_clear_object (&self->session);
@@ -752,13 +987,26 @@ end_phase (VdSelfTest *self)
   vd_session_stop_async (self->session, session_stopped_cb, g_object_ref (self));
 }
 
+static void run_stage (VdSelfTest *self);
+
+static void
+stage_done (VdSelfTest *self)
+{
+  record_rows (self);
+  self->stage_index++;
+  if (self->phase_error != NULL || current_stage (self) == STAGE_DONE)
+    end_phase (self);
+  else
+    run_stage (self);
+}
+
 static gboolean
 settled_cb (gpointer user_data)
 {
   VdSelfTest *self = user_data;
 
   vd_canary_drain (self->canary);
-  end_phase (self);
+  stage_done (self);
   g_object_unref (self);
   return G_SOURCE_REMOVE;
 }
@@ -777,13 +1025,52 @@ probes_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_timeout_add_seconds (SETTLE_SEC, settled_cb, self);
 }
 
+static gchar *
+stage_script (VdSelfTest *self)
+{
+  guint16 tcp = vd_canary_get_tcp_port (self->canary);
+  g_autofree gchar *ask = NULL;
+  GString *s;
+
+  switch (current_stage (self)) {
+  case STAGE_PROXY:
+    s = g_string_new (NULL);
+    append_network_wait (s);
+    ask = vd_self_test_egress_script (proxy_probes, G_N_ELEMENTS (proxy_probes), tcp);
+    g_string_append (s, ask);
+    return g_string_free (s, FALSE);
+  case STAGE_PROXY_KILLED:
+    return vd_self_test_egress_script (&proxy_killed_probe, 1, tcp);
+  case STAGE_DIRECT:
+  case STAGE_DONE:
+  default:
+    return probe_script (self);
+  }
+}
+
+static gchar *
+stage_step (VdSelfTest *self)
+{
+  switch (current_stage (self)) {
+  case STAGE_PROXY:
+    return g_strdup_printf ("%s: asking the egress proxy for %" G_GSIZE_FORMAT " destinations", current (self)->name,
+                            G_N_ELEMENTS (proxy_probes));
+  case STAGE_PROXY_KILLED:
+    return g_strdup_printf ("%s: asking the killed egress proxy again", current (self)->name);
+  case STAGE_DIRECT:
+  case STAGE_DONE:
+  default:
+    return g_strdup_printf ("%s: probing %" G_GSIZE_FORMAT " canaries from the guest", current (self)->name,
+                            G_N_ELEMENTS (probes));
+  }
+}
+
 static void
 run_probes (VdSelfTest *self)
 {
-  g_autofree gchar *script = probe_script (self);
+  g_autofree gchar *script = stage_script (self);
   const gchar *argv[] = { "/bin/sh", "-c", script, NULL };
-  g_autofree gchar *step = g_strdup_printf ("%s: probing %" G_GSIZE_FORMAT " canaries from the guest",
-                                            current (self)->name, G_N_ELEMENTS (probes));
+  g_autofree gchar *step = stage_step (self);
 
   phase_progress (self, PHASE_STEP_PROBE, step);
   vd_canary_reset (self->canary);
@@ -791,6 +1078,74 @@ run_probes (VdSelfTest *self)
                                                  vd_session_get_uid (self->session),
                                                  &self->packets_before, &self->bytes_before);
   vd_session_exec_async (self->session, argv, PROBE_EXEC_TIMEOUT_SEC, NULL, probes_done_cb, g_object_ref (self));
+}
+
+static const gchar *
+egress_state (VdSelfTest *self)
+{
+  return vivarium_dbus_session_get_egress_state (VIVARIUM_DBUS_SESSION (vd_session_get_skeleton (self->session)));
+}
+
+/* Until the session says its proxy failed, or the bound: then the
+ * allowed CONNECT again, which must reach nothing now. */
+static gboolean
+egress_failed_poll_cb (gpointer user_data)
+{
+  VdSelfTest *self = user_data;
+  const gchar *state = egress_state (self);
+  const gchar *reason = vivarium_dbus_session_get_egress_state_reason (VIVARIUM_DBUS_SESSION (vd_session_get_skeleton (self->session)));
+  g_autofree gchar *observed = NULL;
+
+  if (g_strcmp0 (state, "failed") != 0 && ++self->egress_polls < EGRESS_FAILED_POLL_TRIES)
+    return G_SOURCE_CONTINUE;
+  observed = g_strdup_printf ("%s%s%s%s", state != NULL ? state : "?", reason != NULL && reason[0] != '\0' ? " (" : "",
+                              reason != NULL ? reason : "", reason != NULL && reason[0] != '\0' ? ")" : "");
+  add_host_check (self, "egress-state-after-kill", "failed", observed, g_strcmp0 (state, "failed") == 0);
+  run_probes (self);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+proxy_killed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdSelfTest) self = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_systemd_kill_unit_finish (VD_SYSTEMD (source), res, &error)) {
+    self->phase_error = g_strdup_printf ("killing the egress proxy: %s", error->message);
+    end_phase (self);
+    return;
+  }
+  self->egress_polls = 0;
+  g_timeout_add_full (G_PRIORITY_DEFAULT, EGRESS_FAILED_POLL_MS, egress_failed_poll_cb, g_object_ref (self),
+                      g_object_unref);
+}
+
+/* SIGKILL through systemd (the daemon has no CAP_KILL): the proxy dies the
+ * way a crash would, not by its own orderly stop. */
+static void
+kill_proxy (VdSelfTest *self)
+{
+  VdEgress *egress = vd_session_get_egress (self->session);
+  g_autofree gchar *step = g_strdup_printf ("%s: killing the egress proxy", current (self)->name);
+
+  phase_progress (self, PHASE_STEP_PROBE, step);
+  if (egress == NULL) {
+    self->phase_error = g_strdup ("the scratch session has no egress proxy to kill");
+    end_phase (self);
+    return;
+  }
+  vd_systemd_kill_unit_async (self->systemd, vd_egress_get_unit (egress), SIGKILL, proxy_killed_cb,
+                              g_object_ref (self));
+}
+
+static void
+run_stage (VdSelfTest *self)
+{
+  if (current_stage (self) == STAGE_PROXY_KILLED)
+    kill_proxy (self);
+  else
+    run_probes (self);
 }
 
 /* A missing or unfrozen image is the caller's mistake, not a result. */
@@ -839,8 +1194,11 @@ static void
 start_phase (VdSelfTest *self)
 {
   const Configuration *c = current (self);
-  g_autofree gchar *step = g_strdup_printf ("%s: booting a scratch guest (layer 1 %s, layer 2 %s)", c->name,
-                                            c->layer1 ? "on" : "off", c->layer2 ? "on" : "off");
+  g_autofree gchar *rule = vd_self_test_egress_rule (vd_canary_get_tcp_port (self->canary));
+  const gchar *allow[] = { rule, NULL };
+  g_autofree gchar *step = g_strdup_printf ("%s: booting a scratch guest (layer 1 %s, layer 2 %s%s)", c->name,
+                                            c->layer1 ? "on" : "off", c->layer2 ? "on" : "off",
+                                            c->allowlist ? ", egress allowlist" : "");
 
   self->phase_started_at = g_get_real_time ();
   if (self->live_session != NULL) {
@@ -851,8 +1209,8 @@ start_phase (VdSelfTest *self)
     return;
   }
   phase_progress (self, PHASE_STEP_BOOT, step);
-  vd_session_pool_start_scratch_async (self->pool, self->boot_image, c->layer1, c->layer2, NULL,
-                                          scratch_started_cb, g_object_ref (self));
+  vd_session_pool_start_scratch_async (self->pool, self->boot_image, c->layer1, c->layer2,
+                                       c->allowlist ? allow : NULL, NULL, scratch_started_cb, g_object_ref (self));
 }
 
 /* --- the result -------------------------------------------------------- */

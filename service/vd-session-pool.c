@@ -353,10 +353,14 @@ scratch_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 /* A session for the daemon's own use (the isolation self-test): the same
- * path as StartSession, but with a layer of the guard possibly left out. */
+ * path as StartSession, but with a layer of the guard possibly left out,
+ * or in egress allowlist mode with the self-test's own rules and no group
+ * of the configuration's (what the operator's groups allow is not the
+ * self-test's business). */
 void
 vd_session_pool_start_scratch_async (VdSessionPool *self, VdImage *image, gboolean layer1, gboolean layer2,
-                                     GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+                                     const gchar * const *egress_allow, GCancellable *cancellable,
+                                     GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
   VdSessionOptions opts = { 0 };
@@ -368,6 +372,8 @@ vd_session_pool_start_scratch_async (VdSessionPool *self, VdImage *image, gboole
   opts.cpus = 1;
   opts.guard_layer1 = layer1;
   opts.guard_layer2 = layer2;
+  opts.egress_mode = egress_allow != NULL ? VD_EGRESS_MODE_ALLOWLIST : VD_EGRESS_MODE_OPEN;
+  opts.egress_allow = egress_allow;
   session = vd_session_pool_create (self, image, &opts, uid, NULL, NULL, &error);
   if (session == NULL) {
     g_task_return_error (task, error);

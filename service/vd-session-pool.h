@@ -55,10 +55,13 @@ VdSession   *vd_session_pool_lookup_running (VdSessionPool *self,
                                              GError       **error);
 void         vd_session_pool_stop_all_sync  (VdSessionPool *self);
 
+/* @egress_allow: NULL for egress open; else an allowlist session whose
+ * policy is exactly these rules (no groups). */
 void         vd_session_pool_start_scratch_async  (VdSessionPool      *self,
                                                    VdImage            *image,
                                                    gboolean            layer1,
                                                    gboolean            layer2,
+                                                   const gchar * const *egress_allow,
                                                    GCancellable       *cancellable,
                                                    GAsyncReadyCallback callback,
                                                    gpointer            user_data);

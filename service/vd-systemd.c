@@ -508,6 +508,48 @@ vd_systemd_stop_unit_finish (VdSystemd *self, GAsyncResult *result, GError **err
   return g_task_propagate_boolean (G_TASK (result), error);
 }
 
+static void
+kill_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  g_autoptr(GVariant) reply = NULL;
+  GError *error = NULL;
+
+  reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &error);
+  if (reply == NULL) {
+    g_dbus_error_strip_remote_error (error);
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "systemd did not kill %s: %s",
+                             (const gchar *) g_task_get_task_data (task), error->message);
+    g_error_free (error);
+    return;
+  }
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+vd_systemd_kill_unit_async (VdSystemd *self, const gchar *unit, gint signal,
+                            GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+  GError *error = NULL;
+
+  g_task_set_task_data (task, g_strdup (unit), g_free);
+  if (!check_connected (self, &error)) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  g_dbus_connection_call (self->connection, SYSTEMD_NAME, SYSTEMD_PATH, SYSTEMD_MANAGER, "KillUnit",
+                          g_variant_new ("(ssi)", unit, "main", signal), NULL, G_DBUS_CALL_FLAGS_NONE,
+                          SYSTEMD_CALL_MS, NULL, kill_done_cb, task);
+}
+
+gboolean
+vd_systemd_kill_unit_finish (VdSystemd *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
 typedef struct {
   GMainContext *context;
   GAsyncResult *result;

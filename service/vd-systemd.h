@@ -36,6 +36,16 @@ gboolean   vd_systemd_stop_unit_sync         (VdSystemd     *self,
                                               const gchar   *unit,
                                               guint          timeout_ms,
                                               GError       **error);
+/* KillUnit(@unit, "main", @signal): the unit's main process only; no job,
+ * so it returns once systemd has sent the signal. */
+void       vd_systemd_kill_unit_async        (VdSystemd          *self,
+                                              const gchar        *unit,
+                                              gint                signal,
+                                              GAsyncReadyCallback callback,
+                                              gpointer            user_data);
+gboolean   vd_systemd_kill_unit_finish       (VdSystemd     *self,
+                                              GAsyncResult  *result,
+                                              GError       **error);
 GVariant  *vd_systemd_get_unit_property      (VdSystemd     *self,
                                               const gchar   *unit,
                                               const gchar   *interface_name,

@@ -624,6 +624,63 @@ test_selftest_result (void)
   g_assert_cmpuint (vivarium_selftest_result_count (r, "inconclusive"), ==, 1);
 }
 
+/* The daemon's configuration allowlist (trimmed from a real run): its
+ * column follows the others, its proxy-* rows exist in it alone, and a
+ * direct positive control is expected blocked there. */
+static const char recorded_allowlist_result[] =
+  "{\"schema\":\"https://vivarium.org/schemas/selftest-result-1.json\",\"verdict\":\"pass\","
+  "\"finished-at\":\"2026-12-02T00:59:41Z\",\"configurations\":[\"both\",\"allowlist\"],"
+  "\"probes\":["
+  "{\"probe\":\"positive-control\",\"configuration\":\"both\",\"transport\":\"tcp\",\"address\":\"198.51.100.1\","
+  "\"expected\":\"reached\",\"observed\":\"reached\",\"outcome\":\"pass\",\"pass\":true,\"evidence\":{\"canary-seen\":1}},"
+  "{\"probe\":\"proxy-allowed\",\"configuration\":\"allowlist\",\"transport\":\"tcp\",\"address\":\"198.51.100.1:37141\","
+  "\"expected\":\"reached\",\"observed\":\"reached\",\"outcome\":\"pass\",\"pass\":true,"
+  "\"evidence\":{\"via\":\"10.0.2.100:3128\",\"canary-seen\":1,\"http-status\":200,\"egress-verdict\":\"allowed\","
+  "\"egress-reason\":\"allowed by 198.51.100.1:37141 (session)\"}},"
+  "{\"probe\":\"proxy-unlisted-name\",\"configuration\":\"allowlist\",\"transport\":\"tcp\","
+  "\"address\":\"unlisted.selftest.vivarium.invalid:37141\",\"expected\":\"refused\",\"observed\":\"refused\","
+  "\"outcome\":\"pass\",\"pass\":true,\"evidence\":{\"http-status\":403,\"egress-verdict\":\"denied\"}},"
+  "{\"probe\":\"positive-control\",\"configuration\":\"allowlist\",\"transport\":\"tcp\",\"address\":\"198.51.100.1\","
+  "\"expected\":\"blocked\",\"observed\":\"blocked\",\"outcome\":\"pass\",\"pass\":true,\"evidence\":{\"canary-seen\":0}},"
+  "{\"probe\":\"proxy-killed\",\"configuration\":\"allowlist\",\"transport\":\"tcp\",\"address\":\"198.51.100.1:37141\","
+  "\"expected\":\"blocked\",\"observed\":\"reached\",\"outcome\":\"fail\",\"pass\":false,\"evidence\":{\"canary-seen\":1}}"
+  "]}";
+
+static void
+test_selftest_result_allowlist (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumSelftestResult) r = vivarium_selftest_result_parse (recorded_allowlist_result, &error);
+  const VivariumSelftestCell *cell;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (vivarium_selftest_result_n_columns (r), ==, 2);
+  g_assert_cmpstr (vivarium_selftest_result_column (r, 1), ==, "allowlist");
+  g_assert_cmpuint (vivarium_selftest_result_n_rows (r), ==, 4);
+  g_assert_cmpstr (vivarium_selftest_result_row (r, 0), ==, "positive-control (tcp)");
+  g_assert_cmpstr (vivarium_selftest_result_row (r, 1), ==, "proxy-allowed (tcp)");
+  g_assert_cmpstr (vivarium_selftest_result_row (r, 3), ==, "proxy-killed (tcp)");
+  /* The direct positive control: reached with both layers, blocked (and
+   * passing) under allowlist; one row, two cells. */
+  cell = vivarium_selftest_result_cell (r, 0, 1);
+  g_assert_nonnull (cell);
+  g_assert_cmpstr (cell->outcome, ==, "pass");
+  g_assert_nonnull (strstr (cell->evidence, "\"expected\" : \"blocked\""));
+  /* A proxy row has no cell outside its configuration. */
+  g_assert_null (vivarium_selftest_result_cell (r, 1, 0));
+  cell = vivarium_selftest_result_cell (r, 1, 1);
+  g_assert_nonnull (cell);
+  g_assert_nonnull (strstr (cell->evidence, "\"egress-verdict\" : \"allowed\""));
+  cell = vivarium_selftest_result_cell (r, 2, 1);
+  g_assert_nonnull (cell);
+  g_assert_nonnull (strstr (cell->evidence, "\"observed\" : \"refused\""));
+  cell = vivarium_selftest_result_cell (r, 3, 1);
+  g_assert_nonnull (cell);
+  g_assert_cmpstr (cell->outcome, ==, "fail");
+  g_assert_cmpuint (vivarium_selftest_result_count (r, "pass"), ==, 4);
+  g_assert_cmpuint (vivarium_selftest_result_count (r, "fail"), ==, 1);
+}
+
 static void
 test_selftest_result_bad (void)
 {
@@ -990,6 +1047,7 @@ main (int argc, char **argv)
               fixture_tear_down);
   g_test_add_func ("/app/describe-error", test_describe_error);
   g_test_add_func ("/app/selftest-result", test_selftest_result);
+  g_test_add_func ("/app/selftest-result/allowlist", test_selftest_result_allowlist);
   g_test_add_func ("/app/selftest-result/bad", test_selftest_result_bad);
   return g_test_run ();
 }

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # The network guard on a real systemd host, proven from inside real guests:
-# the isolation self-test passes with both layers and with each layer alone,
-# it can fail (the negative control), a normal session's drops are counted,
+# the isolation self-test passes with both layers, with each layer alone and
+# in egress allowlist mode (nothing direct, only the proxy's one allowed
+# destination, nothing once the proxy is killed), it can fail (the negative
+# control), a normal session's drops are counted,
 # and an IPAddressAllow= on vivarium.slice stops sessions from starting.
 # Runs inside the host booted by vivarium-test-host (see meson.build here):
 #   tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-guard.sh
@@ -65,8 +67,8 @@ assert_success "the JUnit export is well-formed XML" -- xmllint --noout "$WORK/s
 assert_eq "$(($(jqf '.probes | length' "$result") + 1))" "$(grep -c '<testcase' "$WORK/selftest.xml")" \
   "the JUnit export has one test case per probe, plus the verdict"
 assert_eq 0 "$(grep -c '<failure' "$WORK/selftest.xml")" "the JUnit export records no failure"
-assert_eq "both layer1-only layer2-only" "$(jqf '[.configurations[]] | join(" ")' "$result")" \
-  "three configurations ran: both layers, layer 1 alone, layer 2 alone"
+assert_eq "both layer1-only layer2-only allowlist" "$(jqf '[.configurations[]] | join(" ")' "$result")" \
+  "four configurations ran: both layers, layer 1 alone, layer 2 alone, egress allowlist"
 for c in both layer1-only layer2-only; do
   n=$(jqf --arg c "$c" '[.probes[] | select(.configuration == $c)] | length' "$result")
   bad=$(jqf --arg c "$c" '[.probes[] | select(.configuration == $c and (.outcome != "pass" or .pass != true))
@@ -84,6 +86,50 @@ for check in qemu-uid qemu-seccomp qemu-devices unit-ip-address-allow-empty nft-
     "the result carries the host check $check"
 done
 assert_contains "$(jqf '.["image-digest"]' "$result")" "sha256:" "the result names the image digest"
+
+# Egress allowlist: the guest dials nothing directly, the positive controls
+# included; through its proxy it reaches only the one destination the
+# policy names; the proxy killed, not even that.
+al () { jqf --arg p "$1" --arg t "${2:-tcp}" \
+          ".probes[] | select(.configuration == \"allowlist\" and .probe == \$p and .transport == \$t) | $3" "$result"; }
+assert_eq 25 "$(jqf '[.probes[] | select(.configuration == "allowlist")] | length' "$result")" \
+  "configuration allowlist has 25 probes (10 canaries x tcp, udp dialled directly; 5 through the proxy)"
+bad=$(jqf '[.probes[] | select(.configuration == "allowlist" and (.outcome != "pass" or .pass != true))
+           | "\(.probe)/\(.transport): \(.observed)"] | join(", ")' "$result")
+assert_eq "" "$bad" "every probe of configuration allowlist passes"
+assert_eq allowlist "$(jqf '.phases[] | select(.configuration == "allowlist") | .egress' "$result")" \
+  "the allowlist phase ran in egress mode allowlist"
+for p in positive-control positive-control-v6; do
+  for t in tcp udp; do
+    assert_eq "blocked blocked 0" "$(al "$p" "$t" '"\(.expected) \(.observed) \(.evidence."canary-seen")"')" \
+      "allowlist: the direct $p ($t) is expected blocked and is blocked, its canary saw nothing"
+  done
+done
+assert_eq 0 "$(jqf '[.probes[] | select(.configuration == "allowlist" and (.probe | startswith("proxy-") | not)
+                     and (.expected != "blocked" or .evidence."canary-seen" != 0))] | length' "$result")" \
+  "allowlist: no direct probe is expected to reach anything, and no canary saw one"
+assert_eq "reached 200 allowed" "$(al proxy-allowed tcp '"\(.observed) \(.evidence."http-status") \(.evidence."egress-verdict")"')" \
+  "allowlist: CONNECT to the allowed canary through the proxy reaches it (200, logged allowed)"
+assert_ne 0 "$(al proxy-allowed tcp '.evidence."canary-seen"')" "allowlist: the allowed canary saw the proxy's connection"
+assert_eq "169.254.255.253" "$(al proxy-allowed tcp '.evidence."canary-first-peer"' | sed 's/:[0-9]*$//')" \
+  "allowlist: it came from the host's end of the canary veth (the proxy re-originates it)"
+for p in proxy-unlisted proxy-unlisted-name proxy-denied-range; do
+  assert_eq "refused refused 403 denied 0" \
+    "$(al "$p" tcp '"\(.expected) \(.observed) \(.evidence."http-status") \(.evidence."egress-verdict") \(.evidence."canary-seen")"')" \
+    "allowlist: $p ($(al "$p" tcp .address)) is answered 403, logged denied, and reaches no canary"
+done
+assert_eq "blocked blocked 0" "$(al proxy-killed tcp '"\(.expected) \(.observed) \(.evidence."canary-seen")"')" \
+  "allowlist: with the proxy killed, the allowed CONNECT reaches nothing"
+for check in unit-closed-network egress-proxy-ip-address-deny egress-proxy-uid-covered-by-nft egress-state \
+             egress-state-after-kill session-uid-covered-by-nft qemu-uid qemu-seccomp qemu-devices; do
+  assert_eq true "$(jqf --arg k "$check" '[.["host-checks"][] | select(.configuration == "allowlist" and .check == $k)
+                                          | .pass] | (length > 0 and all)' "$result")" \
+    "allowlist: the host check $check is there and passes"
+done
+assert_contains "$(jqf '.["host-checks"][] | select(.configuration == "allowlist" and .check == "egress-state-after-kill")
+                        | .observed' "$result")" "failed" "allowlist: the session's EgressState is failed once its proxy is killed"
+assert_eq 0 "$(jqf '[.["host-checks"][] | select(.configuration == "allowlist" and .check == "unit-ip-address-deny")] | length' \
+                 "$result")" "allowlist: the deny-list count is not asked of a closed unit"
 
 # The positive control from a guest with both layers: it is reached, so a
 # "blocked" elsewhere is not a dead network; and the session's drops counted.
@@ -204,7 +250,7 @@ rc=$?
 assert_eq 0 "$rc" "RunSelfTest with the negative control returns a result ($(head -c 300 "$WORK/negative.err"))"
 jq -r '.data[0]' "$WORK/negative.out" > "$WORK/negative.json" 2>/dev/null
 assert_eq fail "$(jqf .verdict "$WORK/negative.json")" "with the negative control the verdict is fail"
-assert_eq "both layer1-only layer2-only neither" "$(jqf '[.configurations[]] | join(" ")' "$WORK/negative.json")" \
+assert_eq "both layer1-only layer2-only allowlist neither" "$(jqf '[.configurations[]] | join(" ")' "$WORK/negative.json")" \
   "the negative control adds the configuration neither"
 for probe in host-loopback private-10 private-172 private-192 shared-100 link-local; do
   outcomes=$(jqf --arg p "$probe" '[.probes[] | select(.configuration == "neither" and .probe == $p) | .outcome] | join(" ")' \
@@ -231,8 +277,8 @@ assert_dbus_error org.vivarium.Vivarium1.Error.GuardUnavailable -- \
   gdbus call --system --dest "$BUS" --object-path "$OBJ" --method "$MGR.StartSession" "" "$IMAGE" "{}"
 rm -f "$SLICE_DROPIN"
 systemctl daemon-reload
-assert_eq "" "$(systemctl list-units 'vivarium-session-*' 'vivarium-selftest-*' --state=active --no-legend --plain)" \
-  "no session unit is left running"
+assert_eq "" "$(systemctl list-units 'vivarium-session-*' 'vivarium-selftest-*' 'vivarium-egress-*' --state=active --no-legend --plain)" \
+  "no session, self-test or egress proxy unit is left running"
 assert_eq "" "$(ip -o link show dev vv-canary 2>/dev/null)" "no canary veth is left over"
 
 done_testing

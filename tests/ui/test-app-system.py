@@ -240,6 +240,12 @@ def selftest(app):
     verdict, cells = done if done else (None, [])
     diag('verdict %r, %d cells' % (verdict, len(cells)))
     tap(len(cells) >= 3, 'the matrix has probe × configuration cells')
+    tap(any(' in configuration allowlist: ' in c for c in cells), 'the matrix has the configuration allowlist')
+    tap('proxy-allowed (tcp) in configuration allowlist: Pass' in cells and
+        'proxy-killed (tcp) in configuration allowlist: Pass' in cells,
+        'the allowlist column shows the probes through the egress proxy, passing')
+    tap(not any(c.startswith('proxy-') and ' in configuration allowlist: ' not in c for c in cells),
+        'the proxy probes have cells under allowlist only')
     expected = 'Verdict: Pass' if cells and all(c.endswith(': Pass') for c in cells) else None
     tap(verdict == 'Verdict: Pass' and verdict == expected, 'the verdict reads Pass and agrees with the matrix')
     screenshot('selftest.png')
