@@ -731,20 +731,16 @@ start_done (GTask *task)
 }
 
 /* The guest learns where its way out is: a resolver that answers over TCP
- * (slirp drops UDP under restrict=on) and http_proxy for login shells.
- * Not https_proxy: a client that honours it but has no CONNECT (busybox
- * wget) sends the proxy "GET https://…", which the proxy cannot serve
- * without terminating TLS; every client reaches allowed names on 443 by
- * transparent TLS anyway (the resolver's answers lead to the proxy), and
- * CONNECT to 10.0.2.100:3128 stays there for any port a rule allows. The
- * guest's root may undo this; it then only loses its own way out, the
- * policy is the proxy's. */
+ * (slirp drops UDP under restrict=on), whose answers for allowed names lead
+ * to the proxy's transparent ports. No proxy variables: busybox wget sends
+ * the proxy "GET https://…" under http_proxy and https_proxy alike (it has
+ * no CONNECT), which the proxy cannot serve without terminating TLS, and
+ * every client reaches allowed names on 80 and 443 transparently anyway.
+ * CONNECT to 10.0.2.100:3128 is there for a client told to use it (any
+ * port a rule allows). The guest's root may undo this; it then only loses
+ * its own way out: the policy is the proxy's. */
 #define EGRESS_GUEST_SETUP \
-  "printf 'nameserver " VD_EGRESS_GUEST_ADDRESS "\\noptions use-vc\\n' > /etc/resolv.conf && " \
-  "mkdir -p /etc/profile.d && " \
-  "printf 'export http_proxy=%1$s HTTP_PROXY=%1$s no_proxy=\\n' " \
-  "  > /etc/profile.d/vivarium-egress.sh"
-#define EGRESS_PROXY_URL "http://" VD_EGRESS_GUEST_ADDRESS ":3128"
+  "printf 'nameserver " VD_EGRESS_GUEST_ADDRESS "\\noptions use-vc\\n' > /etc/resolv.conf"
 
 static void
 egress_guest_set_up_cb (GObject *source, GAsyncResult *res, gpointer user_data)
@@ -776,7 +772,7 @@ guest_ready (GTask *task)
     return;
   }
   step_begin (self);
-  script = g_strdup_printf (EGRESS_GUEST_SETUP, EGRESS_PROXY_URL);
+  script = g_strdup (EGRESS_GUEST_SETUP);
   {
     const gchar *argv[] = { "/bin/sh", "-c", script, NULL };
     vd_agent_client_exec_async (self->agent, argv, NULL, NULL, 30000, 4096, g_task_get_cancellable (task),
@@ -1377,30 +1373,11 @@ validate_exec (const gchar * const *argv, const gchar * const *env, const gchar 
   return TRUE;
 }
 
-/* In allowlist mode every command finds the proxy, as a login shell would
- * from /etc/profile.d; the caller's own NAME=VALUE items come after and
- * win. */
-static GStrv
-with_egress_env (VdSession *self, const gchar * const *env)
-{
-  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
-  const gchar *names[] = { "http_proxy=" EGRESS_PROXY_URL, "HTTP_PROXY=" EGRESS_PROXY_URL, NULL };
-
-  if (self->egress != NULL) {
-    for (guint i = 0; names[i] != NULL; i++)
-      g_strv_builder_add (b, names[i]);
-  }
-  if (env != NULL)
-    g_strv_builder_addv (b, (const gchar **) env);
-  return g_strv_builder_end (b);
-}
-
 static gboolean
 handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar * const *argv,
              const gchar * const *env, const gchar *cwd, guint timeout, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
-  g_auto(GStrv) full_env = NULL;
   CallData *call;
   GError *error = NULL;
 
@@ -1413,9 +1390,8 @@ handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, cons
   /* The log records the caller's argv and cwd, not the agent's wrapper. */
   call = call_data_new (self, invocation, "exec", argv, cwd);
   call->timeout_sec = timeout;
-  full_env = with_egress_env (self, env);
-  vd_agent_client_exec_async (self->agent, argv, (const gchar * const *) full_env, cwd, timeout * 1000,
-                              VIVARIUM_OUTPUT_CAP, NULL, exec_done_cb, call);
+  vd_agent_client_exec_async (self->agent, argv, env, cwd, timeout * 1000, VIVARIUM_OUTPUT_CAP, NULL,
+                              exec_done_cb, call);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -2071,11 +2047,8 @@ vd_session_exec_async (VdSession *self, const gchar * const *argv, guint timeout
   call = call_data_new (self, NULL, "exec", argv, NULL);
   call->timeout_sec = timeout_sec;
   g_task_set_task_data (task, call, (GDestroyNotify) call_data_free);
-  {
-    g_auto(GStrv) env = with_egress_env (self, NULL);
-    vd_agent_client_exec_async (self->agent, argv, (const gchar * const *) env, NULL, timeout_sec * 1000,
-                                VIVARIUM_OUTPUT_CAP, cancellable, internal_exec_done_cb, task);
-  }
+  vd_agent_client_exec_async (self->agent, argv, NULL, NULL, timeout_sec * 1000, VIVARIUM_OUTPUT_CAP, cancellable,
+                              internal_exec_done_cb, task);
 }
 
 VdAgentExecResult *

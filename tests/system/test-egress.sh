@@ -100,12 +100,15 @@ json.dump(entries, open(sys.argv[2], 'w'))
 print('total %d next %d' % (total, nxt))
 PYEOF
 }
-# guest ID SCRIPT: `sh -c SCRIPT` in the guest, with the helpers below; its
-# stdout and stderr together.
-guest () { ctl session exec "$1" --timeout 60 -- sh -c "$GUEST_LIB
+# guest_plain ID SCRIPT: `sh -c SCRIPT` in the guest as the daemon runs it
+# (it sets no proxy variables), with the helpers below; stdout and stderr
+# together.
+guest_plain () { ctl session exec "$1" --timeout 60 -- sh -c "$GUEST_LIB
 $2" 2>&1; }
-# The same without any proxy variables: what a tool that ignores them does.
-guest_noproxy () { guest "$1" "unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy; $2"; }
+# guest ID SCRIPT: a client told to use the explicit proxy (http_proxy).
+guest () { guest_plain "$1" "export http_proxy=http://$PROXY:3128 HTTP_PROXY=http://$PROXY:3128; $2"; }
+# Without any proxy variables: what a tool that ignores them does.
+guest_noproxy () { guest_plain "$1" "unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy; $2"; }
 
 # busybox in the guest: its wget (plain or HTTPS through ssl_client) sends
 # an absolute-form GET to a proxy even for https:// (it has no CONNECT), so
@@ -224,31 +227,31 @@ diag "the open session started in $(( $(date +%s%3N) - t0 )) ms ($(sprop "$open_
 assert_eq "open off" "$(sprop "$open_id" EgressMode) $(sprop "$open_id" EgressState)" \
   "an --egress open session says EgressMode open, EgressState off"
 before=$(connections)
-out=$(guest "$open_id" "raw_http $PI_ADDR 80 $PI_ADDR /token")
+out=$(guest_plain "$open_id" "raw_http $PI_ADDR 80 $PI_ADDR /token")
 assert_eq "$PI_TOKEN scheme=http host=$PI_ADDR sni=- addr=$PI_ADDR" "$(token_line "$out")" \
   "an open session's guest reaches $PI_ADDR:80 by address (raw nc)" "$out"
 assert_ne "$before" "$(connections)" "(the server saw that connection)"
-out=$(guest "$open_id" "nslookup open-control.test 10.0.2.3")
+out=$(guest_plain "$open_id" "nslookup open-control.test 10.0.2.3")
 assert_success "an open session's DNS query (nslookup through 10.0.2.3) reaches the DNS logger" -- \
   pi_dns_asked open-control.test
-out=$(guest "$open_id" "fetch http://allowed.test/token")
+out=$(guest_plain "$open_id" "fetch http://allowed.test/token")
 assert_eq "$PI_TOKEN scheme=http host=allowed.test sni=- addr=$PI_ADDR" "$(token_line "$out")" \
   "an open session's guest fetches http://allowed.test/token by name" "$out"
-out=$(guest "$open_id" "fetch https://allowed.test/token")
+out=$(guest_plain "$open_id" "fetch https://allowed.test/token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "and https://allowed.test/token (busybox's TLS)" "$out"
-out=$(guest "$open_id" "dns_tcp '$(dns_query allowed.test)' $PI_ADDR; dns_tcp '$(dns_query open-tcp-control.test)' $PI_ADDR")
+out=$(guest_plain "$open_id" "dns_tcp '$(dns_query allowed.test)' $PI_ADDR; dns_tcp '$(dns_query open-tcp-control.test)' $PI_ADDR")
 assert_eq "rcode=0 $PI_ADDR" "$(dns_rcode "$(sed -n 1p <<<"$out")")" "the test's DNS-over-TCP client gets an answer from the logger" "$out"
 assert_eq "rcode=3" "$(dns_rcode "$(sed -n 2p <<<"$out")")" "and its NXDOMAIN" "$out"
 # The test's own CONNECT and TLS clients, proven against the pretend
 # internet's plain CONNECT proxy: a refusal later is the product's doing.
-out=$(guest "$open_id" "VT_PROXY=$PI_ADDR2 connect_tls allowed.test allowed.test /token")
+out=$(guest_plain "$open_id" "VT_PROXY=$PI_ADDR2 connect_tls allowed.test allowed.test /token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "the test's CONNECT client gets the page through a plain CONNECT proxy ($PI_ADDR2:3128)" "$out"
-out=$(guest "$open_id" "VT_PROXY=$PI_ADDR2 connect_tls allowed.test other.test /token")
+out=$(guest_plain "$open_id" "VT_PROXY=$PI_ADDR2 connect_tls allowed.test other.test /token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=other.test addr=$PI_ADDR" "$(token_line "$out")" \
   "and its ClientHello names the server it is told to (other.test, in a CONNECT to allowed.test)" "$out"
-out=$(guest "$open_id" "tls_direct $PI_ADDR allowed.test other.test /token")
+out=$(guest_plain "$open_id" "tls_direct $PI_ADDR allowed.test other.test /token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=other.test addr=$PI_ADDR" "$(token_line "$out")" \
   "so does its direct TLS client" "$out"
 
@@ -290,8 +293,8 @@ else
 fi
 
 # shellcheck disable=SC2016  # expanded in the guest
-assert_eq "http://$PROXY:3128 -" "$(guest "$aid" 'echo "$http_proxy ${https_proxy:--}"')" \
-  "an Exec in the guest has http_proxy naming the proxy, and no https_proxy (HTTPS goes by transparent TLS)"
+assert_eq "- -" "$(guest_plain "$aid" 'echo "${http_proxy:--} ${https_proxy:--}"')" \
+  "an Exec in the guest has no proxy variables (every client goes by the proxy's DNS and transparent ports)"
 resolv=$(guest "$aid" 'cat /etc/resolv.conf')
 assert_contains "$resolv" "nameserver $PROXY" "the guest's resolv.conf names the proxy's DNS"
 assert_contains "$resolv" "use-vc" "over TCP (options use-vc)"
@@ -317,10 +320,8 @@ assert_eq "allowed.test" "$(host_of "$page")" "the server sees Host: allowed.tes
 out=$(guest_noproxy "$aid" "fetch https://allowed.test/token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "without proxy variables: https://allowed.test/token (its port 443, by the SNI)" "$out"
-# With the guest's own environment (no https_proxy), wget https:// goes by
-# transparent TLS: the same URL works the same way with or without the
-# daemon's variables.
-out=$(guest "$aid" "fetch https://allowed.test/token")
+# With the guest's own environment, wget https:// goes by transparent TLS.
+out=$(guest_plain "$aid" "fetch https://allowed.test/token")
 assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(token_line "$out")" \
   "https://allowed.test/token with the Exec's own environment (transparent TLS)" "$out"
 # A client that does send "GET https://" to the proxy is refused, and logged
