@@ -245,10 +245,12 @@ typedef struct {
   gboolean    full;
 } Summary;
 
+/* A DNS decision has no port: "name (DNS)". */
 static void
 count_host (GHashTable *table, const Entry *e)
 {
-  g_autofree gchar *key = g_strdup_printf ("%s:%u", e->host, e->port);
+  g_autofree gchar *key = g_str_equal (e->via, "dns") ? g_strdup_printf ("%s (DNS)", e->host)
+                                                      : g_strdup_printf ("%s:%u", e->host, e->port);
   guint n = GPOINTER_TO_UINT (g_hash_table_lookup (table, key));
 
   g_hash_table_insert (table, g_steal_pointer (&key), GUINT_TO_POINTER (n + 1));

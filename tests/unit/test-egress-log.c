@@ -166,6 +166,17 @@ test_summary (void)
 }
 
 static void
+test_summary_dns (void)
+{
+  g_autofree gchar *path = write_log ("{\"host\":\"other.test\",\"port\":0,\"via\":\"dns\",\"verdict\":\"denied\"}\n"
+                                      "{\"host\":\"other.test\",\"port\":0,\"via\":\"dns\",\"verdict\":\"denied\"}\n");
+  g_autofree gchar *summary = vd_egress_log_summarize (path);
+
+  g_assert_cmpstr (summary, ==, "0 allowed, 2 denied (other.test (DNS) ×2); 0 bytes up, 0 down");
+  remove_log (path);
+}
+
+static void
 test_summary_caps_hosts (void)
 {
   g_autoptr(GString) text = g_string_new (NULL);
@@ -244,6 +255,7 @@ main (int argc, char **argv)
   g_test_add_func ("/egress-log/missing", test_missing_is_empty);
   g_test_add_func ("/egress-log/summary", test_summary);
   g_test_add_func ("/egress-log/summary-caps", test_summary_caps_hosts);
+  g_test_add_func ("/egress-log/summary-dns", test_summary_dns);
   g_test_add_func ("/egress-log/bytes", test_bytes_same_as_file);
   g_test_add_func ("/egress-log/bytes-empty", test_bytes_empty);
   return g_test_run ();
