@@ -938,6 +938,8 @@ cancel_requested_cb (VdTask *task, gpointer user_data)
   wind_down (run, VIVARIUM_OUTCOME_FAILED, "cancelled");
 }
 
+static gchar *machine_death_reason (VdSession *session);
+
 static void
 worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
 {
@@ -945,6 +947,15 @@ worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
   const gchar *failure = vd_worker_get_failure (worker);
 
   g_signal_handlers_disconnect_by_data (worker, run);
+  /* The machine died under the worker, and the worker's end came first
+   * (the session's teardown waits for its units: the egress proxy's stop
+   * runs the main loop): the machine is to blame, not the worker. */
+  if (run->session != NULL && vd_session_died (run->session) && !run->winding_down) {
+    g_autofree gchar *reason = machine_death_reason (run->session);
+    vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
   /* An agent ends by Task.Finish; one that exits without it gave up, and
    * its own last "failed" entry in the transcript says why better than its
    * exit status does. Without Finish, only a clean exit of a script is DONE;
@@ -971,19 +982,26 @@ worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
  * powered off): the worker can do nothing more, and the task says so now,
  * in the machine's words, instead of when the worker's next call fails
  * (and the worker is blamed for it). */
+static gchar *
+machine_death_reason (VdSession *session)
+{
+  const gchar *detail = vd_session_get_end_detail (session);
+
+  return g_strdup_printf ("the work session's machine died (%s%s)", detail != NULL ? "systemd: " : "",
+                          detail != NULL ? detail : "QEMU exited on its own");
+}
+
 static void
 work_session_ended_cb (VdSession *session, gpointer user_data)
 {
   Run *run = user_data;
-  const gchar *detail = vd_session_get_end_detail (session);
   g_autofree gchar *reason = NULL;
 
   g_signal_handlers_disconnect_by_func (session, work_session_ended_cb, run);
   if (run->winding_down || run->session_starting)
     return;
   if (vd_session_died (session))
-    reason = g_strdup_printf ("the work session's machine died (%s%s)", detail != NULL ? "systemd: " : "",
-                              detail != NULL ? detail : "QEMU exited on its own");
+    reason = machine_death_reason (session);
   else
     reason = g_strdup_printf ("the work session ended before the worker: %s", vd_session_get_state_reason (session));
   vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
