@@ -151,8 +151,9 @@ assert_success "stop b" -- ctl session stop "$b"
 
 st=$(vivariumctl guard selftest --json 2>/dev/null)
 assert_eq "0" "$?" "the self-test passes with restored guests"
-assert_eq "restored restored restored" "$(printf '%s' "$st" | jq -r '[.phases[] | ."start-mode"] | join(" ")')" \
-  "each configuration's guest was restored (the guard holds per QEMU process)"
+assert_eq "both:restored layer1-only:restored layer2-only:restored allowlist:restored" \
+  "$(printf '%s' "$st" | jq -r '[.phases[] | "\(.configuration):\(."start-mode")"] | join(" ")')" \
+  "each configuration's guest was restored, the allowlist one too (the guard holds per QEMU process)"
 assert_eq "0" "$(printf '%s' "$st" | jq '[.probes[] | select(.pass != true)] | length')" "no probe failed"
 assert_contains "$(printf '%s' "$st" | jq -r '.probes[0]."start-mode"')" "restored" "each matrix row says so"
 
