@@ -465,6 +465,7 @@ test_load_refuses (void)
   memcpy (strstr (edited, "Version=1"), "Version=2", 9);
   assert_load_refused (path, edited, -1);
   /* A whole policy after a 2 MiB comment: refused for its size alone. */
+  g_clear_pointer (&edited, g_free);
   edited = g_strnfill (2 * 1024 * 1024, '#');
   huge = g_strconcat (edited, "\n", text, NULL);
   assert_load_refused (path, huge, -1);
@@ -545,8 +546,10 @@ test_random_rules (void)
     for (guint i = 0; i < len; i++)
       text[i] = alphabet[g_test_rand_int_range (0, sizeof alphabet - 1)];
     text[len] = '\0';
-    g_assert_false (vivarium_egress_policy_decide (policy, text, 443, NULL) &&
-                    vivarium_egress_normalize_host (text) == NULL);
+    if (vivarium_egress_policy_decide (policy, text, 443, NULL)) {
+      g_autofree gchar *allowed = vivarium_egress_normalize_host (text);
+      g_assert_nonnull (allowed);
+    }
     vivarium_egress_policy_allows_name (policy, text);
     if (!vivarium_egress_rule_parse (text, &host, &port, NULL))
       continue;
