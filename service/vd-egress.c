@@ -50,9 +50,9 @@ enum { SIGNAL_STATE_CHANGED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 static const gchar *mode_names[] = {
-  [VD_EGRESS_MODE_OPEN] = "open",
-  [VD_EGRESS_MODE_ALLOWLIST] = "allowlist",
-  [VD_EGRESS_MODE_NONE] = "none",
+  [VD_EGRESS_MODE_OPEN] = VIVARIUM_EGRESS_MODE_OPEN,
+  [VD_EGRESS_MODE_ALLOWLIST] = VIVARIUM_EGRESS_MODE_ALLOWLIST,
+  [VD_EGRESS_MODE_NONE] = VIVARIUM_EGRESS_MODE_NONE,
 };
 
 const gchar *

@@ -255,16 +255,14 @@ static gboolean
 handle_get_egress_log (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint64 offset, guint limit,
                        VdTask *self)
 {
+  g_autoptr(GBytes) none = g_bytes_new (NULL, 0);
   guint64 next = 0, total = 0;
   GError *error = NULL;
   GVariant *entries;
 
-  if (self->egress_log == NULL && limit >= 1 && limit <= VD_EGRESS_LOG_PAGE_MAX) {
-    vivarium_dbus_task_complete_get_egress_log (iface, invocation, g_variant_new ("aa{sv}", NULL), 0, 0);
-    return G_DBUS_METHOD_INVOCATION_HANDLED;
-  }
-  entries = vd_egress_log_read (self->egress_log != NULL ? self->egress_log : "/nonexistent", offset, limit, &next,
-                                &total, &error);
+  /* One reader, one bound on @limit, with or without a log. */
+  entries = self->egress_log != NULL ? vd_egress_log_read (self->egress_log, offset, limit, &next, &total, &error)
+                                     : vd_egress_log_read_bytes (none, offset, limit, &next, &total, &error);
   if (entries == NULL)
     g_dbus_method_invocation_take_error (invocation, error);
   else
