@@ -11,6 +11,7 @@
 #include <glib/gstdio.h>
 
 #include "vivarium-egress-policy.h"
+#include "vivarium-file.h"
 
 /* Longer than any valid rule ("[" 39-char IPv6 "]:65535" or a 253-char
  * name plus a port); anything past it is refused before it is looked at. */
@@ -570,67 +571,24 @@ set_error_errno (GError **error, int saved, const gchar *what, const gchar *path
   return FALSE;
 }
 
-static gboolean
-write_all (int fd, const gchar *text, gsize len)
+/* Until rules carry options, every allowed destination may be
+ * intercepted. */
+gboolean
+vivarium_egress_policy_may_intercept (VivariumEgressPolicy *policy, const gchar *host, guint16 port)
 {
-  while (len > 0) {
-    gssize n = write (fd, text, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n == 0)
-      errno = EIO;
-    if (n <= 0)
-      return FALSE;
-    text += n;
-    len -= (gsize) n;
-  }
-  return TRUE;
+  return vivarium_egress_policy_decide (policy, host, port, NULL);
 }
 
-static gboolean
-fsync_dir (const gchar *path, GError **error)
-{
-  g_autofree gchar *dir = g_path_get_dirname (path);
-  int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int saved = 0;
-
-  if (fd < 0)
-    return set_error_errno (error, errno, "open", dir);
-  if (fsync (fd) != 0)
-    saved = errno;
-  close (fd);
-  if (saved != 0)
-    return set_error_errno (error, saved, "flush", dir);
-  return TRUE;
-}
-
-/* The same durable write as service/vd-fs.c (common/ cannot link the
- * service): PATH.tmp written, flushed, renamed, the directory flushed, so
- * the proxy never reads half a policy. */
+/* The tree's one durable write (common/vivarium-file.h), so the proxy
+ * never reads half a policy. */
 gboolean
 vivarium_egress_policy_save (VivariumEgressPolicy *policy, const gchar *path, gint mode, GError **error)
 {
   g_autofree gchar *text = NULL;
-  g_autofree gchar *tmp = NULL;
-  int fd, saved = 0;
 
   g_return_val_if_fail (policy != NULL && path != NULL, FALSE);
   text = policy_to_text (policy);
-  tmp = g_strconcat (path, ".tmp", NULL);
-  fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0)
-    return set_error_errno (error, errno, "create", tmp);
-  if (fchmod (fd, (mode_t) mode) != 0 || !write_all (fd, text, strlen (text)) || fsync (fd) != 0)
-    saved = errno;
-  if (close (fd) != 0 && saved == 0)
-    saved = errno;
-  if (saved == 0 && rename (tmp, path) != 0)
-    saved = errno;
-  if (saved != 0) {
-    g_unlink (tmp);
-    return set_error_errno (error, saved, "write", path);
-  }
-  return fsync_dir (path, error);
+  return vivarium_file_write_durably (path, text, strlen (text), mode, error);
 }
 
 static gchar *

@@ -93,6 +93,15 @@ GStrv                  vivarium_egress_policy_describe    (VivariumEgressPolicy 
 gboolean               vivarium_egress_policy_allows_name (VivariumEgressPolicy *policy,
                                                            const gchar          *host);
 
+/* For secrets (docs/secrets.md): TRUE when the policy allows host:port by
+ * a rule that lets the proxy terminate TLS there, i.e. an allow rule
+ * without the "no-intercept" option (`api.example.org:443 no-intercept`),
+ * and no deny rule matches. A secret whose host fails this is refused at
+ * session start. */
+gboolean               vivarium_egress_policy_may_intercept (VivariumEgressPolicy *policy,
+                                                             const gchar          *host,
+                                                             guint16               port);
+
 /* A GKeyFile text, written atomically (PATH.tmp, fsync, rename, fsync of
  * the directory) with exactly the given mode; load refuses (G_IO_ERROR,
  * naming the path) a file that is not one whole policy: cut short, foreign,
