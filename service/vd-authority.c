@@ -38,6 +38,10 @@ static const VdActionRow action_map[] = {
   M ("Manager", "ListTasks",       A ("read-status")),
   M ("Manager", "ListReports",     A ("read-reports")),
   M ("Manager", "CheckEgress",     A ("read-status")),
+  /* Which hosts hold tokens is an administrator's business too. */
+  M ("Manager", "AddSecret",       A ("secret-manage")),
+  M ("Manager", "ListSecrets",     A ("secret-manage")),
+  M ("Manager", "RemoveSecret",    A ("secret-manage")),
   R ("Image",   A ("read-status")),
   M ("Image",   "Freeze",          A ("image-freeze")),
   M ("Image",   "Verify",          A ("read-status")),
