@@ -501,6 +501,13 @@ egress_policy_words (Run *run)
   g_string_append_printf (s, "groups %s", groups != NULL && groups[0] != '\0' ? groups : "none");
   if (allow != NULL && allow[0] != '\0')
     g_string_append_printf (s, "; allow %s", allow);
+  /* Names and hosts only: the guest held placeholders, the proxy put the
+   * values in for these hosts. */
+  for (guint i = 0; run->egress.secrets != NULL && i < run->egress.secrets->len; i++) {
+    VivariumSecret *secret = run->egress.secrets->pdata[i];
+    g_autofree gchar *hosts = g_strjoinv (", ", secret->hosts);
+    g_string_append_printf (s, "%s%s for %s", i == 0 ? "; secrets " : ", ", secret->name, hosts);
+  }
   return g_string_free (g_steal_pointer (&s), FALSE);
 }
 
