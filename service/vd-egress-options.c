@@ -142,14 +142,18 @@ check_interceptable (VivariumEgressPolicy *policy, GPtrArray *secrets, GError **
 }
 
 gboolean
-vd_egress_options_parse_secrets (VdConfig *config, VdSecretStore *store, GVariantDict *dict, VdEgressOptions *out,
-                                 GError **error)
+vd_egress_options_parse_secrets (VdConfig *config, VdSecretStore *store, VdProject *project, GVariantDict *dict,
+                                 VdEgressOptions *out, GError **error)
 {
   g_auto(GStrv) names = NULL;
   g_autoptr(VivariumEgressPolicy) policy = NULL;
 
   if (!lookup_strv (dict, "secrets", &names, error))
     return FALSE;
+  /* A project's default goes to its allowlist sessions only: in another
+   * mode the guest gets no placeholder, so none can leave unswapped. */
+  if (names == NULL && project != NULL && out->mode == VD_EGRESS_MODE_ALLOWLIST)
+    names = vd_project_get_secrets (project);
   if (names == NULL || names[0] == NULL)
     return TRUE;
   if (out->mode != VD_EGRESS_MODE_ALLOWLIST) {

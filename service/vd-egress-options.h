@@ -41,8 +41,10 @@ gboolean vd_egress_options_parse (VdConfig        *config,
  * policy lets the proxy intercept on 443 (else the placeholder would leave
  * unswapped): InvalidArgument naming the secret and the host, NotFound
  * for a secret not stored. */
+/* @project: whose Secrets stand in when the caller names none, or NULL. */
 gboolean vd_egress_options_parse_secrets (VdConfig        *config,
                                           VdSecretStore   *store,
+                                          VdProject       *project,
                                           GVariantDict    *dict,
                                           VdEgressOptions *out,
                                           GError         **error);

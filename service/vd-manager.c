@@ -789,7 +789,7 @@ parse_session_options (VdManager *self, const gchar *project, GVariant *options,
       !parse_uint_option (dict, "cpus", 1, VIVARIUM_CPUS_MAX, &out->cpus, error) ||
       !parse_uint_option (dict, "timeout", 0, VIVARIUM_TIMEOUT_MAX_SEC, &out->timeout_sec, error) ||
       !vd_egress_options_parse (self->config, p, dict, VD_EGRESS_FOR_SESSION, egress, error) ||
-      !vd_egress_options_parse_secrets (self->config, self->secrets, dict, egress, error))
+      !vd_egress_options_parse_secrets (self->config, self->secrets, p, dict, egress, error))
     return FALSE;
   out->secrets = egress->secrets;
   out->egress_mode = egress->mode;
@@ -1562,6 +1562,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
     g_autofree gchar *secrets = vd_config_build_state_path (config, "secrets", NULL);
     self->secrets = vd_secret_store_new (secrets);
     vd_task_runner_set_secret_store (self->runner, self->secrets);
+    vd_project_store_set_secret_store (self->projects, self->secrets);
   }
   return self;
 }

@@ -400,7 +400,7 @@ parse_egress (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
   VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
 
   if (!vd_egress_options_parse (self->config, project, dict, VD_EGRESS_FOR_TASK, &run->egress, error) ||
-      !vd_egress_options_parse_secrets (self->config, self->secrets, dict, &run->egress, error))
+      !vd_egress_options_parse_secrets (self->config, self->secrets, project, dict, &run->egress, error))
     return FALSE;
   run->session_options.egress_mode = run->egress.mode;
   run->session_options.egress_groups = (const gchar * const *) run->egress.groups;
