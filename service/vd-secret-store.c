@@ -4,14 +4,15 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
+#include <gio/gunixfdlist.h>
 
 #include "vivarium-error.h"
 #include "vd-fs.h"
-#include "vd-image-import.h"
 #include "vd-secret-store.h"
 
 #define SECRET_SUFFIX ".secret"
@@ -252,12 +253,11 @@ read_value (int fd, GError **error)
                    g_strerror (errno));
       break;
     }
-    if (n == 0) {
-      if (buf->len > 0 && buf->data[buf->len - 1] == '\n')
-        g_byte_array_set_size (buf, buf->len - 1);
+    if (n == 0 && buf->len > 0 && buf->data[buf->len - 1] == '\n')
+      g_byte_array_set_size (buf, buf->len - 1);
+    if (n == 0 && buf->len <= VIVARIUM_SECRET_MAX_VALUE)
       return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
-    }
-    if (buf->len + (gsize) n > VIVARIUM_SECRET_MAX_VALUE + 1) {
+    if (n == 0 || buf->len + (gsize) n > VIVARIUM_SECRET_MAX_VALUE + 1) {
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "A secret's value is at most %d bytes",
                    VIVARIUM_SECRET_MAX_VALUE);
       break;
@@ -309,28 +309,100 @@ parse_add_options (GVariant *options, VivariumSecret *secret, gboolean *replace,
          lookup_string_option (dict, "format", VIVARIUM_SECRET_DEFAULT_FORMAT, &secret->format, error);
 }
 
-static gboolean
-handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name, const gchar * const *hosts, GVariant *options, GVariant *value,
-                   gpointer user_data)
+/* The value's descriptor: a pipe, a socket or a regular file, readable. */
+static int
+take_value_fd (GDBusMethodInvocation *invocation, GVariant *handle, GError **error)
 {
-  VdSecretStore *self = user_data;
-  g_autoptr(VivariumSecret) secret = g_new0 (VivariumSecret, 1);
-  g_autoptr(GError) error = NULL;
-  gboolean replace = FALSE;
-  int fd = -1;
+  GUnixFDList *fds = g_dbus_message_get_unix_fd_list (g_dbus_method_invocation_get_message (invocation));
+  gint32 index = g_variant_get_handle (handle);
+  struct stat st;
+  int fd;
 
-  secret->name = g_strdup (name);
-  secret->hosts = g_strdupv ((gchar **) hosts);
-  if (!check_name (name, &error) || !parse_add_options (options, secret, &replace, &error) ||
-      (fd = vd_image_import_take_fd (invocation, value, &error)) < 0 || (secret->value = read_value (fd, &error)) == NULL ||
-      !vd_secret_store_add (self, secret, replace, &error)) {
+  if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length (fds)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "AddSecret needs the value as a descriptor passed with the call");
+    return -1;
+  }
+  fd = g_unix_fd_list_get (fds, index, NULL);
+  if (fd < 0 || fstat (fd, &st) != 0 || !(S_ISFIFO (st.st_mode) || S_ISSOCK (st.st_mode) || S_ISREG (st.st_mode)) ||
+      (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
     if (fd >= 0)
       close (fd);
-    g_dbus_method_invocation_return_gerror (invocation, error);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The secret's descriptor is not a readable pipe, socket or regular file");
+    return -1;
+  }
+  return fd;
+}
+
+/* An AddSecret call while its value is read and stored, off the main
+ * loop: a caller whose descriptor says nothing holds its own call (up to
+ * VALUE_READ_TIMEOUT_MS), never the daemon. */
+typedef struct {
+  GDBusMethodInvocation *invocation;
+  VivariumSecret        *secret;
+  gboolean               replace;
+  int                    fd;
+} AddCall;
+
+static void
+add_call_free (AddCall *call)
+{
+  g_object_unref (call->invocation);
+  vivarium_secret_free (call->secret);
+  if (call->fd >= 0)
+    close (call->fd);
+  g_free (call);
+}
+
+static void
+add_in_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  AddCall *call = data;
+  GError *error = NULL;
+
+  call->secret->value = read_value (call->fd, &error);
+  if (call->secret->value == NULL || !vd_secret_store_add (source, call->secret, call->replace, &error))
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+}
+
+static void
+added_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  AddCall *call = g_task_get_task_data (G_TASK (res));
+  GError *error = NULL;
+
+  if (!g_task_propagate_boolean (G_TASK (res), &error))
+    g_dbus_method_invocation_take_error (g_object_ref (call->invocation), error);
+  else
+    vivarium_dbus_manager_complete_add_secret (NULL, g_object_ref (call->invocation));
+}
+
+static gboolean
+handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name,
+                   const gchar * const *hosts, GVariant *options, GVariant *value, gpointer user_data)
+{
+  VdSecretStore *self = user_data;
+  g_autoptr(GTask) task = NULL;
+  AddCall *call = g_new0 (AddCall, 1);
+  GError *error = NULL;
+
+  call->invocation = g_object_ref (invocation);
+  call->secret = g_new0 (VivariumSecret, 1);
+  call->secret->name = g_strdup (name);
+  call->secret->hosts = g_strdupv ((gchar **) hosts);
+  call->fd = -1;
+  if (!check_name (name, &error) || !parse_add_options (options, call->secret, &call->replace, &error) ||
+      (call->fd = take_value_fd (invocation, value, &error)) < 0) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    add_call_free (call);
     return TRUE;
   }
-  close (fd);
-  vivarium_dbus_manager_complete_add_secret (iface, invocation);
+  task = g_task_new (self, NULL, added_cb, NULL);
+  g_task_set_task_data (task, call, (GDestroyNotify) add_call_free);
+  g_task_run_in_thread (task, add_in_thread);
   return TRUE;
 }
 
