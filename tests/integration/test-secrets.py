@@ -7,8 +7,12 @@
 # the size bound, a value that never ends held against its own call only
 # (the daemon answers others meanwhile), and no value in any reply. TAP.
 
+import fcntl
 import os
 import stat
+import struct
+import termios
+import time
 import sys
 import threading
 
@@ -120,17 +124,38 @@ def main():
     # the daemon answers other calls meanwhile.
     result = {}
 
+    r, w = os.pipe()
+    os.write(w, b'partial')
+
     def hanging():
-        result['add'] = add_secret(bus, 'HANGING', ['a.example'], {}, b'partial', close=False)
+        fds = Gio.UnixFDList.new()
+        index = fds.append(r)
+        try:
+            bus.call_with_unix_fd_list_sync(BUS, OBJ, IFACE, 'AddSecret', GLib.Variant(
+                '(sasa{sv}h)', ('HANGING', ['a.example'], {}, index)), None, Gio.DBusCallFlags.NONE, 60000, fds, None)
+            result['add'] = (None, '')
+        except GLib.Error as e:
+            result['add'] = (Gio.DBusError.get_remote_error(e), e.message)
 
     t = threading.Thread(target=hanging)
     t.start()
-    err, listed, msg = call(bus, 'ListSecrets', None, GLib.VariantType('(aa{sv})'))
-    ok(err is None and t.is_alive(), 'ListSecrets is answered while an AddSecret waits for its value')
+    # The daemon has the call once it has read what the pipe held (FIONREAD
+    # sees the pipe's buffer from either end); only then ask it something.
+    for _ in range(200):
+        if struct.unpack('i', fcntl.ioctl(w, termios.FIONREAD, b'\0' * 4))[0] == 0:
+            break
+        time.sleep(0.05)
+    os.close(r)
+    try:
+        listed = bus.call_sync(BUS, OBJ, IFACE, 'ListSecrets', None, GLib.VariantType('(aa{sv})'),
+                               Gio.DBusCallFlags.NONE, 5000, None)
+        err = None
+    except GLib.Error as e:
+        listed, err = None, e.message
+    ok(err is None and t.is_alive(), 'ListSecrets is answered while an AddSecret waits for its value (%s)' % err)
     t.join(60)
-    herr, hmsg, writer = result.get('add', (None, '', None))
-    if writer is not None:
-        os.close(writer)
+    os.close(w)
+    herr, hmsg = result.get('add', (None, ''))
     ok(herr == ERR + 'InvalidArgument' and 'did not end' in hmsg, 'a value that never ends is refused: ' + hmsg)
 
     secrets = listed.unpack()[0] if listed is not None else []
