@@ -564,26 +564,76 @@ keep_log (VdEgress *self)
   prune_kept_logs (dir);
 }
 
-void
-vd_egress_stop_sync (VdEgress *self)
+/* What comes after the unit's stop, however it was stopped. */
+static void
+finish_stop (VdEgress *self)
 {
   g_autoptr(GError) error = NULL;
 
+  vd_systemd_reset_failed_unit (self->systemd, self->unit);
+  keep_log (self);
+  if (!vd_fs_rm_rf (self->dir, &error))
+    vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot remove %s: %s", self->dir, error->message);
+}
+
+/* FALSE when there is nothing to stop any more. */
+static gboolean
+begin_stop (VdEgress *self)
+{
   if (self->stopped)
-    return;
+    return FALSE;
   self->stopped = TRUE;
   if (self->exit_source != 0)
     g_source_remove (self->exit_source);
   self->exit_source = 0;
   close_pidfd (self);
+  return TRUE;
+}
+
+void
+vd_egress_stop_sync (VdEgress *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!begin_stop (self))
+    return;
   if (vd_systemd_unit_is_loaded (self->systemd, self->unit) &&
       !vd_systemd_stop_unit_sync (self->systemd, self->unit, 10000, &error))
     vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot stop %s: %s", self->unit, error->message);
-  vd_systemd_reset_failed_unit (self->systemd, self->unit);
-  keep_log (self);
-  g_clear_error (&error);
-  if (!vd_fs_rm_rf (self->dir, &error))
-    vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot remove %s: %s", self->dir, error->message);
+  finish_stop (self);
+}
+
+static void
+unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  VdEgress *self = g_task_get_source_object (task);
+  g_autoptr(GError) error = NULL;
+
+  /* A proxy that is gone already makes StopUnit fail: nothing to say. */
+  if (!vd_systemd_stop_unit_finish (self->systemd, res, &error) && vd_systemd_unit_is_loaded (self->systemd, self->unit))
+    vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot stop %s: %s", self->unit, error->message);
+  finish_stop (self);
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+vd_egress_stop_async (VdEgress *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+
+  if (!begin_stop (self)) {
+    g_task_return_boolean (task, TRUE);
+    g_object_unref (task);
+    return;
+  }
+  vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, unit_stopped_cb, task);
+}
+
+gboolean
+vd_egress_stop_finish (VdEgress *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
 }
 
 gchar *

@@ -76,6 +76,13 @@ gboolean     vd_egress_start_finish (VdEgress      *self,
 /* Stops the unit, keeps the decision log as
  * /var/lib/vivarium/logs/egress/<session>.jsonl, removes the directory. */
 void         vd_egress_stop_sync    (VdEgress *self);
+/* The same without blocking: a session's teardown step. */
+void         vd_egress_stop_async   (VdEgress           *self,
+                                     GAsyncReadyCallback callback,
+                                     gpointer            user_data);
+gboolean     vd_egress_stop_finish  (VdEgress      *self,
+                                     GAsyncResult  *result,
+                                     GError       **error);
 /* The decision log: the live one while the proxy runs, the kept one after. */
 gchar       *vd_egress_dup_log_path (VdEgress *self);
 

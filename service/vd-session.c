@@ -549,6 +549,20 @@ teardown_data_free (TeardownData *data)
   g_free (data);
 }
 
+/* The proxy goes after QEMU (a guest never outlives its way out), as a
+ * step of its own: the main loop goes on meanwhile. */
+static void
+egress_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  TeardownData *data = g_task_get_task_data (task);
+
+  vd_egress_stop_finish (VD_EGRESS (source), res, NULL);
+  remove_files_and_check (self, data->failed, data->reason);
+  g_task_return_boolean (task, TRUE);
+}
+
 static void
 unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -567,11 +581,15 @@ unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (self->end_detail != NULL) {
     g_autofree gchar *reason = g_strdup_printf ("%s (systemd: %s)", data->reason, self->end_detail);
     vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: %s", self->id, reason);
-    remove_files_and_check (self, data->failed, reason);
-  } else {
-    remove_files_and_check (self, data->failed, data->reason);
+    g_free (data->reason);
+    data->reason = g_steal_pointer (&reason);
   }
-  g_task_return_boolean (task, TRUE);
+  if (self->egress == NULL) {
+    remove_files_and_check (self, data->failed, data->reason);
+    g_task_return_boolean (task, TRUE);
+    return;
+  }
+  vd_egress_stop_async (self->egress, egress_stopped_cb, g_steal_pointer (&task));
 }
 
 /* @reason: what StateReason says once it ended, or NULL */
