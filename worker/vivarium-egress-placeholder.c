@@ -205,19 +205,28 @@ b64_value (guint8 c)
   return -1;
 }
 
-/* Decodes whole groups of four from text, at most max bytes. */
+/* Decodes groups of four from text, at most max bytes; a last group of
+ * two or three characters (padded with '=' or not) gives its one or two
+ * bytes. */
 static gsize
 b64_decode (const guint8 *text, gsize len, guint8 *out, gsize max)
 {
   gsize o = 0;
 
-  for (gsize i = 0; i + 4 <= len && o + 3 <= max; i += 4) {
-    gint v[4];
-    for (guint k = 0; k < 4; k++)
+  for (gsize i = 0; i + 2 <= len && o + 3 <= max; i += 4) {
+    gint v[4] = { -1, -1, -1, -1 };
+    guint k;
+    for (k = 0; k < 4 && i + k < len; k++)
       if ((v[k] = b64_value (text[i + k])) < 0)
-        return o;
+        break;
+    if (k < 2)
+      return o;
     out[o++] = (guint8) (v[0] << 2 | v[1] >> 4);
+    if (k < 3)
+      return o;
     out[o++] = (guint8) ((v[1] & 0xf) << 4 | v[2] >> 2);
+    if (k < 4)
+      return o;
     out[o++] = (guint8) ((v[2] & 0x3) << 6 | v[3]);
   }
   return o;

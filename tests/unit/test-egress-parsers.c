@@ -660,6 +660,14 @@ test_placeholder_forms (void)
     g_strdelimit (text, "=", '.');
     g_assert_cmpstr (found_in (set, text), ==, "A");
   }
+  /* At the very end of the text, padded or not. */
+  for (guint align = 0; align < 3; align++) {
+    g_autofree gchar *plain = g_strdup_printf ("%.*s%s", align, "uv", a);
+    g_autofree gchar *encoded = g_base64_encode ((const guchar *) plain, strlen (plain));
+    g_assert_cmpstr (found_in (set, encoded), ==, "A");
+    *strchrnul (encoded, '=') = '\0';
+    g_assert_cmpstr (found_in (set, encoded), ==, "A");
+  }
   /* Benign: a cut placeholder, a placeholder of no secret, plain text. */
   g_assert_null (found_in (set, partial));
   g_assert_null (found_in (set, other));
