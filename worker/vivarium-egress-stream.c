@@ -81,7 +81,7 @@ refuse_http (Flow *f, const gchar *reason)
  * other line a header (named by what comes before its ':'). Loose on
  * purpose: whatever the guest wrote, a placeholder in it is seen. */
 static gchar *
-placeholder_in_head (Flow *f, gsize used)
+placeholder_in_head (Flow *f, gsize used, gboolean connect)
 {
   g_autofree gchar *text = g_strndup ((const gchar *) f->buf, used);
   g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
@@ -91,7 +91,7 @@ placeholder_in_head (Flow *f, gsize used)
     g_autofree gchar *why = NULL;
     gchar *colon = strchr (lines[i], ':');
     if (i == 0)
-      where = g_strdup ("URL");
+      where = g_strdup (connect ? "CONNECT target" : "URL");
     else if (colon == NULL)
       where = g_strdup ("header");
     else if ((why = vivarium_egress_context_placeholder (f->ctx, lines[i], colon - lines[i], f->host, f->port,
@@ -212,10 +212,11 @@ check_sni (const guint8 *data, gsize len, gchar **reason, gpointer user_data)
   case VIVARIUM_SNI_NEED_MORE:
     return VIVARIUM_INSPECT_NEED_MORE;
   case VIVARIUM_SNI_NOT_TLS:
-    /* Plain bytes through the tunnel: the proxy sees them. */
+    /* Plain bytes through the tunnel: the proxy sees them, these first
+     * ones included (they were held, not scanned, until now). */
     f->scan_up = TRUE;
     f->scan_where = "tunnelled data";
-    return VIVARIUM_INSPECT_PASS;
+    return scan_chunk (data, len, reason, f) ? VIVARIUM_INSPECT_PASS : VIVARIUM_INSPECT_CUT;
   case VIVARIUM_SNI_NONE:
     return VIVARIUM_INSPECT_PASS;
   case VIVARIUM_SNI_FOUND:
@@ -388,13 +389,7 @@ serve_request (Flow *f, VivariumEgressRequest *request, gsize used)
 
   f->host = vivarium_egress_context_normalize (request->host);
   f->port = request->port;
-  if (request->connect &&
-      (reason = vivarium_egress_context_placeholder (f->ctx, request->host, strlen (request->host), f->host, f->port,
-                                                     "CONNECT target")) != NULL) {
-    refuse (f, reason);
-    return;
-  }
-  if (!request->connect && (reason = placeholder_in_head (f, used)) != NULL) {
+  if ((reason = placeholder_in_head (f, used, request->connect)) != NULL) {
     refuse_http (f, reason);
     return;
   }

@@ -1538,6 +1538,30 @@ test_secret_refused_plain (Fixture *f, gconstpointer data)
   g_assert_true (g_str_has_prefix (answer->str, "HTTP/1.1 403 Forbidden\r\n"));
   find_decision (f, "proxy", "denied", "in the CONNECT target: refused");
   g_string_free (answer, TRUE);
+  /* In a header of the CONNECT request itself. */
+  {
+    g_autofree gchar *req = g_strdup_printf ("CONNECT localhost:%u HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n\r\n",
+                                             f->up.port, f->ph_b);
+    answer = ask (f, "proxy.sock", req);
+    g_assert_true (g_str_has_prefix (answer->str, "HTTP/1.1 403 Forbidden\r\n"));
+    find_decision (f, "proxy", "denied", "in the header Proxy-Authorization: refused");
+    g_string_free (answer, TRUE);
+  }
+  /* Through a tunnel that is not TLS, in its very first bytes. */
+  {
+    g_autoptr(GSocket) t = connect_door (f, "proxy.sock");
+    g_autofree gchar *req = connect_request ("localhost", f->up.port);
+    g_autofree gchar *head = NULL;
+    g_autofree gchar *first = g_strdup_printf ("GET /%s HTTP/1.1\r\nHost: x\r\n\r\n", f->ph_a);
+    g_autoptr(GString) left = NULL;
+    send_text (t, req, strlen (req));
+    head = read_reply_head (t);
+    g_assert_cmpstr (head, ==, "HTTP/1.1 200 Connection established\r\n\r\n");
+    send_text (t, first, strlen (first));
+    left = read_all (t);
+    g_assert_cmpuint (left->len, ==, 0);
+    find_decision (f, "proxy", "denied", "in the tunnelled data: refused");
+  }
 
   c = connect_door (f, "tls.sock");
   hello = hello_for (target, &hello_len);
