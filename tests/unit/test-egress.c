@@ -1128,6 +1128,22 @@ https_read_request (GInputStream *in, GString *req, GCancellable *cancel)
   }
 }
 
+/* GET /bytes/N: N bytes of 'x' after the head. */
+static gboolean
+send_bytes (GOutputStream *out, const gchar *req, GCancellable *cancel)
+{
+  g_autofree gchar *chunk = g_strnfill (65536, 'x');
+  guint64 n = g_str_has_prefix (req, "GET /bytes/") ? g_ascii_strtoull (req + 11, NULL, 10) : 0;
+
+  while (n > 0) {
+    gsize len = MIN (n, 65536);
+    if (!g_output_stream_write_all (out, chunk, len, NULL, cancel, NULL))
+      return FALSE;
+    n -= len;
+  }
+  return TRUE;
+}
+
 static gpointer
 https_conn_thread (gpointer data)
 {
@@ -1147,8 +1163,14 @@ https_conn_thread (gpointer data)
     g_string_append (hc->up->seen, req->str);
     g_mutex_unlock (&hc->up->lock);
     reply = g_strdup ("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nseen");
+    if (g_str_has_prefix (req->str, "GET /bytes/")) {
+      g_free (reply);
+      reply = g_strdup_printf ("HTTP/1.1 200 OK\r\nContent-Length: %" G_GUINT64_FORMAT "\r\n\r\n",
+                               g_ascii_strtoull (req->str + 11, NULL, 10));
+    }
     if (!g_output_stream_write_all (g_io_stream_get_output_stream (tls), reply, strlen (reply), NULL, hc->up->stop,
-                                    NULL))
+                                    NULL) ||
+        !send_bytes (g_io_stream_get_output_stream (tls), req->str, hc->up->stop))
       break;
   }
   g_io_stream_close (tls, NULL, NULL);
@@ -1629,6 +1651,44 @@ test_secret_untrusted (Fixture *f, gconstpointer data)
   find_decision (f, "tls", "denied", "the certificate of bad.test is not trusted: it is not for bad.test");
 }
 
+/* What interception costs, side by side with a tunnel to the same server
+ * (the numbers go to the test's log; only that both work is asserted):
+ * connection set-up with a first small request, and a download. */
+static gdouble
+measure (Fixture *f, const gchar *host, const gchar *ca, guint rounds, guint64 bytes)
+{
+  g_autofree gchar *req = g_strdup_printf ("GET /bytes/%" G_GUINT64_FORMAT " HTTP/1.1\r\nHost: %s\r\n\r\n", bytes,
+                                           host);
+  gint64 start = g_get_monotonic_time ();
+
+  for (guint i = 0; i < rounds; i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GIOStream) tls = tls_open (f, "tls.sock", host, ca, &error);
+    g_autofree gchar *answer = NULL;
+    g_assert_no_error (error);
+    answer = exchange (tls, req, strlen (req));
+    g_assert_nonnull (answer);
+    g_assert_true (g_str_has_prefix (answer, "HTTP/1.1 200 OK\r\n"));
+    g_io_stream_close (tls, NULL, NULL);
+  }
+  return (g_get_monotonic_time () - start) / 1000.0 / rounds;
+}
+
+static void
+test_secret_cost (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *ca = session_ca (f);
+  const guint64 big = 16 * 1024 * 1024;
+  gdouble tunnel_ms = measure (f, "plain.test", test_ca_pem, 20, 10);
+  gdouble intercept_ms = measure (f, "api.test", ca, 20, 10);
+  gdouble tunnel_big = measure (f, "plain.test", test_ca_pem, 1, big);
+  gdouble intercept_big = measure (f, "api.test", ca, 1, big);
+
+  g_test_message ("set-up and a small request: tunnelled %.1f ms, intercepted %.1f ms", tunnel_ms, intercept_ms);
+  g_test_message ("16 MiB down: tunnelled %.0f MiB/s, intercepted %.0f MiB/s", 16 / (tunnel_big / 1000),
+                  16 / (intercept_big / 1000));
+}
+
 /* A secrets file that does not load: no start, the file gone all the same. */
 static void
 test_secret_bad_file (void)
@@ -1782,6 +1842,7 @@ main (int argc, char **argv)
   ADD ("secret-refused-plain", with_secrets, test_secret_refused_plain);
   ADD ("secret-tunnelled", with_secrets, test_secret_tunnelled);
   ADD ("secret-untrusted", with_secrets, test_secret_untrusted);
+  ADD ("secret-cost", with_secrets, test_secret_cost);
   g_test_add_func ("/egress/proxy/secret-bad-file", test_secret_bad_file);
   status = g_test_run ();
   remove_certificates (certs_dir);
