@@ -24,6 +24,7 @@
 #include <gio/gio.h>
 #include <gio/gunixsocketaddress.h>
 #include <glib/gstdio.h>
+#include <gnutls/x509.h>
 #include <json-glib/json-glib.h>
 
 #include "vivarium-denylist.h"
@@ -1354,6 +1355,45 @@ get_with (const gchar *host, const gchar *path, const gchar *header)
   return g_strdup_printf ("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path, host, header);
 }
 
+/* The session CA as docs/secrets.md has it: named after the session (the
+ * last component of DIR), a CA of path length 0, its name constraints the
+ * secrets' hosts and no address. */
+static void
+check_session_ca (Fixture *f, const gchar *pem)
+{
+  gnutls_x509_crt_t crt;
+  gnutls_x509_name_constraints_t nc;
+  gnutls_datum_t in = { (guchar *) pem, (guint) strlen (pem) }, name = { NULL, 0 };
+  g_autofree gchar *base = g_path_get_basename (f->dir);
+  g_autofree gchar *expected = g_strdup_printf ("CN=Vivarium session CA %s", base);
+  g_autoptr(GPtrArray) permitted = g_ptr_array_new_with_free_func (g_free);
+  unsigned int critical = 0, type = 0, ca = 0;
+  int pathlen = -1, is_ca;
+
+  g_assert_cmpint (gnutls_x509_crt_init (&crt), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_import (crt, &in, GNUTLS_X509_FMT_PEM), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_get_dn3 (crt, &name, 0), ==, 0);
+  g_assert_cmpstr ((const gchar *) name.data, ==, expected);
+  gnutls_free (name.data);
+  is_ca = gnutls_x509_crt_get_basic_constraints (crt, &critical, &ca, &pathlen);
+  g_assert_cmpint (is_ca, ==, 1);
+  g_assert_cmpint (pathlen, ==, 0);
+  g_assert_cmpint (gnutls_x509_name_constraints_init (&nc), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_get_name_constraints (crt, nc, 0, &critical), ==, 0);
+  g_assert_cmpuint (critical, ==, 1);
+  for (guint i = 0; gnutls_x509_name_constraints_get_permitted (nc, i, &type, &name) == 0; i++) {
+    g_assert_cmpuint (type, ==, GNUTLS_SAN_DNSNAME);
+    g_ptr_array_add (permitted, g_strndup ((const gchar *) name.data, name.size));
+  }
+  g_ptr_array_add (permitted, NULL);
+  g_assert_cmpstrv (permitted->pdata, ((const gchar *const[]) { "api.test", "other.test", "bad.test", "noint.test",
+                                                                NULL }));
+  g_assert_cmpint (gnutls_x509_name_constraints_get_excluded (nc, 0, &type, &name), ==, 0);
+  g_assert_cmpuint (type, ==, GNUTLS_SAN_IPADDRESS);
+  gnutls_x509_name_constraints_deinit (nc);
+  gnutls_x509_crt_deinit (crt);
+}
+
 /* The session CA is written before READY=1; the secrets file is gone; a
  * placeholder in its header reaches the server as the value, request
  * after request on one connection (keep-alive), through both doors. */
@@ -1379,6 +1419,7 @@ test_secret_swapped (Fixture *f, gconstpointer data)
   g_assert_cmpuint (st.st_mode & 0777, ==, 0644);
   g_assert_true (g_file_get_contents (ca, &ca_text, NULL, NULL));
   g_assert_true (g_str_has_prefix (ca_text, "-----BEGIN CERTIFICATE-----"));
+  check_session_ca (f, ca_text);
   g_assert_false (g_file_test (secrets, G_FILE_TEST_EXISTS));
 
   tls = tls_open (f, "tls.sock", "api.test", ca, &error);
