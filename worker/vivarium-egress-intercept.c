@@ -13,6 +13,8 @@
 /* Room for a whole request head and what came after it in the same read. */
 #define READ_BUF (VIVARIUM_EGRESS_MAX_HEAD + 64 * 1024)
 #define PUMP_BUF (64 * 1024)
+/* A header's name in a reason is the guest's text: cut to this. */
+#define HEADER_NAME_SHOWN 64
 /* What the guest is told it speaks inside. */
 static const gchar *const http11[] = { "http/1.1", NULL };
 
@@ -416,7 +418,7 @@ add_header (Intercept *ic, GString *out, const gchar *name, const gchar *value)
     left = vivarium_placeholders_find (ic->ctx->placeholders, (const guint8 *) name, strlen (name));
   if (left != NULL) {
     where = vivarium_placeholders_find (ic->ctx->placeholders, (const guint8 *) name, strlen (name)) != NULL
-                ? g_strdup ("header name") : g_strdup_printf ("header %s", name);
+                ? g_strdup ("header name") : g_strdup_printf ("header %.*s", HEADER_NAME_SHOWN, name);
     memset (v->str, 0, v->len);
     return refuse (ic, vivarium_placeholder_reason (left, ic->host, 443, where));
   }
