@@ -154,6 +154,7 @@ typedef struct {
   guint        log_max_entries;  /* 0: the default */
   guint64      limit_up;
   gboolean     secrets;          /* --secrets and --upstream-ca, an HTTPS upstream */
+  gboolean     foreign_ca;       /* --upstream-ca names a CA that did not sign the upstream's */
 } ProxyConfig;
 
 static gchar *write_secrets (Fixture *f);
@@ -263,7 +264,8 @@ proxy_start (Fixture *f, const ProxyConfig *config)
     g_ptr_array_add (argv, g_strdup ("--secrets"));
     g_ptr_array_add (argv, write_secrets (f));
     g_ptr_array_add (argv, g_strdup ("--upstream-ca"));
-    g_ptr_array_add (argv, g_strdup (test_ca_pem));
+    g_ptr_array_add (argv, config->foreign_ca ? g_build_filename (certs_dir, "foreign-ca.pem", NULL)
+                                              : g_strdup (test_ca_pem));
   }
   g_ptr_array_add (argv, NULL);
   g_subprocess_launcher_setenv (launcher, "NOTIFY_SOCKET", notify_path, TRUE);
@@ -425,6 +427,7 @@ static const ProxyConfig small_download = { FALSE, 100000 };
 static const ProxyConfig short_log = { FALSE, 0, 2 };
 static const ProxyConfig small_upload = { FALSE, 0, 0, 50000 };
 static const ProxyConfig with_secrets = { FALSE, 0, 0, 0, TRUE };
+static const ProxyConfig foreign_upstream_ca = { FALSE, 0, 0, 0, TRUE, TRUE };
 
 static gchar *
 connect_request (const gchar *host, guint16 port)
@@ -1692,6 +1695,20 @@ test_secret_untrusted (Fixture *f, gconstpointer data)
   find_decision (f, "tls", "denied", "the certificate of bad.test is not trusted: it is not for bad.test");
 }
 
+/* --upstream-ca is what upstream certificates are checked against: a CA
+ * that did not sign the server's makes it untrusted. */
+static void
+test_secret_foreign_ca (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *ca = session_ca (f);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GIOStream) tls = tls_open (f, "proxy.sock", "api.test", ca, &error);
+
+  g_assert_null (tls);
+  find_decision (f, "proxy", "denied",
+                 "the certificate of api.test is not trusted: it is not signed by an authority the proxy trusts");
+}
+
 /* What interception costs, side by side with a tunnel to the same server
  * (the numbers go to the test's log; only that both work is asserted):
  * connection set-up with a first small request, and a download. */
@@ -1824,6 +1841,8 @@ make_certificates (const gchar *dir)
                     "-subj /CN=api.test");
   run_openssl (dir, "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
                     "-extfile ext.cnf");
+  run_openssl (dir, "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout foreign-ca.key "
+                    "-out foreign-ca.pem -subj '/CN=a foreign CA' -days 2 -addext basicConstraints=critical,CA:TRUE");
   test_ca_pem = g_build_filename (dir, "ca.pem", NULL);
 }
 
@@ -1831,7 +1850,7 @@ static void
 remove_certificates (const gchar *dir)
 {
   const gchar *names[] = { "ext.cnf", "ca.key", "ca.pem", "ca.srl", "server.key", "server.csr", "server.pem", "hosts",
-                           NULL };
+                           "foreign-ca.key", "foreign-ca.pem", NULL };
 
   for (guint i = 0; names[i] != NULL; i++) {
     g_autofree gchar *path = g_build_filename (dir, names[i], NULL);
@@ -1883,6 +1902,7 @@ main (int argc, char **argv)
   ADD ("secret-refused-plain", with_secrets, test_secret_refused_plain);
   ADD ("secret-tunnelled", with_secrets, test_secret_tunnelled);
   ADD ("secret-untrusted", with_secrets, test_secret_untrusted);
+  ADD ("secret-foreign-ca", foreign_upstream_ca, test_secret_foreign_ca);
   ADD ("secret-cost", with_secrets, test_secret_cost);
   g_test_add_func ("/egress/proxy/secret-bad-file", test_secret_bad_file);
   status = g_test_run ();
