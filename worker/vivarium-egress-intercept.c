@@ -284,16 +284,24 @@ send_line (Intercept *ic, gsize len)
   return ok;
 }
 
+/* 1*HEXDIG, then at most spaces and an extension: nothing a server could
+ * read as another size ("0x5", "+5", " 5") than the proxy does. */
 static gboolean
 chunk_size (const guint8 *line, gsize len, guint64 *size)
 {
-  g_autofree gchar *text = g_strndup ((const gchar *) line, len - 2);
-  gchar *semi = strchr (text, ';');
+  gsize i = 0;
 
-  if (semi != NULL)
-    *semi = '\0';
-  g_strstrip (text);
-  return text[0] != '\0' && strlen (text) <= 15 && g_ascii_string_to_unsigned (text, 16, 0, G_MAXINT64, size, NULL);
+  *size = 0;
+  for (; i < len - 2 && g_ascii_isxdigit (line[i]); i++) {
+    if (i >= 15)
+      return FALSE;
+    *size = *size << 4 | (guint64) g_ascii_xdigit_value (line[i]);
+  }
+  if (i == 0)
+    return FALSE;
+  while (i < len - 2 && (line[i] == ' ' || line[i] == '\t'))
+    i++;
+  return i == len - 2 || line[i] == ';';
 }
 
 static gboolean

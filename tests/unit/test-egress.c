@@ -1563,6 +1563,27 @@ test_secret_refused (Fixture *f, gconstpointer data)
                          "%zx\r\n%s\r\n%zx\r\n%s\r\n0\r\n\r\n", strlen (half), half, strlen (f->ph_a + 20),
                          f->ph_a + 20);
   assert_refused (f, "api.test", req, strlen (req), "(A) was sent to api.test:443 in the body");
+  /* Where the proxy could read a request otherwise than the server, or
+   * the request is not for this server: refused, before anything goes. */
+  {
+    const gchar *const cases[][2] = {
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n",
+        "the chunked body has a chunk size that is not a number" },
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n 3\r\nabc\r\n0\r\n\r\n",
+        "the chunked body has a chunk size that is not a number" },
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        "the request's Transfer-Encoding is not chunked alone" },
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "the request has both Transfer-Encoding and Content-Length" },
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: 3, 4\r\n\r\nabcd",
+        "the request's Content-Length is not one number" },
+      { "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n", "the request's Host header is not api.test" },
+      { "CONNECT other.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n",
+        "CONNECT inside an intercepted connection is not proxied" },
+    };
+    for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+      assert_refused (f, "api.test", cases[i][0], strlen (cases[i][0]), cases[i][1]);
+  }
 }
 
 /* Plain HTTP (both HTTP doors), CONNECT, SNI, DNS: refused anywhere. */
