@@ -228,3 +228,17 @@ vivarium_egress_ca_certificate_for (VivariumEgressCa *ca, const gchar *name, GEr
   g_hash_table_insert (ca->cache, g_strdup (name), g_object_ref (cert));
   return cert;
 }
+
+guint
+vivarium_egress_ca_get_n_cached (VivariumEgressCa *ca)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&ca->lock);
+
+  return g_hash_table_size (ca->cache);
+}
+
+const gchar *
+vivarium_egress_ca_get_pem (VivariumEgressCa *ca)
+{
+  return ca->pem;
+}
