@@ -232,9 +232,12 @@ vivarium_egress_ca_certificate_for (VivariumEgressCa *ca, const gchar *name, GEr
 guint
 vivarium_egress_ca_get_n_cached (VivariumEgressCa *ca)
 {
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&ca->lock);
+  guint n;
 
-  return g_hash_table_size (ca->cache);
+  g_mutex_lock (&ca->lock);
+  n = g_hash_table_size (ca->cache);
+  g_mutex_unlock (&ca->lock);
+  return n;
 }
 
 const gchar *
