@@ -211,10 +211,10 @@ mint (VivariumEgressCa *ca, const gchar *name, GError **error)
   return cert;
 }
 
-GTlsCertificate *
-vivarium_egress_ca_certificate_for (VivariumEgressCa *ca, const gchar *name, GError **error)
+/* With the lock held. */
+static GTlsCertificate *
+cached_or_minted (VivariumEgressCa *ca, const gchar *name, GError **error)
 {
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&ca->lock);
   GTlsCertificate *cert = g_hash_table_lookup (ca->cache, name);
 
   if (cert != NULL)
@@ -226,6 +226,17 @@ vivarium_egress_ca_certificate_for (VivariumEgressCa *ca, const gchar *name, GEr
   if (g_hash_table_size (ca->cache) >= VIVARIUM_EGRESS_CA_MAX_CACHED)
     g_hash_table_remove_all (ca->cache);
   g_hash_table_insert (ca->cache, g_strdup (name), g_object_ref (cert));
+  return cert;
+}
+
+GTlsCertificate *
+vivarium_egress_ca_certificate_for (VivariumEgressCa *ca, const gchar *name, GError **error)
+{
+  GTlsCertificate *cert;
+
+  g_mutex_lock (&ca->lock);
+  cert = cached_or_minted (ca, name, error);
+  g_mutex_unlock (&ca->lock);
   return cert;
 }
 
