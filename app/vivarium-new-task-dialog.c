@@ -20,8 +20,9 @@ struct _VivariumNewTaskDialog {
 
   GtkDropDown       *project_dropdown;
   GtkDropDown       *image_dropdown;
-  GtkCheckButton    *agent_check;
-  GtkCheckButton    *script_check;
+  GtkToggleButton   *agent_check;
+  GtkToggleButton   *script_check;
+  GtkLabel          *worker_label;
   GtkWidget         *instructions_box;
   GtkTextView       *instructions_view;
   GtkWidget         *script_box;
@@ -76,7 +77,7 @@ instructions_text (VivariumNewTaskDialog *self)
 static VivariumSubmitWorker
 chosen_worker (VivariumNewTaskDialog *self)
 {
-  return gtk_check_button_get_active (self->script_check) ? VIVARIUM_SUBMIT_WORKER_SCRIPT
+  return gtk_toggle_button_get_active (self->script_check) ? VIVARIUM_SUBMIT_WORKER_SCRIPT
                                                           : VIVARIUM_SUBMIT_WORKER_AGENT;
 }
 
@@ -112,6 +113,9 @@ validate (VivariumNewTaskDialog *self)
   gboolean script = form.worker == VIVARIUM_SUBMIT_WORKER_SCRIPT;
 
   gtk_widget_set_visible (self->script_box, script);
+  gtk_label_set_text (self->worker_label,
+                      script ? _("Your program, run on the host in its own unit; it acts through vivariumctl’s worker verbs, and is given the instructions too.")
+                             : _("vivarium-agent, the model loop: it follows your instructions, reaching its model only through the gateway."));
   if (self->submitting) {
     gtk_label_set_text (self->status_label, _("Submitting… the service boots the work machine first."));
   } else {
@@ -299,6 +303,7 @@ vivarium_new_task_dialog_class_init (VivariumNewTaskDialogClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, image_dropdown);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, agent_check);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, script_check);
+  gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, worker_label);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, instructions_box);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, instructions_view);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, script_box);
