@@ -93,9 +93,12 @@ check_worker (const VivariumTaskForm *form)
   const char *instructions = text_or_empty (form->instructions);
   gsize len = strlen (instructions);
 
-  if (len > VIVARIUM_TASK_INSTRUCTIONS_MAX)
-    return g_strdup_printf (_("The instructions are %" G_GSIZE_FORMAT " bytes long; at most %u are sent."),
-                            len, (guint) VIVARIUM_TASK_INSTRUCTIONS_MAX);
+  if (len > VIVARIUM_TASK_INSTRUCTIONS_MAX) {
+    g_autofree char *size = g_strdup_printf ("%" G_GSIZE_FORMAT, len);
+
+    return g_strdup_printf (_("The instructions are %s bytes long; at most %u are sent."),
+                            size, (guint) VIVARIUM_TASK_INSTRUCTIONS_MAX);
+  }
   if (!g_utf8_validate (instructions, (gssize) len, NULL))
     return g_strdup (_("The instructions are not valid UTF-8 text."));
   if (form->worker == VIVARIUM_SUBMIT_WORKER_AGENT) {
