@@ -317,6 +317,8 @@ vivarium_new_task_dialog_class_init (VivariumNewTaskDialogClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, submit_button);
   gtk_widget_class_bind_template_callback (widget_class, submit_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, cancel_clicked_cb);
+  /* A dialog: Escape closes it, as it would an AdwMessageDialog. */
+  gtk_widget_class_add_binding_action (widget_class, GDK_KEY_Escape, 0, "window.close", NULL);
   gtk_widget_class_bind_template_callback (widget_class, choose_clicked_cb);
 }
 
