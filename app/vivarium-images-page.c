@@ -180,7 +180,8 @@ action_button (const char *label, GCallback cb, gboolean admin, GPermission *per
   GtkWidget *button = gtk_button_new_with_mnemonic (label);
 
   gtk_widget_set_valign (button, GTK_ALIGN_CENTER);
-  g_signal_connect (button, "clicked", cb, NULL);
+  if (cb != NULL)
+    g_signal_connect (button, "clicked", cb, NULL);
   vivarium_name_mnemonic_buttons (button);
   if (admin)
     gtk_widget_set_sensitive (button, vivarium_permission_usable (permission));
@@ -223,10 +224,18 @@ create_image_row (gpointer item, gpointer user_data)
   adw_action_row_add_suffix (ADW_ACTION_ROW (digest_row), copy);
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), digest_row);
 
-  if (!frozen)
+  if (!frozen) {
     gtk_box_append (GTK_BOX (buttons), action_button (_("_Freeze…"), G_CALLBACK (freeze_clicked_cb), TRUE, self->permission));
-  else
+  } else {
+    /* The window owns the dialog (it opens the Sessions page after). */
+    GtkWidget *start = action_button (_("_Start Session…"), NULL, TRUE, self->permission);
+
+    gtk_actionable_set_action_name (GTK_ACTIONABLE (start), "win.start-session");
+    gtk_actionable_set_action_target (GTK_ACTIONABLE (start), "s", vivarium_dbus_image_get_name (image));
+    gtk_widget_add_css_class (start, "suggested-action");
+    gtk_box_append (GTK_BOX (buttons), start);
     gtk_box_append (GTK_BOX (buttons), action_button (_("_Verify"), G_CALLBACK (verify_clicked_cb), FALSE, NULL));
+  }
   gtk_box_append (GTK_BOX (buttons), action_button (_("_Delete…"), G_CALLBACK (delete_clicked_cb), TRUE, self->permission));
   gtk_widget_set_halign (buttons, GTK_ALIGN_END);
   gtk_widget_set_hexpand (buttons, TRUE);

@@ -244,6 +244,20 @@ action_button (const char *label, GCallback cb, GPermission *permission)
   return button;
 }
 
+/* The window owns the New Task dialog (it opens the Tasks page after);
+ * the dialog asks for polkit itself, so the button is always offered. */
+static GtkWidget *
+new_task_button (VivariumDBusProject *project)
+{
+  GtkWidget *button = gtk_button_new_with_mnemonic (_("New _Task…"));
+
+  gtk_widget_set_valign (button, GTK_ALIGN_CENTER);
+  gtk_actionable_set_action_name (GTK_ACTIONABLE (button), "win.new-task");
+  gtk_actionable_set_action_target (GTK_ACTIONABLE (button), "s", vivarium_dbus_project_get_name (project));
+  vivarium_name_mnemonic_buttons (button);
+  return button;
+}
+
 static GtkWidget *
 fact_row (const char *title, const char *untrusted_value, gsize max_chars)
 {
@@ -342,6 +356,7 @@ create_project_row (gpointer item, gpointer user_data)
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), key_row (project));
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), log_row (row));
 
+  gtk_box_append (GTK_BOX (buttons), new_task_button (project));
   gtk_box_append (GTK_BOX (buttons), action_button (_("Set _Remote…"), G_CALLBACK (set_remote_clicked_cb), self->permission));
   gtk_box_append (GTK_BOX (buttons), action_button (_("_Publish"), G_CALLBACK (publish_clicked_cb), self->permission));
   gtk_box_append (GTK_BOX (buttons), action_button (_("_Delete…"), G_CALLBACK (delete_clicked_cb), self->permission));

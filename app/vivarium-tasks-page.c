@@ -293,8 +293,57 @@ question_row (VivariumDBusTask *task, GPermission *permission)
   return boxed_row (box);
 }
 
+/* While a row's transcript is on screen it follows the worker: read again
+ * every few seconds while the task runs (GetTranscript has no offset, so
+ * not more often), once more when it has ended. */
+#define TRANSCRIPT_FOLLOW_SECONDS 2
+
+typedef struct {
+  GWeakRef          label;
+  VivariumDBusTask *task;
+  GCancellable     *cancellable;
+} TranscriptFollow;
+
+static void
+transcript_follow_free (gpointer data)
+{
+  TranscriptFollow *f = data;
+
+  g_weak_ref_clear (&f->label);
+  g_object_unref (f->task);
+  g_object_unref (f->cancellable);
+  g_free (f);
+}
+
+static gboolean
+transcript_follow_tick (gpointer data)
+{
+  TranscriptFollow *f = data;
+  g_autoptr(GtkLabel) label = g_weak_ref_get (&f->label);
+  gboolean running = task_running (f->task);
+
+  if (label == NULL || g_cancellable_is_cancelled (f->cancellable))
+    return G_SOURCE_REMOVE;
+  if (!gtk_widget_get_mapped (GTK_WIDGET (label)))
+    return G_SOURCE_CONTINUE;
+  vivarium_dbus_task_call_get_transcript (f->task, f->cancellable, transcript_ready_cb, g_object_ref (label));
+  return running ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
+}
+
+static void
+follow_transcript (GtkLabel *label, VivariumDBusTask *task, GCancellable *cancellable)
+{
+  TranscriptFollow *f = g_new0 (TranscriptFollow, 1);
+
+  g_weak_ref_init (&f->label, label);
+  f->task = g_object_ref (task);
+  f->cancellable = g_object_ref (cancellable);
+  g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, TRANSCRIPT_FOLLOW_SECONDS, transcript_follow_tick, f,
+                              transcript_follow_free);
+}
+
 static GtkWidget *
-transcript_row (void)
+transcript_row (VivariumDBusTask *task, GCancellable *cancellable)
 {
   GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 6);
   GtkWidget *heading = gtk_label_new (_("Transcript (the model’s turns and tool calls: the worker’s words)"));
@@ -313,6 +362,10 @@ transcript_row (void)
   gtk_widget_set_halign (button, GTK_ALIGN_START);
   vivarium_name_mnemonic_buttons (button);
   g_signal_connect (button, "clicked", G_CALLBACK (transcript_clicked_cb), label);
+  /* An agent's transcript is what the operator watches: it follows by
+   * itself (a script worker's stays empty, read when asked). */
+  if (g_strcmp0 (vivarium_dbus_task_get_worker (task), "agent") == 0)
+    follow_transcript (GTK_LABEL (label), task, cancellable);
   gtk_box_append (GTK_BOX (box), heading);
   gtk_box_append (GTK_BOX (box), button);
   gtk_box_append (GTK_BOX (box), label);
@@ -414,7 +467,7 @@ create_task_row (gpointer item, gpointer user_data)
     adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Reason"), reason));
   /* Every task has one (a script worker's is empty): the operator gets
    * the service's answer, not a guess from the worker kind. */
-  adw_expander_row_add_row (ADW_EXPANDER_ROW (row), transcript_row ());
+  adw_expander_row_add_row (ADW_EXPANDER_ROW (row), transcript_row (task, self->cancellable));
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), egress_row ());
   if (task_running (task)) {
     GtkWidget *actions = adw_action_row_new ();
@@ -500,6 +553,15 @@ vivarium_tasks_page_set_client (VivariumTasksPage *self, VivariumClient *client)
 
   self->client = g_object_ref (client);
   g_signal_connect_object (client, "state-changed", G_CALLBACK (client_state_changed_cb), self, 0);
+}
+
+/* A task just submitted: its row opens as soon as the list has it (the
+ * row is made when TaskAdded arrives, perhaps after this). */
+void
+vivarium_tasks_page_show_task (VivariumTasksPage *self, const char *object_path)
+{
+  g_hash_table_add (self->expanded, g_strdup (object_path));
+  rebind (self);
 }
 
 void

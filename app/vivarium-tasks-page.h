@@ -13,5 +13,7 @@ void vivarium_tasks_page_set_client     (VivariumTasksPage *self,
                                          VivariumClient    *client);
 void vivarium_tasks_page_set_permission (VivariumTasksPage *self,
                                          GPermission       *permission);
+void vivarium_tasks_page_show_task      (VivariumTasksPage *self,
+                                         const char        *object_path);
 
 G_END_DECLS

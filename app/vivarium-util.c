@@ -150,3 +150,95 @@ vivarium_expand_on_select (GtkListBox *list)
   gtk_list_box_set_selection_mode (list, GTK_SELECTION_SINGLE);
   g_signal_connect (list, "row-selected", G_CALLBACK (expand_selected_cb), NULL);
 }
+
+/* --- a drop-down of names that follows a proxy list ----------------------- */
+
+typedef struct {
+  GtkDropDown    *dropdown;   /* owns this */
+  GtkStringList  *names;
+  GListModel     *proxies;
+  VivariumNameOf  name_of;
+  char           *wanted;     /* preselected until the list has it */
+  gulong          handler;
+} NameChoice;
+
+static void
+name_choice_free (gpointer data)
+{
+  NameChoice *nc = data;
+
+  g_clear_signal_handler (&nc->handler, nc->proxies);
+  g_clear_object (&nc->proxies);
+  g_clear_object (&nc->names);
+  g_free (nc->wanted);
+  g_free (nc);
+}
+
+/* Rebuilt whole on every change (a few names): the chosen one stays
+ * chosen while it is still offered. */
+static void
+name_choice_rebuild (NameChoice *nc)
+{
+  g_autofree char *keep = g_strdup (vivarium_dropdown_get_name (nc->dropdown));
+  g_autoptr(GPtrArray) names = g_ptr_array_new ();
+  guint n = g_list_model_get_n_items (nc->proxies);
+  guint select = GTK_INVALID_LIST_POSITION;
+
+  if (nc->wanted != NULL) {
+    g_free (keep);
+    keep = g_strdup (nc->wanted);
+  }
+  for (guint i = 0; i < n; i++) {
+    g_autoptr(GObject) proxy = g_list_model_get_item (nc->proxies, i);
+    const char *name = nc->name_of (proxy);
+
+    if (name == NULL || *name == '\0')
+      continue;
+    if (g_strcmp0 (name, keep) == 0) {
+      select = names->len;
+      g_clear_pointer (&nc->wanted, g_free);
+    }
+    g_ptr_array_add (names, (gpointer) name);
+  }
+  g_ptr_array_add (names, NULL);
+  gtk_string_list_splice (nc->names, 0, g_list_model_get_n_items (G_LIST_MODEL (nc->names)),
+                          (const char * const *) names->pdata);
+  if (select == GTK_INVALID_LIST_POSITION && names->len > 1)
+    select = 0;
+  gtk_drop_down_set_selected (nc->dropdown, select);
+}
+
+void
+vivarium_bind_name_dropdown (GtkDropDown *dropdown, GListModel *proxies, VivariumNameOf name_of,
+                             const char *preselect)
+{
+  NameChoice *nc = g_new0 (NameChoice, 1);
+
+  nc->dropdown = dropdown;
+  nc->names = gtk_string_list_new (NULL);
+  nc->proxies = g_object_ref (proxies);
+  nc->name_of = name_of;
+  nc->wanted = g_strdup (preselect);
+  gtk_drop_down_set_model (dropdown, G_LIST_MODEL (nc->names));
+  nc->handler = g_signal_connect_swapped (proxies, "items-changed", G_CALLBACK (name_choice_rebuild), nc);
+  g_object_set_data_full (G_OBJECT (dropdown), "vivarium-name-choice", nc, name_choice_free);
+  name_choice_rebuild (nc);
+}
+
+const char *
+vivarium_dropdown_get_name (GtkDropDown *dropdown)
+{
+  gpointer item = gtk_drop_down_get_selected_item (dropdown);
+
+  return GTK_IS_STRING_OBJECT (item) ? gtk_string_object_get_string (GTK_STRING_OBJECT (item)) : NULL;
+}
+
+/* The egress drop-downs' rows, in their .ui order: "" is the service's
+ * default. */
+const char *
+vivarium_egress_mode_at (guint position)
+{
+  static const char * const modes[] = { "", "none", "allowlist", "open" };
+
+  return position < G_N_ELEMENTS (modes) ? modes[position] : "";
+}

@@ -38,3 +38,17 @@ void vivarium_admin_call (GtkWidget        *page,
                           gpointer          user_data);
 
 G_END_DECLS
+
+G_BEGIN_DECLS
+
+/* The name an item of a proxy list offers, or NULL to leave it out. */
+typedef const char *(*VivariumNameOf) (gpointer proxy);
+
+void        vivarium_bind_name_dropdown  (GtkDropDown    *dropdown,
+                                          GListModel     *proxies,
+                                          VivariumNameOf  name_of,
+                                          const char     *preselect);
+const char *vivarium_dropdown_get_name   (GtkDropDown    *dropdown);
+const char *vivarium_egress_mode_at      (guint           position);
+
+G_END_DECLS

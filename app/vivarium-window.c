@@ -9,10 +9,12 @@
 
 #include "vivarium-client.h"
 #include "vivarium-images-page.h"
+#include "vivarium-new-task-dialog.h"
 #include "vivarium-projects-page.h"
 #include "vivarium-reports-page.h"
 #include "vivarium-selftest-page.h"
 #include "vivarium-sessions-page.h"
+#include "vivarium-start-session-dialog.h"
 #include "vivarium-tasks-page.h"
 #include "vivarium-util.h"
 
@@ -30,6 +32,7 @@ struct _VivariumWindow {
   GtkStack             *main_stack;
   AdwViewSwitcherTitle *switcher_title;
   AdwViewSwitcherBar   *switcher_bar;
+  AdwViewStack         *view_stack;
   AdwStatusPage        *status_page;
   GtkSpinner           *status_spinner;
   GtkButton            *retry_button;
@@ -172,6 +175,58 @@ unlock_clicked_cb (VivariumWindow *self)
     g_permission_acquire_async (self->permission, self->cancellable, acquire_cb, g_object_ref (self));
 }
 
+/* --- handing work over ------------------------------------------------------
+ * The dialogs are the window's: a page asks for one by action (with the
+ * project or image to preselect, "" for none), and the window shows the
+ * result where it lives. */
+
+static void
+task_submitted_cb (VivariumNewTaskDialog *dialog, const char *path, gpointer user_data)
+{
+  VivariumWindow *self = user_data;
+
+  vivarium_tasks_page_show_task (self->tasks_page, path);
+  adw_view_stack_set_visible_child_name (self->view_stack, "tasks");
+  vivarium_toast (GTK_WIDGET (self), _("Task submitted: its work machine is running."));
+}
+
+static void
+new_task_activated (GtkWidget *widget, const char *action_name, GVariant *parameter)
+{
+  VivariumWindow *self = VIVARIUM_WINDOW (widget);
+  const char *project = g_variant_get_string (parameter, NULL);
+  VivariumNewTaskDialog *dialog;
+
+  if (vivarium_client_get_state (self->client) != VIVARIUM_CLIENT_CONNECTED)
+    return;
+  dialog = vivarium_new_task_dialog_new (GTK_WINDOW (self), self->client, *project != '\0' ? project : NULL);
+  g_signal_connect_object (dialog, "submitted", G_CALLBACK (task_submitted_cb), self, 0);
+  gtk_window_present (GTK_WINDOW (dialog));
+}
+
+static void
+session_started_cb (VivariumStartSessionDialog *dialog, const char *path, gpointer user_data)
+{
+  VivariumWindow *self = user_data;
+
+  adw_view_stack_set_visible_child_name (self->view_stack, "sessions");
+  vivarium_toast (GTK_WIDGET (self), _("Session started."));
+}
+
+static void
+start_session_activated (GtkWidget *widget, const char *action_name, GVariant *parameter)
+{
+  VivariumWindow *self = VIVARIUM_WINDOW (widget);
+  const char *image = g_variant_get_string (parameter, NULL);
+  VivariumStartSessionDialog *dialog;
+
+  if (vivarium_client_get_state (self->client) != VIVARIUM_CLIENT_CONNECTED)
+    return;
+  dialog = vivarium_start_session_dialog_new (GTK_WINDOW (self), self->client, *image != '\0' ? image : NULL);
+  g_signal_connect_object (dialog, "started", G_CALLBACK (session_started_cb), self, 0);
+  gtk_window_present (GTK_WINDOW (dialog));
+}
+
 static void
 retry_clicked_cb (VivariumWindow *self)
 {
@@ -216,6 +271,7 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, main_stack);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, switcher_title);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, switcher_bar);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, view_stack);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, status_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, status_spinner);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, retry_button);
@@ -225,6 +281,8 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, projects_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, tasks_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, reports_page);
+  gtk_widget_class_install_action (widget_class, "win.new-task", "s", new_task_activated);
+  gtk_widget_class_install_action (widget_class, "win.start-session", "s", start_session_activated);
   gtk_widget_class_bind_template_callback (widget_class, unlock_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, retry_clicked_cb);
 }

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <string.h>
+#include <glib-unix.h>
 #include <glib/gi18n.h>
 
 #include "vivarium-error.h"
@@ -13,6 +14,8 @@
 /* `task wait` tells the outcome by its exit status (see its --help). */
 #define VCTL_EXIT_NEEDS_INPUT 2
 #define VCTL_EXIT_IN_PROGRESS 3
+/* `task transcript --follow` stopped by Ctrl-C, as a shell reports SIGINT. */
+#define VCTL_EXIT_INTERRUPTED 130
 
 /* The verbs a worker may be narrowed to, as the contract spells them. */
 static const gchar * const worker_tools[] = {
@@ -37,6 +40,7 @@ task_for_call (VctlContext *ctx, const gchar *id, GError **error)
 
 typedef struct {
   gchar  *script;
+  gboolean agent;
   gchar  *verify;
   gchar  *timeout;
   gchar  *instructions;
@@ -70,11 +74,6 @@ read_script (const gchar *file, GError **error)
 {
   g_autoptr(GBytes) bytes = NULL;
 
-  if (file == NULL) {
-    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
-                         _("--script FILE is required: the worker program to run"));
-    return NULL;
-  }
   bytes = vctl_read_capped (file, VIVARIUM_TASK_SCRIPT_MAX, _("a worker script"), error);
   if (bytes == NULL)
     return NULL;
@@ -85,6 +84,31 @@ read_script (const gchar *file, GError **error)
     return NULL;
   }
   return g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, bytes, TRUE);
+}
+
+/* The worker is a choice of two, made explicitly: a script worker by
+ * default would make a forgotten --agent run nothing at all. */
+static gboolean
+check_worker_choice (const SubmitOptions *o, GError **error)
+{
+  if (o->script != NULL && o->agent) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("Give --script FILE or --agent, not both: the worker is one or the other"));
+    return FALSE;
+  }
+  if (o->script == NULL && !o->agent) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("Choose the worker: --script FILE (your program) or --agent (the model loop, "
+                           "which needs --instructions or --instructions-file)"));
+    return FALSE;
+  }
+  /* An agent acts only on what it is told; with nothing, it has no task. */
+  if (o->agent && o->instructions == NULL && o->instructions_file == NULL) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("--agent needs --instructions TEXT or --instructions-file FILE: what the agent is asked to do"));
+    return FALSE;
+  }
+  return TRUE;
 }
 
 static gchar *
@@ -116,6 +140,15 @@ read_instructions (const SubmitOptions *o, GError **error)
     return NULL;
   }
   return g_strndup (data != NULL ? data : "", len);
+}
+
+static gboolean
+is_blank (const gchar *text)
+{
+  for (; *text != '\0'; text = g_utf8_next_char (text))
+    if (!g_unichar_isspace (g_utf8_get_char (text)))
+      return FALSE;
+  return TRUE;
 }
 
 static gboolean
@@ -155,12 +188,17 @@ static GVariant *
 submit_options_to_variant (const SubmitOptions *o, GError **error)
 {
   g_auto(GVariantBuilder) b = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
-  GVariant *script = read_script (o->script, error);
 
-  if (script == NULL)
-    return NULL;
-  g_variant_builder_add (&b, "{sv}", "worker", g_variant_new_string ("script"));
-  g_variant_builder_add (&b, "{sv}", "script", script);
+  if (o->agent) {
+    g_variant_builder_add (&b, "{sv}", "worker", g_variant_new_string ("agent"));
+  } else {
+    GVariant *script = read_script (o->script, error);
+
+    if (script == NULL)
+      return NULL;
+    g_variant_builder_add (&b, "{sv}", "worker", g_variant_new_string ("script"));
+    g_variant_builder_add (&b, "{sv}", "script", script);
+  }
   if (o->verify != NULL) {
     if (o->verify[0] == '\0') {
       g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--verify needs a command"));
@@ -211,6 +249,9 @@ vctl_cmd_task_submit (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   const GOptionEntry entries[] = {
     { "script", 0, 0, G_OPTION_ARG_FILENAME, &o.script,
       N_("The worker program (run on the host, in its own unit)"), "FILE" },
+    { "agent", 0, 0, G_OPTION_ARG_NONE, &o.agent,
+      N_("The worker is vivarium-agent, the model loop (needs --instructions or --instructions-file)"),
+      NULL },
     { "verify", 0, 0, G_OPTION_ARG_STRING, &o.verify,
       N_("Shell command that checks the work, re-run in a fresh guest in /project"), "CMD" },
     { "timeout", 0, 0, G_OPTION_ARG_STRING, &o.timeout,
@@ -233,9 +274,16 @@ vctl_cmd_task_submit (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   if (!vivarium_project_name_validate ((*argv)[1], error) ||
       !vivarium_name_validate ("image", (*argv)[2], error))
     return vctl_to_usage_error (error);
+  if (!check_worker_choice (&o, error))
+    return FALSE;
   instructions = read_instructions (&o, error);
   if (instructions == NULL)
     return FALSE;
+  if (o.agent && is_blank (instructions)) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("The instructions are empty: an agent needs to be told what to do"));
+    return FALSE;
+  }
   options = submit_options_to_variant (&o, error);
   if (options == NULL)
     return FALSE;
@@ -519,6 +567,139 @@ print_transcript_entry (guint64 time, const gchar *kind, const gchar *text, gboo
     g_print ("    %s\n", lines[i]);
 }
 
+/* --follow asks again at most this often: GetTranscript has no offset, so
+ * each poll carries the whole transcript (at most its 4 MiB cap). */
+#define TRANSCRIPT_POLL_MS 1000
+
+typedef struct {
+  VctlContext      *ctx;
+  VivariumDBusTask *task;
+  GMainLoop        *loop;
+  guint             printed;    /* entries already on stdout */
+  gboolean          cap_noted;
+  gboolean          interrupted;
+  GError           *error;
+} TranscriptFollow;
+
+/* Prints the entries past the ones already shown; FALSE with an error when
+ * the daemon's answer does not fit what was shown before. */
+static gboolean
+print_new_entries (TranscriptFollow *f, GError **error)
+{
+  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) entries = NULL;
+  gboolean truncated = FALSE;
+  gsize n;
+
+  ret = vctl_call (f->ctx, f->task, "GetTranscript", NULL, -1, NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  g_variant_get (ret, "(@a(tssb)b)", &entries, &truncated);
+  n = g_variant_n_children (entries);
+  /* The transcript only grows; a shorter one is not the same task's. */
+  if (n < f->printed) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
+                 _("The transcript shrank from %u to %u entries while it was followed"),
+                 f->printed, (guint) n);
+    return FALSE;
+  }
+  for (gsize i = f->printed; i < n; i++) {
+    guint64 time;
+    const gchar *kind, *text;
+    gboolean cut;
+
+    g_variant_get_child (entries, i, "(t&s&sb)", &time, &kind, &text, &cut);
+    print_transcript_entry (time, kind, text, cut);
+  }
+  f->printed = (guint) n;
+  if (truncated && !f->cap_noted) {
+    g_print (_("(The transcript reached its cap; later entries were dropped.)\n"));
+    f->cap_noted = TRUE;
+  }
+  return TRUE;
+}
+
+/* Over when the daemon says so: FinishedAt is set on every end, also at the
+ * hard limit (which stays IN_PROGRESS); DONE and FAILED are final anyway. */
+static gboolean
+task_is_over (TranscriptFollow *f, GError **error)
+{
+  g_autoptr(GVariant) finished = vctl_get_property (f->ctx, f->task, "FinishedAt", error);
+  g_autoptr(GVariant) outcome = NULL;
+  const gchar *o;
+
+  if (finished == NULL)
+    return FALSE;
+  if (g_variant_is_of_type (finished, G_VARIANT_TYPE_UINT64) && g_variant_get_uint64 (finished) != 0)
+    return TRUE;
+  outcome = vctl_get_property (f->ctx, f->task, "Outcome", error);
+  if (outcome == NULL)
+    return FALSE;
+  o = g_variant_is_of_type (outcome, G_VARIANT_TYPE_STRING) ? g_variant_get_string (outcome, NULL) : "";
+  return g_strcmp0 (o, "DONE") == 0 || g_strcmp0 (o, "FAILED") == 0;
+}
+
+static gboolean
+follow_tick (gpointer user_data)
+{
+  TranscriptFollow *f = user_data;
+  gboolean over;
+
+  /* Read the end first, then the entries: nothing recorded before the end
+   * is missed by the last round. */
+  over = task_is_over (f, &f->error);
+  if (f->error == NULL)
+    print_new_entries (f, &f->error);
+  if (f->error != NULL || over) {
+    g_main_loop_quit (f->loop);
+    return G_SOURCE_REMOVE;
+  }
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+follow_sigint (gpointer user_data)
+{
+  TranscriptFollow *f = user_data;
+
+  f->interrupted = TRUE;
+  g_main_loop_quit (f->loop);
+  return G_SOURCE_CONTINUE;
+}
+
+/* Ctrl-C stops following; the task goes on (cancelling it is its own verb). */
+static gboolean
+follow_transcript (VctlContext *ctx, VivariumDBusTask *task, const gchar *id, GError **error)
+{
+  TranscriptFollow f = { .ctx = ctx, .task = task };
+  guint tick_id, sigint_id;
+  g_autofree gchar *shown_id = vctl_escape_line (id);
+
+  f.loop = g_main_loop_new (NULL, FALSE);
+  sigint_id = g_unix_signal_add (SIGINT, follow_sigint, &f);
+  if (follow_tick (&f)) {
+    tick_id = g_timeout_add (TRANSCRIPT_POLL_MS, follow_tick, &f);
+    g_main_loop_run (f.loop);
+    if (f.interrupted)
+      g_source_remove (tick_id);
+  }
+  g_source_remove (sigint_id);
+  g_main_loop_unref (f.loop);
+  if (f.error != NULL) {
+    g_propagate_error (error, f.error);
+    return FALSE;
+  }
+  if (f.interrupted) {
+    g_printerr (_("vivariumctl: stopped following task “%s”; it goes on\n"), shown_id);
+    ctx->exit_status = VCTL_EXIT_INTERRUPTED;
+  } else {
+    g_autofree gchar *outcome = read_string_property (ctx, task, "Outcome");
+    g_autofree gchar *shown = vctl_escape_line (outcome);
+    g_print (_("Task “%s” ended: %s\n"), shown_id, shown);
+  }
+  return TRUE;
+}
+
 gboolean
 vctl_cmd_task_transcript (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
@@ -526,15 +707,23 @@ vctl_cmd_task_transcript (VctlContext *ctx, const VctlCommand *cmd, gchar ***arg
   g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariantIter) iter = NULL;
   gboolean truncated = FALSE;
+  gboolean follow = FALSE;
   guint64 time;
   const gchar *kind, *text;
   gboolean cut;
+  const GOptionEntry entries[] = {
+    { "follow", 'f', 0, G_OPTION_ARG_NONE, &follow,
+      N_("Go on printing entries as the worker records them, until the task ends"), NULL },
+    { NULL }
+  };
 
-  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
+  if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 1, 1, error))
     return FALSE;
   task = task_for_call (ctx, (*argv)[1], error);
   if (task == NULL)
     return FALSE;
+  if (follow)
+    return follow_transcript (ctx, task, (*argv)[1], error);
   ret = vctl_call (ctx, task, "GetTranscript", NULL, -1, NULL, error);
   if (ret == NULL)
     return FALSE;

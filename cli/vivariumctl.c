@@ -74,7 +74,8 @@ static const VctlCommand commands[] = {
   { "project", "set", "NAME egress=MODE|groups=G1,G2 …",
     N_("Set a project's egress defaults (MODE none, allowlist, open; empty for the configuration's)"),
     vctl_cmd_project_set, EXIT_HELP },
-  { "task", "submit", "PROJECT IMAGE --script FILE [--verify CMD] [--timeout S] …",
+  { "task", "submit",
+    "PROJECT IMAGE --script FILE | --agent --instructions TEXT|--instructions-file F [--verify CMD] [--timeout S] …",
     N_("Hand work to a worker in a fresh guest and print the task's id"), vctl_cmd_task_submit,
     N_("Prints only the new task's id on standard output.\n"
        "Exit status: 0 on success; 1 when it failed (the error's D-Bus name ends the line); "
@@ -99,8 +100,14 @@ static const VctlCommand commands[] = {
     vctl_cmd_task_cancel, EXIT_HELP },
   { "task", "report", "ID [--json]", N_("Print a task's signed report (--json: the signed file)"),
     vctl_cmd_task_report, EXIT_HELP },
-  { "task", "transcript", "ID", N_("Print an agent task's transcript: model turns, tool calls and results"),
-    vctl_cmd_task_transcript, EXIT_HELP },
+  { "task", "transcript", "ID [--follow]",
+    N_("Print an agent task's transcript: model turns, tool calls and results"),
+    vctl_cmd_task_transcript,
+    N_("With --follow, goes on printing entries as the agent records them (asking the daemon "
+       "once a second) and ends with the task's outcome when the task is over.\n"
+       "Exit status: 0 on success (with --follow: the task ended, whatever its outcome); "
+       "1 when it failed (the error's D-Bus name ends the line); 2 on a usage error; "
+       "130 when Ctrl-C stopped --follow (the task goes on).") },
   { "worker", "exec", "[--timeout S] [--cwd DIR] [--] ARGV…",
     N_("Worker: run a command in the task's guest; exit with its status"), vctl_cmd_worker_exec,
     N_("For a task's script worker: acts on the session in $VIVARIUM_SESSION (or the task's, "

@@ -6,13 +6,17 @@
 #   1. vivariumd cannot start (masked): the status page says so; unmasked and
 #      started, the app recovers by itself (it watches the bus name);
 #   2. Images: Build tiny with the progress bar moving, then Freeze it;
-#   3. Sessions: a session started by vivariumctl appears, its detail shows
-#      its unit and screen, its Exec box runs a command; stopped, it vanishes;
+#   3. Sessions: Start Session… on the frozen image (its dialog checks the
+#      memory as typed) starts one, which the Sessions page shows; its detail
+#      shows its unit and screen, its Exec box runs a command and shows the
+#      exit status and output; stopped, it vanishes;
 #   4. Projects: the Create dialog validates the name and the quota as they
 #      are typed, creates "demo"; its row shows usage and a commit;
-#   5. Tasks: a task submitted by vivariumctl asks a question; the app shows
-#      it marked as the worker's words, the answer typed in the app reaches
-#      the worker, the task ends DONE; its transcript (empty) is read;
+#   5. Tasks: New Task… (a script worker whose file is typed in, checked as
+#      typed: no script, a missing file, then ready) submits a task, which
+#      opens on the Tasks page and asks a question; the app shows it marked
+#      as the worker's words, the answer typed in the app reaches the
+#      worker, the task ends DONE; its transcript (empty) is read;
 #   6. Reports: its report opens; the signature verifies in the app, the
 #      verdict is pass, and the claim is in a block labelled as a claim;
 #   7. Self-test: Run, then the verdict agrees with the matrix.
@@ -95,11 +99,37 @@ def build_and_freeze(app):
     return frozen
 
 
+def session_ids():
+    out = ctl('session', 'list')
+    return set(line.split()[0] for line in out.stdout.splitlines()[1:] if line.strip()) if out.returncode == 0 else set()
+
+
+def start_session_in_app(app):
+    """Images → the frozen image's Start Session… → its dialog; returns the
+    new session's id ('' when none started)."""
+    before = session_ids()
+    switch_to(app, 'Images')
+    select_first(app, 'Images')
+    if not tap(click_until(app, 'Start Session…', lambda: buttons(app, 'Start')), 'Start Session… opens its dialog'):
+        return ''
+    tap(poll(lambda: has_label(app, 'Ready to start.')), 'the frozen image is chosen: ready to start')
+    set_text(app, 'Memory in MiB', '100')
+    tap(poll(lambda: label_starting(app, 'Memory must be a whole number of MiB, 128 to') and
+             not buttons(app, 'Start')[-1].sensitive), '100 MiB: the dialog says why, Start is not offered')
+    set_text(app, 'Memory in MiB', '512')
+    tap(poll(lambda: has_label(app, 'Ready to start.') and buttons(app, 'Start')[-1].sensitive), '512 MiB: ready')
+    screenshot('start-session.png')
+    click(app, 'Start')
+    # The call returns when the guest answers; the dialog closes then.
+    tap(poll(lambda: not buttons(app, 'Start'), 180), 'the session started and the dialog closed')
+    new = session_ids() - before
+    diag('new sessions: %r' % new)
+    return new.pop() if len(new) == 1 else ''
+
+
 def sessions(app):
-    switch_to(app, 'Sessions')
-    out = ctl('session', 'start', 'tiny')
-    sid = out.stdout.strip().split()[-1].rsplit('/', 1)[-1] if out.returncode == 0 and out.stdout.strip() else ''
-    tap(sid != '', 'vivariumctl session start tiny: %r' % (out.stdout.strip() or out.stderr.strip()))
+    sid = start_session_in_app(app)
+    tap(sid != '', 'a new session is on the bus: %r' % sid)
     tap(poll(lambda: has_label(app, sid)), 'the session appears in the Sessions page')
     select_first(app, 'Sessions')
     tap(poll(lambda: has_label(app, 'vivarium-session-%s.service' % sid)), 'the detail shows the session\'s unit')
@@ -141,13 +171,49 @@ def create_project(app):
     return has_label(app, 'demo')
 
 
-def task(app):
-    out = ctl('task', 'submit', 'demo', 'tiny', '--script', os.environ['VIVARIUM_UI_WORKER'],
-              '--verify', 'grep -qx blue colour.txt')
-    tid = out.stdout.strip() if out.returncode == 0 else ''
-    if not tap(tid != '', 'vivariumctl task submit: %r' % (out.stdout.strip() or out.stderr.strip())):
-        return ''
+def task_ids():
+    out = ctl('task', 'list')
+    return set(line.split()[0] for line in out.stdout.splitlines()[1:] if line.strip()) if out.returncode == 0 else set()
+
+
+def submit_in_app(app):
+    """Tasks → New Task… → a script worker, typed in; returns the new
+    task's id ('' when none was submitted)."""
+    before = task_ids()
     switch_to(app, 'Tasks')
+    if not tap(click_until(app, 'New Task…', lambda: buttons(app, 'Submit')), 'New Task… opens its dialog'):
+        return ''
+    tap(poll(lambda: has_label(app, 'Write the instructions: what the agent is asked to do.') and
+             not buttons(app, 'Submit')[-1].sensitive),
+        'demo and tiny chosen, the agent worker: it needs instructions, Submit is not offered')
+    tap(labels_containing(app, 'Without one, the verdict is the worker’s own'),
+        'the dialog says that without a verification command the verdict is the worker\'s own')
+    tap(click_until(app, 'Script', lambda: nodes(app, 'text', 'Script file') and
+                    has_label(app, 'Choose the script file: the worker program to run.'), 20, 3),
+        'Script: the dialog asks for the script file')
+    set_text(app, 'Script file', '/nonexistent/worker.sh')
+    tap(poll(lambda: label_starting(app, 'Cannot read the script: ')), 'a missing file: the dialog says it cannot be read')
+    set_text(app, 'Script file', os.environ['VIVARIUM_UI_WORKER'])
+    set_text(app, 'Verification command', 'grep -qx blue colour.txt')
+    set_text(app, 'Time limit in seconds', 'soon')
+    tap(poll(lambda: label_starting(app, 'The time limit must be a whole number of seconds')),
+        'a time limit that is not a number: the dialog says so')
+    set_text(app, 'Time limit in seconds', '900')
+    tap(poll(lambda: has_label(app, 'Ready to submit.') and buttons(app, 'Submit')[-1].sensitive),
+        'the worker script read, a verification command: ready, Submit is offered')
+    screenshot('new-task.png')
+    click(app, 'Submit')
+    # SubmitTask returns once the work session is up; the dialog closes then.
+    tap(poll(lambda: not buttons(app, 'Submit'), 240), 'the service took the task and the dialog closed')
+    new = task_ids() - before
+    diag('new tasks: %r' % new)
+    return new.pop() if len(new) == 1 else ''
+
+
+def task(app):
+    tid = submit_in_app(app)
+    if not tap(tid != '', 'a new task is on the bus: %r' % tid):
+        return ''
     tap(poll(lambda: has_label(app, 'Task %s' % tid)), 'the task appears in the Tasks page')
     tap(poll(lambda: labels_containing(app, QUESTION), 240), 'NEEDS_INPUT: the worker\'s question is shown')
     tap(has_label(app, QUESTION_HEADING), 'marked as the worker\'s words')

@@ -18,6 +18,9 @@
 # egress log served in pages); session s2 (open egress, an egress log that
 # never advances); task t1's egress log (3 entries, one hostile host);
 # CheckEgress allows deb.debian.org and the caller's own --allow hosts.
+# Task t-agent's transcript grows by one entry per GetTranscript (the
+# second hostile) and the task ends DONE (FinishedAt set) after the third;
+# t-stuck's transcript stays one entry and the task never ends.
 # Prints "ready" once it owns the name.
 
 import json
@@ -38,6 +41,11 @@ EXEC_STDERR = b'warning: \xfe\n'
 FILE_BYTES = b'\x00\xfffile\r\n\x1b]0;title\x07'
 EGRESS_T0 = 1764634860123000  # 2025-12-02T00:21:00.123Z
 HOSTILE_HOST = 'evil.example\x1b[2J\nallowed: forged'
+
+
+TRANSCRIPT = [(1764583201000000, 'model', 'I will add a README.', False),
+              (1764583202000000, 'tool-call', 'exec {"argv": ["ls"]}\n\x1b[2J[00:00:00] forged', True),
+              (1764583203000000, 'note', 'finished', False)]
 
 
 def egress_entry(i, host=None):
@@ -84,6 +92,8 @@ def main():
         't-fail': {'Outcome': 'FAILED', 'Reason': 'the worker exited with status 3'},
         't-busy': {'Outcome': 'DONE'},
         't-new': {'Outcome': 'IN_PROGRESS'},
+        't-agent': {'Outcome': 'IN_PROGRESS'},
+        't-stuck': {'Outcome': 'IN_PROGRESS'},
         't1': {'Outcome': 'IN_PROGRESS', 'Session': BASE + '/sessions/s1'},
     }
 
@@ -160,7 +170,21 @@ def main():
                                               'task t-done: \x1b[31mred\x1b[0m subject')])
         reply(inv, None)
 
+    transcript_calls = {}
+
+    def transcript(inv, tid):
+        calls = transcript_calls[tid] = transcript_calls.get(tid, 0) + 1
+        if tid == 't-stuck':
+            return reply(inv, '(a(tssb)b)', TRANSCRIPT[:1], False)
+        shown = min(calls, len(TRANSCRIPT))
+        if shown == len(TRANSCRIPT):
+            props[task_path(tid)]['Outcome'] = GLib.Variant('s', 'DONE')
+            props[task_path(tid)]['FinishedAt'] = GLib.Variant('t', 1764583204000000)
+        reply(inv, '(a(tssb)b)', TRANSCRIPT[:shown], shown == len(TRANSCRIPT))
+
     def task(inv, tid, method, args):
+        if method == 'GetTranscript':
+            return transcript(inv, tid)
         if method == 'Wait':
             return reply(inv, '(s)', tasks[tid]['Outcome'])
         if method in ('Answer', 'Cancel') and tid == 't-busy':
@@ -199,7 +223,8 @@ def main():
         shown = [a.hex() if isinstance(a, bytes) else a for a in args]
         if iface.endswith('.Manager') and method == 'SubmitTask':
             opts = {k: v for k, v in args[3].items()}
-            opts['script'] = bytes(opts['script']).hex()
+            if 'script' in opts:
+                opts['script'] = bytes(opts['script']).hex()
             shown = [args[0], args[1], args[2], opts,
                      {k: params.get_child_value(3).lookup_value(k, None).get_type_string()
                       for k in args[3]}]

@@ -154,6 +154,48 @@ expect 0 task submit demo tiny --script "$tmp/script.sh" --instructions-file "$t
   --verify 'test -f README' --timeout 60 --memory 512 --cpus 2 --tool exec --tool ask
 call_is SubmitTask "a[2] == 'Add a README.\n' and a[3]['verify'] == 'test -f README' and a[3]['timeout'] == 60 and a[3]['memory'] == 512 and a[3]['cpus'] == 2 and a[3]['tools'] == ['exec', 'ask'] and a[4] == {'worker': 's', 'script': 'ay', 'verify': 's', 'timeout': 'u', 'memory': 'u', 'cpus': 'u', 'tools': 'as'}"
 
+# --- task submit --agent: the worker is the model loop, no script is sent ---
+expect 0 task submit demo tiny --agent --instructions 'Fix the failing test.' --verify 'make check' \
+  --timeout 900 --egress allowlist --group debian --allow 'pypi.org'
+out_is "t-new"
+call_is SubmitTask "a[:3] == ['demo', 'tiny', 'Fix the failing test.'] and a[3] == {'worker': 'agent', 'verify': 'make check', 'timeout': 900, 'egress': 'allowlist', 'egress_groups': ['debian'], 'egress_allow': ['pypi.org']} and a[4]['worker'] == 's' and 'script' not in a[4]"
+expect 0 task submit demo tiny --agent --instructions-file "$tmp/instructions.txt"
+call_is SubmitTask "a[2] == 'Add a README.\n' and a[3] == {'worker': 'agent'}"
+
+# --- task transcript --follow: each new entry once, escaped, to the end ---
+expect 0 task transcript t-agent --follow
+checks=$((checks + 1))
+[ "$(grep -c '"method": "GetTranscript"' "$tmp/calls")" -ge 3 ] ||
+  fail "transcript --follow did not poll until the end: $(grep -c GetTranscript "$tmp/calls") calls"
+for entry in '] model' '] tool-call (cut at the cap)' '] note'; do
+  checks=$((checks + 1))
+  [ "$(grep -cF -- "$entry" "$tmp/out")" -eq 1 ] || fail "'$entry' is not printed exactly once: $(cat "$tmp/out")"
+done
+out_has "    I will add a README."
+out_has 'Task “t-agent” ended: DONE'
+checks=$((checks + 1))
+[ "$(grep -c 'reached its cap' "$tmp/out")" -eq 1 ] || fail "the cap is not noted exactly once: $(cat "$tmp/out")"
+checks=$((checks + 1))
+grep -q '^\[00:00:00\] forged' "$tmp/out" && fail "a transcript entry forged a line of its own: $(cat "$tmp/out")"
+no_escape_bytes out
+# A task that never ends is followed until Ctrl-C, which ends it cleanly.
+checks=$((checks + 1))
+"$ctl" task transcript t-stuck --follow >"$tmp/out" 2>"$tmp/err" </dev/null &
+follow_pid=$!
+for _ in $(seq 50); do grep -q '] model' "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+sleep 1.5
+kill -INT "$follow_pid"
+wait "$follow_pid"
+status=$?
+[ "$status" -eq 130 ] || fail "transcript --follow after Ctrl-C exited $status, expected 130: $(cat "$tmp/err")"
+checks=$((checks + 1))
+[ "$(grep -c '] model' "$tmp/out")" -eq 1 ] || fail "an unchanged transcript was printed again: $(cat "$tmp/out")"
+err_has "stopped following task “t-stuck”; it goes on"
+checks=$((checks + 1))
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "transcript --follow after Ctrl-C: $(cat "$tmp/err")"
+expect 1 task transcript nosuch --follow
+err_has "[org.vivarium.Vivarium1.Error.NotFound]"
+
 # --- task wait: one exit status per outcome ---
 expect 0 task wait t-done --timeout 5
 out_is "DONE"

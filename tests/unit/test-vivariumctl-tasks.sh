@@ -188,6 +188,45 @@ nobus task submit demo tiny --script "$tmp/script.sh" --verify 'test -f README' 
   --instructions-file "$tmp/instructions.txt" --memory 512 --cpus 2 --tool exec --tool ask
 nobus task submit demo tiny --script "$tmp/script.sh" --instructions 'Add a README.'
 
+# --- task submit --agent: one worker, and an agent needs instructions ---
+usage task submit demo tiny --instructions 'Add a README.'
+says "--agent"
+usage task submit demo tiny --agent --script "$tmp/script.sh" --instructions x
+says "not both"
+usage task submit demo tiny --agent
+says "--instructions"
+usage task submit demo tiny --agent --instructions '  '
+says "empty"
+usage task submit demo tiny --agent --instructions-file "$tmp/empty.sh"
+says "empty"
+usage task submit demo tiny --agent --instructions x --instructions-file "$tmp/instructions.txt"
+usage task submit demo tiny --agent --instructions "$(head -c $((64 * 1024 + 1)) /dev/zero | tr '\0' a)"
+says "65537 bytes long; the limit is 65536"
+usage task submit demo tiny --agent --instructions-file "$tmp/not-utf8.txt"
+usage task submit demo tiny --agent --instructions x --verify ""
+usage task submit demo tiny --agent --instructions x --egress sometimes
+run 1 task submit demo tiny --agent --instructions-file "$tmp/instructions-over-cap.txt"
+names org.vivarium.Vivarium1.Error.TooLarge
+run 1 task submit demo tiny --agent --instructions-file /nonexistent/i.txt
+says "/nonexistent/i.txt"
+if [ "$(id -u)" -ne 0 ]; then
+  cp "$tmp/instructions.txt" "$tmp/instructions.txt.unreadable"
+  chmod 000 "$tmp/instructions.txt.unreadable"
+  run 1 task submit demo tiny --agent --instructions-file "$tmp/instructions.txt.unreadable"
+  says "instructions.txt.unreadable"
+fi
+nobus task submit demo tiny --agent --instructions 'Add a README.'
+nobus task submit demo tiny --agent --instructions "$(head -c $((64 * 1024)) /dev/zero | tr '\0' a)"
+nobus task submit demo tiny --agent --instructions-file "$tmp/instructions.txt" --verify 'test -f README' \
+  --timeout 600 --egress none
+
+# --- task transcript ---
+usage task transcript
+usage task transcript t1 extra --follow
+usage task transcript t1 --frobnicate
+nobus task transcript t1
+nobus task transcript t1 --follow
+
 # --- the other task verbs ---
 usage task wait
 usage task wait t1 --timeout 3601
@@ -336,9 +375,14 @@ for line in "0  DONE" "1  FAILED" "2  NEEDS_INPUT" "3  IN_PROGRESS"; do
   grep -qF "$line" "$tmp/help" || fail "task wait --help does not explain '$line'"
 done
 "$ctl" task submit --help >"$tmp/help" 2>&1
-for option in --script --verify --timeout --instructions --instructions-file --memory --cpus --tool; do
+for option in --script --agent --verify --timeout --instructions --instructions-file --memory --cpus --tool; do
   checks=$((checks + 1))
   grep -q -- "$option" "$tmp/help" || fail "task submit --help does not mention $option"
+done
+"$ctl" task transcript --help >"$tmp/help" 2>&1
+for text in --follow "130"; do
+  checks=$((checks + 1))
+  grep -q -- "$text" "$tmp/help" || fail "task transcript --help does not mention $text"
 done
 "$ctl" worker exec --help >"$tmp/help" 2>&1
 checks=$((checks + 1))
