@@ -362,6 +362,9 @@ unit_properties (VdEgress *self)
   g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
   g_variant_builder_add (&b, "(sv)", "ExecStart", exec_start (self));
   g_variant_builder_add (&b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny (self->deny_list));
+  /* The kernel's count of what the proxy sends: the self-test's witness
+   * that a DNS question from the guest left nothing (IPEgressPackets). */
+  g_variant_builder_add (&b, "(sv)", "IPAccounting", g_variant_new_boolean (TRUE));
   if (self->resolv_conf != NULL)
     g_variant_builder_add (&b, "(sv)", "BindReadOnlyPaths",
                            g_variant_new_parsed ("[(%s, '/etc/resolv.conf', false, @t 0)]", self->resolv_conf));

@@ -33,39 +33,48 @@
 #define EGRESS_FAILED_POLL_MS    100
 #define EGRESS_FAILED_POLL_TRIES 100
 
-typedef struct {
-  const gchar *name;
-  gboolean     layer1;
-  gboolean     layer2;
-  gboolean     allowlist;   /* egress allowlist: the closed network, the proxy the only way out */
-} Configuration;
-
-static const Configuration configurations[] = {
-  { "both",        TRUE,  TRUE,  FALSE },
-  { "layer1-only", TRUE,  FALSE, FALSE },
-  { "layer2-only", FALSE, TRUE,  FALSE },
-  { "allowlist",   TRUE,  TRUE,  TRUE  },
-  { "neither",     FALSE, FALSE, FALSE },   /* the negative control, on request only */
-};
-
-/* Probing a caller's running session instead of scratch guests: it has both
- * layers, like every session StartSession makes, and it is not stopped. */
-static const Configuration live_configuration = { "live-session", TRUE, TRUE, FALSE };
-
 /* What a phase probes, in order. An allowlist guest first asks its proxy
  * (whose allowed CONNECT is the phase's positive control: the direct one
- * must be blocked there), then dials directly, then asks again once the
- * proxy has been killed. The proxy's and the direct probes of the positive
- * control hit the same listener, so they run apart. */
+ * must be blocked there), then asks its DNS alone (so that what the proxy
+ * did meanwhile is the DNS questions' doing), then dials directly, then
+ * asks again once the proxy has been killed. The proxy's and the direct
+ * probes of the positive control hit the same listener, so they run apart.
+ * A caller's live allowlist session is only asked its DNS (its policy is
+ * not ours; its proxy is not killed), then dialled directly. */
 typedef enum {
   STAGE_PROXY,
+  STAGE_DNS,
   STAGE_DIRECT,
   STAGE_PROXY_KILLED,
   STAGE_DONE,
 } Stage;
 
 static const Stage open_stages[] = { STAGE_DIRECT, STAGE_DONE };
-static const Stage allowlist_stages[] = { STAGE_PROXY, STAGE_DIRECT, STAGE_PROXY_KILLED, STAGE_DONE };
+static const Stage allowlist_stages[] = { STAGE_PROXY, STAGE_DNS, STAGE_DIRECT, STAGE_PROXY_KILLED, STAGE_DONE };
+static const Stage live_allowlist_stages[] = { STAGE_DNS, STAGE_DIRECT, STAGE_DONE };
+
+typedef struct {
+  const gchar *name;
+  gboolean     layer1;
+  gboolean     layer2;
+  gboolean     allowlist;   /* egress allowlist: the closed network, the proxy the only way out */
+  const Stage *stages;
+} Configuration;
+
+static const Configuration configurations[] = {
+  { "both",        TRUE,  TRUE,  FALSE, open_stages },
+  { "layer1-only", TRUE,  FALSE, FALSE, open_stages },
+  { "layer2-only", FALSE, TRUE,  FALSE, open_stages },
+  { "allowlist",   TRUE,  TRUE,  TRUE,  allowlist_stages },
+  { "neither",     FALSE, FALSE, FALSE, open_stages },   /* the negative control, on request only */
+};
+
+/* Probing a caller's running session instead of scratch guests: it has both
+ * layers, like every session StartSession makes, and it is not stopped. Its
+ * egress mode decides what it must reach: an allowlist session nothing
+ * directly, its proxy's DNS answering being the positive control. */
+static const Configuration live_configuration = { "live-session", TRUE, TRUE, FALSE, open_stages };
+static const Configuration live_allowlist_configuration = { "live-session", TRUE, TRUE, TRUE, live_allowlist_stages };
 
 typedef struct {
   const gchar *name;
@@ -93,18 +102,49 @@ static const Probe probes[] = {
 
 static const gchar *transports[] = { "tcp", "udp" };
 
-/* Through the proxy, each to the canary's TCP port. The policy allows only
- * the first (vd_self_test_egress_rule). The unlisted IPv6 control address
- * and the denied range have listeners, so a proxy that let them through
- * would be seen; the unlisted name must be refused before any lookup. */
+#define UNLISTED_NAME "unlisted.selftest.vivarium.invalid"
+
+/* Through the proxy, each to the canary's TCP port. The policy allows the
+ * positive control's address and localhost (vd_self_test_egress_rules).
+ * The unlisted IPv6 control address, the denied range and loopback have
+ * listeners, so a proxy that let them through would be seen; the unlisted
+ * name must be refused before any lookup. localhost is in /etc/hosts on
+ * every host, as loopback, which the deny list always holds: allowed by
+ * name, refused by address (the rebinding check). The ClientHello naming
+ * another server follows an allowed CONNECT: the proxy reaches the canary
+ * before it reads the hello, so the canary is no witness there; the cut
+ * is the proxy's, and its reason says which check made it. */
 static const VdSelfTestProxyProbe proxy_probes[] = {
-  { "proxy-allowed",       "198.51.100.1",                       "198.51.100.1",       "reached" },
-  { "proxy-unlisted",      "[2001:db8:ffff::254]",               "2001:db8:ffff::254", "refused" },
-  { "proxy-unlisted-name", "unlisted.selftest.vivarium.invalid", NULL,                 "refused" },
-  { "proxy-denied-range",  "10.255.255.254",                     "10.255.255.254",     "refused" },
+  { "proxy-allowed", VD_SELF_TEST_ASK_CONNECT, "198.51.100.1", NULL, "198.51.100.1", "reached", "allowed by" },
+  { "proxy-unlisted", VD_SELF_TEST_ASK_CONNECT, "[2001:db8:ffff::254]", NULL, "2001:db8:ffff::254", "refused", NULL },
+  { "proxy-unlisted-name", VD_SELF_TEST_ASK_CONNECT, UNLISTED_NAME, NULL, NULL, "refused", NULL },
+  { "proxy-denied-range", VD_SELF_TEST_ASK_CONNECT, "10.255.255.254", NULL, "10.255.255.254", "refused", NULL },
+  { "proxy-resolves-denied", VD_SELF_TEST_ASK_CONNECT, "localhost", NULL, "127.0.0.1", "refused",
+    "resolves only into denied ranges" },
+  { "proxy-sni-mismatch", VD_SELF_TEST_ASK_HELLO, "198.51.100.1", "other.selftest.vivarium.invalid", NULL, "refused",
+    "is not the CONNECT host" },
 };
+/* The proxy's DNS, alone in its stage: an allowed name answered (its
+ * positive control), an unlisted one REFUSED without the proxy looking
+ * anything up or sending a packet anywhere. */
+static const VdSelfTestProxyProbe dns_probes[] = {
+  { "dns-allowed", VD_SELF_TEST_ASK_DNS, "localhost", NULL, NULL, "answered", "the policy allows" },
+  { "dns-unlisted", VD_SELF_TEST_ASK_DNS, UNLISTED_NAME, NULL, NULL, "refused", "answered REFUSED" },
+};
+/* A live session's policy is its own: only the unlisted name is asked. */
+static const VdSelfTestProxyProbe live_dns_probe = { "dns-unlisted", VD_SELF_TEST_ASK_DNS, UNLISTED_NAME, NULL, NULL,
+                                                     "refused", "answered REFUSED" };
 /* The allowed CONNECT again, the proxy killed: nothing may answer it. */
-static const VdSelfTestProxyProbe proxy_killed_probe = { "proxy-killed", "198.51.100.1", "198.51.100.1", "blocked" };
+static const VdSelfTestProxyProbe proxy_killed_probe = { "proxy-killed", VD_SELF_TEST_ASK_CONNECT, "198.51.100.1", NULL,
+                                                         "198.51.100.1", "blocked", NULL };
+
+/* What the proxy did during a stage: the names it looked up (its usage
+ * file) and the packets its unit sent (systemd's IP accounting, the
+ * kernel's count). -1: not known. */
+typedef struct {
+  gint64 lookups;
+  gint64 packets;
+} ProxyActivity;
 
 /* Device nodes QEMU may hold open: /dev/kvm is the accelerator, and
  * /dev/null is where systemd points its stdin. Nothing else: QEMU gets its
@@ -128,8 +168,15 @@ struct _VdSelfTest {
   guint        phase_step;     /* PhaseStep the phase's child is at */
   VdSession   *session;
   VdSession   *live_session;   /* set: probe it, boot nothing, stop nothing */
+  const Configuration *live_config;
   guint        stage_index;    /* into the phase's stages */
-  gboolean     proxy_control;  /* this phase's allowed CONNECT reached its canary */
+  gboolean     proxy_control;  /* this phase's allowed CONNECT reached its canary (live: its DNS answered) */
+  gboolean     counted_before; /* the proxy's counters were read before this stage */
+  guint64      lookups_before;
+  guint64      proxy_packets_before;
+  ProxyActivity proxy_stage;   /* while the proxy's CONNECTs ran */
+  ProxyActivity dns_stage;     /* while only its DNS was asked */
+  gboolean     dns_control;    /* the allowed name was answered */
   guint        egress_polls;
   gint64       started_at;
   gint64       finished_at;
@@ -190,6 +237,7 @@ vd_self_test_init (VdSelfTest *self)
   self->rows = json_array_new ();
   self->host_checks = json_array_new ();
   self->phases = json_array_new ();
+  self->proxy_stage = self->dns_stage = (ProxyActivity) { -1, -1 };
 }
 
 VdSelfTest *
@@ -213,7 +261,10 @@ vd_self_test_new (VdSessionPool *pool, VdGuard *guard, VdSystemd *systemd, VdCon
 void
 vd_self_test_set_live_session (VdSelfTest *self, VdSession *session)
 {
+  const gchar *mode = vivarium_dbus_session_get_egress_mode (VIVARIUM_DBUS_SESSION (vd_session_get_skeleton (session)));
+
   g_set_object (&self->live_session, session);
+  self->live_config = g_strcmp0 (mode, "allowlist") == 0 ? &live_allowlist_configuration : &live_configuration;
   self->n_phases = 1;
 }
 
@@ -233,22 +284,20 @@ static const Configuration *
 current (VdSelfTest *self)
 {
   if (self->live_session != NULL)
-    return &live_configuration;
+    return self->live_config;
   return &configurations[self->phase];
 }
 
 static Stage
 current_stage (VdSelfTest *self)
 {
-  const Stage *stages = current (self)->allowlist ? allowlist_stages : open_stages;
-
-  return stages[self->stage_index];
+  return current (self)->stages[self->stage_index];
 }
 
 static const gchar *
 current_name (VdSelfTest *self, guint phase)
 {
-  return self->live_session != NULL ? live_configuration.name : configurations[phase].name;
+  return self->live_session != NULL ? self->live_config->name : configurations[phase].name;
 }
 
 /* Each phase's steps, weighted roughly as their time under TCG: the boot
@@ -675,7 +724,7 @@ judge (VdSelfTest *self, const gchar *expected, const gchar *observed, gboolean 
 {
   if (self->phase_error != NULL)
     return "inconclusive";
-  if (g_str_equal (expected, "reached"))
+  if (g_str_equal (expected, "reached") || g_str_equal (expected, "answered"))
     return g_str_equal (observed, expected) ? "pass" : "inconclusive";
   /* Without a working positive control, "blocked" may just mean "down". */
   if (!control)
@@ -770,32 +819,60 @@ add_row (VdSelfTest *self, const Probe *probe, const gchar *transport, JsonObjec
   json_array_add_object_element (self->rows, row);
 }
 
+/* The canary decides "reached"; the rest takes what the guest got (a
+ * status line, a DNS RCODE) and the proxy's logged decision together. */
 static const gchar *
-observe_proxy (VdSelfTest *self, guint count, gint http_status, const gchar *verdict)
+observe_proxy (VdSelfTest *self, const VdSelfTestProxyProbe *probe, guint count, gint status, const gchar *verdict)
 {
+  gboolean denied = g_strcmp0 (verdict, "denied") == 0;
+
   if (self->phase_error != NULL)
     return "not-run";
   if (count > 0)
     return "reached";
-  /* The 403 is the guest's word; the proxy's own log says it decided so. */
-  if (http_status == 403 && g_strcmp0 (verdict, "denied") == 0)
-    return "refused";
-  return "blocked";
+  switch (probe->ask) {
+  case VD_SELF_TEST_ASK_DNS:
+    if (status == 0 && g_strcmp0 (verdict, "allowed") == 0)
+      return "answered";
+    /* A scratch proxy that looked a name up, or sent anything anywhere,
+     * while only its DNS was asked: the question may have left. */
+    if (status == 5 && denied)
+      return self->live_session == NULL && (self->dns_stage.lookups > 0 || self->dns_stage.packets > 0) ? "looked-up"
+                                                                                                        : "refused";
+    return "blocked";
+  case VD_SELF_TEST_ASK_HELLO:
+    /* The CONNECT was let through; the hello that followed was cut. */
+    return status == 200 && denied ? "refused" : "blocked";
+  case VD_SELF_TEST_ASK_CONNECT:
+  default:
+    /* The 403 is the guest's word; the proxy's own log says it decided so. */
+    return status == 403 && denied ? "refused" : "blocked";
+  }
 }
 
-/* A dead proxy decides nothing: its log is read only while it runs. */
-static void
-proxy_decision (VdSelfTest *self, const gchar *host, guint16 port, gchar **verdict, gchar **reason)
+/* A dead proxy decides nothing: its log is read only while it runs. The
+ * decision is the one whose reason says what the probe is about (the
+ * CONNECT and the hello probe share a destination); failing that, the last
+ * on the destination, as evidence only. */
+static gboolean
+proxy_decision (VdSelfTest *self, const VdSelfTestProxyProbe *probe, guint16 port, gchar **verdict, gchar **reason,
+                guint64 *duration_ms)
 {
   VdEgress *egress = self->session != NULL ? vd_session_get_egress (self->session) : NULL;
   g_autofree gchar *path = NULL;
 
   *verdict = NULL;
   *reason = NULL;
+  *duration_ms = 0;
   if (egress == NULL || current_stage (self) == STAGE_PROXY_KILLED)
-    return;
+    return FALSE;
   path = vd_egress_dup_log_path (egress);
-  vd_self_test_egress_decision (path, host, port, verdict, reason);
+  if (vd_self_test_egress_decision (path, probe->host, port, probe->reason_part, verdict, reason, duration_ms))
+    return TRUE;
+  g_clear_pointer (verdict, g_free);
+  g_clear_pointer (reason, g_free);
+  vd_self_test_egress_decision (path, probe->host, port, NULL, verdict, reason, duration_ms);
+  return FALSE;
 }
 
 static void
@@ -807,42 +884,85 @@ set_string_or_null (JsonObject *obj, const gchar *member, const gchar *value)
     json_object_set_null_member (obj, member);
 }
 
+static void
+set_int_or_null (JsonObject *obj, const gchar *member, gint64 value)
+{
+  if (value >= 0)
+    json_object_set_int_member (obj, member, value);
+  else
+    json_object_set_null_member (obj, member);
+}
+
+static void
+set_activity (JsonObject *obj, const gchar *prefix, const ProxyActivity *a)
+{
+  g_autofree gchar *lookups = g_strdup_printf ("%s-lookups", prefix);
+  g_autofree gchar *packets = g_strdup_printf ("%s-ip-egress-packets", prefix);
+
+  set_int_or_null (obj, lookups, a->lookups);
+  set_int_or_null (obj, packets, a->packets);
+}
+
 static JsonObject *
 proxy_evidence (VdSelfTest *self, const VdSelfTestProxyProbe *probe, guint count, const gchar *peer,
-                gint http_status, const gchar *verdict, const gchar *reason)
+                gint status, const gchar *verdict, const gchar *reason, guint64 duration_ms)
 {
   JsonObject *ev = json_object_new ();
-  g_autofree gchar *via = g_strdup_printf ("%s:%u", VD_EGRESS_GUEST_ADDRESS, VD_EGRESS_PROXY_PORT);
+  gboolean dns = probe->ask == VD_SELF_TEST_ASK_DNS;
+  g_autofree gchar *via = g_strdup_printf ("%s:%u", VD_EGRESS_GUEST_ADDRESS, dns ? 53 : VD_EGRESS_PROXY_PORT);
 
   json_object_set_string_member (ev, "via", via);
   set_string_or_null (ev, "canary-address", probe->canary_address);
   json_object_set_int_member (ev, "canary-port", vd_canary_get_tcp_port (self->canary));
   json_object_set_int_member (ev, "canary-seen", count);
   set_string_or_null (ev, "canary-first-peer", peer);
-  if (http_status >= 0)
-    json_object_set_int_member (ev, "http-status", http_status);
-  else
-    json_object_set_null_member (ev, "http-status");
+  set_int_or_null (ev, dns ? "dns-rcode" : "http-status", status);
+  if (probe->sni != NULL)
+    json_object_set_string_member (ev, "tls-server-name", probe->sni);
   set_string_or_null (ev, "egress-verdict", verdict);
   set_string_or_null (ev, "egress-reason", reason);
+  /* A tunnel is logged when it ends: how long it stayed open. */
+  if (verdict != NULL)
+    json_object_set_int_member (ev, "egress-duration-ms", (gint64) duration_ms);
   json_object_set_boolean_member (ev, "positive-control-reached", self->proxy_control);
+  /* What the proxy did meanwhile: nothing at all while only its DNS was
+   * asked, against the CONNECT stage, where both counts must move. */
+  if (dns && self->live_session == NULL) {
+    set_activity (ev, "dns-stage", &self->dns_stage);
+    set_activity (ev, "connect-stage", &self->proxy_stage);
+  }
   return ev;
 }
 
-/* The canary decides "reached"; "refused" takes the guest's 403 and the
- * proxy's logged denial together. */
+/* The DNS probes' positive control: the allowed name answered, and both
+ * counts seen to move when the proxy did look up and connect. A live
+ * session's: its proxy answered the question at all. */
+static gboolean
+proxy_row_control (VdSelfTest *self, const VdSelfTestProxyProbe *probe, gint status, gboolean decided)
+{
+  if (probe->ask != VD_SELF_TEST_ASK_DNS)
+    return self->proxy_control;
+  if (self->live_session != NULL)
+    return status >= 0 && decided;
+  return self->proxy_control && self->dns_control && self->dns_stage.lookups >= 0 && self->dns_stage.packets >= 0 &&
+         self->proxy_stage.lookups > 0 && self->proxy_stage.packets > 0;
+}
+
 static void
 add_proxy_row (VdSelfTest *self, const VdSelfTestProxyProbe *probe, JsonObject *phase_ev)
 {
   JsonObject *row = json_object_new ();
-  guint16 port = vd_canary_get_tcp_port (self->canary);
-  g_autofree gchar *key = g_strdup_printf ("%s/http", probe->name);
-  gint http_status = GPOINTER_TO_INT (g_hash_table_lookup (self->guest_status, key)) - 1;
-  g_autofree gchar *target = g_strdup_printf ("%s:%u", probe->host, port);
+  gboolean dns = probe->ask == VD_SELF_TEST_ASK_DNS;
+  guint16 port = dns ? 0 : vd_canary_get_tcp_port (self->canary);
+  g_autofree gchar *key = g_strdup_printf ("%s/%s", probe->name, dns ? "dns" : "http");
+  gint status = GPOINTER_TO_INT (g_hash_table_lookup (self->guest_status, key)) - 1;
+  g_autofree gchar *target = dns ? g_strdup (probe->host) : g_strdup_printf ("%s:%u", probe->host, port);
   g_autofree gchar *verdict = NULL;
   g_autofree gchar *reason = NULL;
   const gchar *peer = NULL;
   const gchar *observed, *outcome;
+  gboolean decided, control;
+  guint64 duration_ms = 0;
   JsonObject *ev;
   JsonObjectIter iter;
   const gchar *member;
@@ -851,25 +971,30 @@ add_proxy_row (VdSelfTest *self, const VdSelfTestProxyProbe *probe, JsonObject *
 
   if (probe->canary_address != NULL)
     vd_canary_lookup (self->canary, probe->canary_address, "tcp", &count, &peer);
-  proxy_decision (self, probe->host, port, &verdict, &reason);
-  observed = observe_proxy (self, count, http_status, verdict);
-  outcome = judge (self, probe->expected, observed, self->proxy_control);
+  decided = proxy_decision (self, probe, port, &verdict, &reason, &duration_ms);
+  observed = observe_proxy (self, probe, count, status, decided ? verdict : NULL);
+  control = proxy_row_control (self, probe, status, decided);
+  outcome = judge (self, probe->expected, observed, control);
   json_object_set_string_member (row, "probe", probe->name);
   json_object_set_string_member (row, "configuration", current (self)->name);
   if (self->session != NULL)
     json_object_set_string_member (row, "start-mode", vd_session_get_start_mode (self->session));
-  json_object_set_string_member (row, "transport", "tcp");
+  json_object_set_string_member (row, "transport", dns ? "dns" : "tcp");
   json_object_set_string_member (row, "address", target);
   json_object_set_string_member (row, "expected", probe->expected);
   json_object_set_string_member (row, "observed", observed);
   json_object_set_string_member (row, "outcome", outcome);
   json_object_set_boolean_member (row, "pass", g_str_equal (outcome, "pass"));
-  ev = proxy_evidence (self, probe, count, peer, http_status, verdict, reason);
+  ev = proxy_evidence (self, probe, count, peer, status, verdict, reason, duration_ms);
+  if (dns)
+    json_object_set_boolean_member (ev, "positive-control-reached", control);
   json_object_iter_init (&iter, phase_ev);
   while (json_object_iter_next (&iter, &member, &node))
     json_object_set_member (ev, member, json_node_copy (node));
   json_object_set_object_member (row, "evidence", ev);
   json_array_add_object_element (self->rows, row);
+  if (dns && self->live_session != NULL)
+    self->proxy_control = control;
 }
 
 static gboolean
@@ -880,6 +1005,55 @@ proxy_control_seen (VdSelfTest *self)
 
   return self->phase_error == NULL &&
          vd_canary_lookup (self->canary, proxy_probes[0].canary_address, "tcp", &count, &peer) && count > 0;
+}
+
+/* The proxy's counts now: lookups (its usage file) and the packets its
+ * unit sent (IPAccounting). FALSE when either cannot be read. */
+static gboolean
+proxy_counters (VdSelfTest *self, guint64 *lookups, guint64 *packets)
+{
+  VdEgress *egress = self->session != NULL ? vd_session_get_egress (self->session) : NULL;
+  g_autoptr(GVariant) v = NULL;
+
+  if (egress == NULL || !vd_self_test_egress_lookups (vd_egress_get_dir (egress), lookups))
+    return FALSE;
+  v = vd_systemd_get_unit_property (self->systemd, vd_egress_get_unit (egress), "org.freedesktop.systemd1.Service",
+                                    "IPEgressPackets", NULL);
+  if (v == NULL || !g_variant_is_of_type (v, G_VARIANT_TYPE_UINT64) || g_variant_get_uint64 (v) == G_MAXUINT64)
+    return FALSE;
+  *packets = g_variant_get_uint64 (v);
+  return TRUE;
+}
+
+static void
+count_before (VdSelfTest *self)
+{
+  self->counted_before = proxy_counters (self, &self->lookups_before, &self->proxy_packets_before);
+}
+
+static ProxyActivity
+count_since (VdSelfTest *self)
+{
+  ProxyActivity a = { -1, -1 };
+  guint64 lookups, packets;
+
+  if (self->counted_before && proxy_counters (self, &lookups, &packets)) {
+    a.lookups = (gint64) (lookups - self->lookups_before);
+    a.packets = (gint64) (packets - self->proxy_packets_before);
+  }
+  return a;
+}
+
+static gboolean
+dns_answered (VdSelfTest *self)
+{
+  gint status = GPOINTER_TO_INT (g_hash_table_lookup (self->guest_status, "dns-allowed/dns")) - 1;
+  g_autofree gchar *verdict = NULL;
+  g_autofree gchar *reason = NULL;
+  guint64 duration_ms;
+
+  return status == 0 && proxy_decision (self, &dns_probes[0], 0, &verdict, &reason, &duration_ms) &&
+         g_strcmp0 (verdict, "allowed") == 0;
 }
 
 /* The rows of the stage that just ran (or never ran, when the phase
@@ -895,9 +1069,20 @@ record_rows (VdSelfTest *self)
 
   switch (current_stage (self)) {
   case STAGE_PROXY:
+    self->proxy_stage = count_since (self);
     self->proxy_control = proxy_control_seen (self);
     for (guint i = 0; i < G_N_ELEMENTS (proxy_probes); i++)
       add_proxy_row (self, &proxy_probes[i], phase_ev);
+    break;
+  case STAGE_DNS:
+    if (self->live_session != NULL) {
+      add_proxy_row (self, &live_dns_probe, phase_ev);
+      break;
+    }
+    self->dns_stage = count_since (self);
+    self->dns_control = dns_answered (self);
+    for (guint i = 0; i < G_N_ELEMENTS (dns_probes); i++)
+      add_proxy_row (self, &dns_probes[i], phase_ev);
     break;
   case STAGE_DIRECT:
     for (guint i = 0; i < G_N_ELEMENTS (probes); i++) {
@@ -951,6 +1136,9 @@ next_phase (VdSelfTest *self)
   g_clear_pointer (&self->phase_error, g_free);
   self->stage_index = 0;
   self->proxy_control = FALSE;
+  self->dns_control = FALSE;
+  self->counted_before = FALSE;
+  self->proxy_stage = self->dns_stage = (ProxyActivity) { -1, -1 };
   self->phase++;
   if (self->phase < self->n_phases)
     start_phase (self);
@@ -1039,6 +1227,15 @@ stage_script (VdSelfTest *self)
     ask = vd_self_test_egress_script (proxy_probes, G_N_ELEMENTS (proxy_probes), tcp);
     g_string_append (s, ask);
     return g_string_free (s, FALSE);
+  case STAGE_DNS:
+    s = g_string_new (NULL);
+    /* A live session's first stage: its network may be coming up still. */
+    if (self->live_session != NULL)
+      append_network_wait (s);
+    ask = self->live_session != NULL ? vd_self_test_egress_script (&live_dns_probe, 1, tcp)
+                                     : vd_self_test_egress_script (dns_probes, G_N_ELEMENTS (dns_probes), tcp);
+    g_string_append (s, ask);
+    return g_string_free (s, FALSE);
   case STAGE_PROXY_KILLED:
     return vd_self_test_egress_script (&proxy_killed_probe, 1, tcp);
   case STAGE_DIRECT:
@@ -1055,6 +1252,8 @@ stage_step (VdSelfTest *self)
   case STAGE_PROXY:
     return g_strdup_printf ("%s: asking the egress proxy for %" G_GSIZE_FORMAT " destinations", current (self)->name,
                             G_N_ELEMENTS (proxy_probes));
+  case STAGE_DNS:
+    return g_strdup_printf ("%s: asking the egress proxy's DNS", current (self)->name);
   case STAGE_PROXY_KILLED:
     return g_strdup_printf ("%s: asking the killed egress proxy again", current (self)->name);
   case STAGE_DIRECT:
@@ -1077,6 +1276,8 @@ run_probes (VdSelfTest *self)
   self->counters_before = vd_guard_get_counters (self->guard,
                                                  vd_session_get_uid (self->session),
                                                  &self->packets_before, &self->bytes_before);
+  if (current_stage (self) == STAGE_PROXY || current_stage (self) == STAGE_DNS)
+    count_before (self);
   vd_session_exec_async (self->session, argv, PROBE_EXEC_TIMEOUT_SEC, NULL, probes_done_cb, g_object_ref (self));
 }
 
@@ -1194,8 +1395,7 @@ static void
 start_phase (VdSelfTest *self)
 {
   const Configuration *c = current (self);
-  g_autofree gchar *rule = vd_self_test_egress_rule (vd_canary_get_tcp_port (self->canary));
-  const gchar *allow[] = { rule, NULL };
+  g_auto(GStrv) allow = vd_self_test_egress_rules (vd_canary_get_tcp_port (self->canary));
   g_autofree gchar *step = g_strdup_printf ("%s: booting a scratch guest (layer 1 %s, layer 2 %s%s)", c->name,
                                             c->layer1 ? "on" : "off", c->layer2 ? "on" : "off",
                                             c->allowlist ? ", egress allowlist" : "");
@@ -1210,7 +1410,8 @@ start_phase (VdSelfTest *self)
   }
   phase_progress (self, PHASE_STEP_BOOT, step);
   vd_session_pool_start_scratch_async (self->pool, self->boot_image, c->layer1, c->layer2,
-                                       c->allowlist ? allow : NULL, NULL, scratch_started_cb, g_object_ref (self));
+                                       c->allowlist ? (const gchar * const *) allow : NULL, NULL, scratch_started_cb,
+                                       g_object_ref (self));
 }
 
 /* --- the result -------------------------------------------------------- */

@@ -11,6 +11,7 @@
 
 #include "vivarium-egress-log.h"
 #include "vivarium-egress-policy.h"
+#include "vivarium-egress-upstream.h"
 
 /* The daemon (root) reads both files; nobody else needs to. */
 #define LOG_FILE_MODE 0600
@@ -164,6 +165,7 @@ write_usage (VivariumEgressLog *log)
   g_key_file_set_uint64 (kf, "Usage", "BytesUp", up);
   g_key_file_set_uint64 (kf, "Usage", "BytesDown", down);
   g_key_file_set_uint64 (kf, "Usage", "LogDropped", log->dropped);
+  g_key_file_set_uint64 (kf, "Usage", "Lookups", vivarium_egress_lookups ());
   text = g_key_file_to_data (kf, NULL, NULL);
   if (!g_file_set_contents_full (log->usage_path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, LOG_FILE_MODE, &error))
     g_warning ("cannot write the usage file: %s", error->message);

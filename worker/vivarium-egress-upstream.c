@@ -115,18 +115,80 @@ is_literal (const gchar *host)
   return address != NULL;
 }
 
+static gint lookups;   /* atomic */
+
+guint
+vivarium_egress_lookups (void)
+{
+  return (guint) g_atomic_int_get (&lookups);
+}
+
+typedef struct {
+  GList   *addresses;
+  GError  *error;
+  gboolean done;
+} Lookup;
+
+static void
+lookup_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Lookup *l = user_data;
+
+  l->addresses = g_resolver_lookup_by_name_finish (G_RESOLVER (source), res, &l->error);
+  l->done = TRUE;
+}
+
+static gboolean
+lookup_timeout_cb (gpointer user_data)
+{
+  g_cancellable_cancel (user_data);
+  return G_SOURCE_REMOVE;
+}
+
+/* The host's resolver has timeouts of its own (resolv.conf's, per server
+ * and attempt, longer still for a server that takes TCP and never
+ * answers), not ours to count on: the connection's thread waits at most
+ * VIVARIUM_EGRESS_LOOKUP_TIMEOUT. GResolver's lookups return at once when
+ * cancelled (the resolver's thread finishes on its own). */
+static GList *
+lookup (const gchar *host, gboolean *timed_out, GError **error)
+{
+  g_autoptr(GMainContext) context = g_main_context_new ();
+  g_autoptr(GResolver) resolver = NULL;
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr(GSource) timeout = g_timeout_source_new_seconds (VIVARIUM_EGRESS_LOOKUP_TIMEOUT);
+  Lookup l = { 0 };
+
+  g_main_context_push_thread_default (context);
+  resolver = g_resolver_get_default ();
+  g_source_set_callback (timeout, lookup_timeout_cb, cancellable, NULL);
+  g_source_attach (timeout, context);
+  g_atomic_int_inc (&lookups);
+  g_resolver_lookup_by_name_async (resolver, host, cancellable, lookup_done_cb, &l);
+  while (!l.done)
+    g_main_context_iteration (context, TRUE);
+  g_source_destroy (timeout);
+  g_main_context_pop_thread_default (context);
+  *timed_out = g_error_matches (l.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  if (l.error != NULL)
+    g_propagate_error (error, l.error);
+  return l.addresses;
+}
+
 static GList *
 resolve (const gchar *host, gchar **reason)
 {
-  g_autoptr(GResolver) resolver = g_resolver_get_default ();
   g_autoptr(GError) error = NULL;
   GInetAddress *literal = g_inet_address_new_from_string (host);
+  gboolean timed_out = FALSE;
   GList *addresses;
 
   if (literal != NULL)
     return g_list_prepend (NULL, literal);
-  addresses = g_resolver_lookup_by_name (resolver, host, NULL, &error);
-  if (addresses == NULL)
+  addresses = lookup (host, &timed_out, &error);
+  if (timed_out)
+    *reason = g_strdup_printf ("the lookup of %s timed out (%u s)", host, VIVARIUM_EGRESS_LOOKUP_TIMEOUT);
+  else if (addresses == NULL)
     *reason = g_strdup_printf ("%s does not resolve: %s", host, error->message);
   return addresses;
 }

@@ -12,6 +12,9 @@ G_BEGIN_DECLS
 
 /* At most this many lines in a --deny file. */
 #define VIVARIUM_EGRESS_MAX_DENY 4096
+/* Seconds a name's lookup may take (the host's resolver may take longer:
+ * then the connection is refused, "the lookup of HOST timed out"). */
+#define VIVARIUM_EGRESS_LOOKUP_TIMEOUT 10
 /* Seconds to connect to one address. */
 #define VIVARIUM_EGRESS_CONNECT_TIMEOUT 10
 /* At most this many of a name's allowed addresses are tried. */
@@ -34,6 +37,11 @@ GSocketConnection      *vivarium_egress_connect    (VivariumEgressDenyList  *den
                                                     const gchar             *host,
                                                     guint16                  port,
                                                     gchar                  **reason);
+
+/* Names this proxy has asked the host's resolver for (an IP literal is
+ * none), counted before each lookup: the usage file's Lookups=, by which
+ * the self-test sees that a DNS question was answered without one. */
+guint                   vivarium_egress_lookups    (void);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VivariumEgressDenyList, vivarium_egress_deny_free)
 

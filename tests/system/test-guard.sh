@@ -92,8 +92,8 @@ assert_contains "$(jqf '.["image-digest"]' "$result")" "sha256:" "the result nam
 # policy names; the proxy killed, not even that.
 al () { jqf --arg p "$1" --arg t "${2:-tcp}" \
           ".probes[] | select(.configuration == \"allowlist\" and .probe == \$p and .transport == \$t) | $3" "$result"; }
-assert_eq 25 "$(jqf '[.probes[] | select(.configuration == "allowlist")] | length' "$result")" \
-  "configuration allowlist has 25 probes (10 canaries x tcp, udp dialled directly; 5 through the proxy)"
+assert_eq 29 "$(jqf '[.probes[] | select(.configuration == "allowlist")] | length' "$result")" \
+  "configuration allowlist has 29 probes (10 canaries x tcp, udp dialled directly; 7 through the proxy, 2 of its DNS)"
 bad=$(jqf '[.probes[] | select(.configuration == "allowlist" and (.outcome != "pass" or .pass != true))
            | "\(.probe)/\(.transport): \(.observed)"] | join(", ")' "$result")
 assert_eq "" "$bad" "every probe of configuration allowlist passes"
@@ -105,7 +105,7 @@ for p in positive-control positive-control-v6; do
       "allowlist: the direct $p ($t) is expected blocked and is blocked, its canary saw nothing"
   done
 done
-assert_eq 0 "$(jqf '[.probes[] | select(.configuration == "allowlist" and (.probe | startswith("proxy-") | not)
+assert_eq 0 "$(jqf '[.probes[] | select(.configuration == "allowlist" and (.probe | test("^(proxy|dns)-") | not)
                      and (.expected != "blocked" or .evidence."canary-seen" != 0))] | length' "$result")" \
   "allowlist: no direct probe is expected to reach anything, and no canary saw one"
 assert_eq "reached 200 allowed" "$(al proxy-allowed tcp '"\(.observed) \(.evidence."http-status") \(.evidence."egress-verdict")"')" \
@@ -113,11 +113,46 @@ assert_eq "reached 200 allowed" "$(al proxy-allowed tcp '"\(.observed) \(.eviden
 assert_ne 0 "$(al proxy-allowed tcp '.evidence."canary-seen"')" "allowlist: the allowed canary saw the proxy's connection"
 assert_eq "169.254.255.253" "$(al proxy-allowed tcp '.evidence."canary-first-peer"' | sed 's/:[0-9]*$//')" \
   "allowlist: it came from the host's end of the canary veth (the proxy re-originates it)"
-for p in proxy-unlisted proxy-unlisted-name proxy-denied-range; do
+for p in proxy-unlisted proxy-unlisted-name proxy-denied-range proxy-resolves-denied; do
   assert_eq "refused refused 403 denied 0" \
     "$(al "$p" tcp '"\(.expected) \(.observed) \(.evidence."http-status") \(.evidence."egress-verdict") \(.evidence."canary-seen")"')" \
     "allowlist: $p ($(al "$p" tcp .address)) is answered 403, logged denied, and reaches no canary"
 done
+assert_contains "$(al proxy-resolves-denied tcp '.evidence."egress-reason"')" "localhost resolves only into denied ranges" \
+  "allowlist: the allowed name localhost is refused for its address (the deny list's loopback), not by the policy"
+assert_eq "127.0.0.1" "$(al proxy-resolves-denied tcp '.evidence."canary-address"')" \
+  "allowlist: the loopback canary stood ready for a proxy that connected anyway"
+assert_eq "refused refused 200 denied" \
+  "$(al proxy-sni-mismatch tcp '"\(.expected) \(.observed) \(.evidence."http-status") \(.evidence."egress-verdict")"')" \
+  "allowlist: CONNECT to the allowed canary is answered 200, then its ClientHello naming another host is cut, logged denied"
+assert_contains "$(al proxy-sni-mismatch tcp '.evidence."egress-reason"')" \
+  "the TLS server name other.selftest.vivarium.invalid is not the CONNECT host 198.51.100.1" \
+  "allowlist: the cut's reason names both hosts"
+# The canary closes each connection at once: the tunnel must end then, not
+# when the guest's nc gives up (5 s); the proxy logs it when it ends.
+tunnel_ms=$(al proxy-allowed tcp '.evidence."egress-duration-ms"')
+if [ -n "$tunnel_ms" ] && [ "$tunnel_ms" -lt 5000 ] 2>/dev/null; then
+  ok "allowlist: the allowed tunnel ended when the canary closed it ($tunnel_ms ms, before the guest's 5 s)"
+else
+  not_ok "allowlist: the allowed tunnel ended when the canary closed it" "it lasted '$tunnel_ms' ms"
+fi
+diag "phases: $(jqf '[.phases[] | "\(.configuration) \(.["started-at"][11:19])-\(.["finished-at"][11:19])"] | join(", ")' "$result")"
+assert_eq "answered answered 0 allowed" \
+  "$(al dns-allowed dns '"\(.expected) \(.observed) \(.evidence."dns-rcode") \(.evidence."egress-verdict")"')" \
+  "allowlist: the proxy's DNS answers the allowed name (NOERROR, logged allowed): the DNS probes' positive control"
+assert_eq "refused refused 5 denied" \
+  "$(al dns-unlisted dns '"\(.expected) \(.observed) \(.evidence."dns-rcode") \(.evidence."egress-verdict")"')" \
+  "allowlist: a DNS question for an unlisted name is answered REFUSED, logged denied"
+assert_eq "0 0" "$(al dns-unlisted dns '"\(.evidence."dns-stage-lookups") \(.evidence."dns-stage-ip-egress-packets")"')" \
+  "allowlist: while only its DNS was asked, the proxy looked up nothing and its unit sent no packet (seen by no resolver)"
+connect_lookups=$(al dns-unlisted dns '.evidence."connect-stage-lookups"')
+connect_packets=$(al dns-unlisted dns '.evidence."connect-stage-ip-egress-packets"')
+if [ "${connect_lookups:-0}" -gt 0 ] 2>/dev/null && [ "${connect_packets:-0}" -gt 0 ] 2>/dev/null; then
+  ok "allowlist: both counts move when the proxy does look up and connect ($connect_lookups lookups, $connect_packets packets)"
+else
+  not_ok "allowlist: both counts move when the proxy does look up and connect" \
+    "lookups '$connect_lookups', packets '$connect_packets'"
+fi
 assert_eq "blocked blocked 0" "$(al proxy-killed tcp '"\(.expected) \(.observed) \(.evidence."canary-seen")"')" \
   "allowlist: with the proxy killed, the allowed CONNECT reaches nothing"
 for check in unit-closed-network egress-proxy-ip-address-deny egress-proxy-uid-covered-by-nft egress-state \
@@ -217,6 +252,31 @@ if [ "$rc" = 0 ] && [ -n "$session_id" ]; then
   vivariumctl session stop "$session_id" >/dev/null 2>&1
 else
   not_ok "the drop counters rose for the normal session's uid" "no session"
+fi
+
+# --- 2b. a live allowlist session is judged by its mode ------------------------
+
+stop_quietly () { vivariumctl session stop "$1" >/dev/null 2>&1 || true; }
+al_id=$(vivariumctl session start "$IMAGE" --egress allowlist 2>"$WORK/al-start.err")
+rc=$?
+assert_eq 0 "$rc" "an allowlist session starts ($(head -c 300 "$WORK/al-start.err"))"
+if [ "$rc" = 0 ] && [ -n "$al_id" ]; then
+  at_exit stop_quietly "$al_id"
+  live_al=$WORK/live-allowlist.json
+  vivariumctl guard selftest --session "$al_id" --json > "$live_al" 2> "$WORK/live-al.err"
+  assert_eq 0 "$?" "a self-test of the running allowlist session succeeds ($(tail -n 2 "$WORK/live-al.err" | tr '\n' ' '))"
+  assert_eq pass "$(jqf .verdict "$live_al")" "the live allowlist session's verdict is pass, judged by its mode"
+  assert_eq "blocked blocked" "$(jqf '.probes[] | select(.probe == "positive-control" and .transport == "tcp")
+                                     | "\(.expected) \(.observed)"' "$live_al")" \
+    "the live allowlist session's direct positive control is expected blocked, and is"
+  assert_eq "refused refused pass" "$(jqf '.probes[] | select(.probe == "dns-unlisted")
+                                        | "\(.expected) \(.observed) \(.outcome)"' "$live_al")" \
+    "its proxy's DNS refuses the unlisted name (the positive control: the proxy answers)"
+  assert_eq true "$(jqf '[.["host-checks"][] | select(.check == "unit-closed-network" or .check == "egress-state") | .pass]
+                         | (length == 2 and all)' "$live_al")" "its host checks expect the closed network and a running proxy"
+  assert_eq "running" "$(busctl get-property "$BUS" "$OBJ/sessions/$al_id" org.vivarium.Vivarium1.Session EgressState \
+                          | cut -d' ' -f2 | tr -d '"')" "its proxy was not killed"
+  vivariumctl session stop "$al_id" >/dev/null 2>&1
 fi
 
 # --- 3. it can fail: the negative control ------------------------------------

@@ -49,6 +49,7 @@ typedef struct {
   guint            connections;
   GCancellable    *stop;
   GThread         *thread;
+  gboolean         closes_first;  /* closes each connection at once, before a byte either way */
 } Upstream;
 
 static gchar *
@@ -99,6 +100,12 @@ upstream_thread (gpointer data)
     if (conn == NULL)
       return NULL;
     socket = g_socket_connection_get_socket (conn);
+    if (up->closes_first) {
+      g_mutex_lock (&up->lock);
+      up->connections++;
+      g_mutex_unlock (&up->lock);
+      continue;
+    }
     g_socket_set_timeout (socket, WAIT_SEC);
     head = read_head (socket);
     g_mutex_lock (&up->lock);
@@ -146,6 +153,7 @@ typedef struct {
   GSubprocess   *proxy;
   HttpsUpstream *https;       /* with secrets: the TLS "internet" on 127.0.0.1:443 */
   gchar         *ph_a, *ph_b; /* the secrets' placeholders */
+  GSocket       *silent;      /* the nameserver that never answers, or NULL */
 } Fixture;
 
 typedef struct {
@@ -155,6 +163,8 @@ typedef struct {
   guint64      limit_up;
   gboolean     secrets;          /* --secrets and --upstream-ca, an HTTPS upstream */
   gboolean     foreign_ca;       /* --upstream-ca names a CA that did not sign the upstream's */
+  gboolean     upstream_closes_first;
+  gboolean     silent_resolver;  /* the proxy's resolv.conf names a server that never answers */
 } ProxyConfig;
 
 static gchar *write_secrets (Fixture *f);
@@ -165,6 +175,11 @@ static void https_stop (Fixture *f);
 static gchar *test_ca_pem;
 static gchar *certs_dir;
 
+/* Not in /etc/hosts: its lookup goes to the nameserver. */
+#define SILENT_NAME "silent.test"
+/* On loopback, but no address the host's own services use. */
+#define SILENT_ADDRESS "127.77.0.53"
+
 static gchar *
 write_policy (Fixture *f)
 {
@@ -172,6 +187,8 @@ write_policy (Fixture *f)
   g_autoptr(GError) error = NULL;
   g_autofree gchar *rule = g_strdup_printf ("localhost:%u", f->up.port);
   gchar *path = g_build_filename (f->dir, "policy", NULL);
+
+  g_autofree gchar *silent = g_strdup_printf (SILENT_NAME ":%u", f->up.port);
 
   g_assert_true (vivarium_egress_policy_add_rule (policy, VIVARIUM_EGRESS_ALLOW, rule, "group test", &error));
   /* The secrets' hosts, a host without a secret, and one whose rule says
@@ -182,6 +199,7 @@ write_policy (Fixture *f)
     for (guint i = 0; rules[i] != NULL; i++)
       g_assert_true (vivarium_egress_policy_add_rule (policy, VIVARIUM_EGRESS_ALLOW, rules[i], "session", &error));
   }
+  g_assert_true (vivarium_egress_policy_add_rule (policy, VIVARIUM_EGRESS_ALLOW, silent, "group test", &error));
   g_assert_true (vivarium_egress_policy_save (policy, path, 0644, &error));
   g_assert_no_error (error);
   return path;
@@ -201,6 +219,37 @@ write_deny (Fixture *f, gboolean deny_loopback)
       g_string_append_printf (text, "%s\n", (const gchar *) ranges->pdata[i]);
   g_assert_true (g_file_set_contents (path, text->str, -1, NULL));
   return path;
+}
+
+/* A nameserver on loopback (UDP port 53, so root) that takes every
+ * question and never answers, and a resolv.conf naming it whose own
+ * timeout (30 s) is longer than the proxy's. */
+static gchar *
+silent_resolver_start (Fixture *f)
+{
+  g_autoptr(GInetAddress) address = g_inet_address_new_from_string (SILENT_ADDRESS);
+  g_autoptr(GSocketAddress) at = g_inet_socket_address_new (address, 53);
+  g_autoptr(GError) error = NULL;
+  gchar *path = g_build_filename (f->dir, "resolv.conf", NULL);
+
+  f->silent = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_DATAGRAM, G_SOCKET_PROTOCOL_UDP, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_socket_bind (f->silent, at, FALSE, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_set_contents (path, "nameserver " SILENT_ADDRESS "\noptions timeout:30 attempts:1\n", -1, NULL));
+  return path;
+}
+
+/* The proxy in a mount namespace of its own with that resolv.conf bound
+ * over /etc/resolv.conf: the host's stays untouched. */
+static void
+add_silent_wrapper (GPtrArray *argv, const gchar *resolv_conf)
+{
+  const gchar *prefix[] = { "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                            "mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"", resolv_conf };
+
+  for (guint i = 0; i < G_N_ELEMENTS (prefix); i++)
+    g_ptr_array_add (argv, g_strdup (prefix[i]));
 }
 
 /* READY=1 on a NOTIFY_SOCKET of our own: the sockets are bound by then. */
@@ -258,6 +307,10 @@ proxy_start (Fixture *f, const ProxyConfig *config)
                            "--peer-uid", uid, "--limit-down", limit, "--limit-up", limit_up,
                            "--log-max-entries", entries, NULL };
 
+  if (config->silent_resolver) {
+    g_autofree gchar *resolv_conf = silent_resolver_start (f);
+    add_silent_wrapper (argv, resolv_conf);
+  }
   for (guint i = 0; fixed[i] != NULL; i++)
     g_ptr_array_add (argv, g_strdup (fixed[i]));
   if (config->secrets) {
@@ -284,6 +337,7 @@ fixture_set_up (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   /* Like the daemon's DIR: others may pass through to the sockets. */
   g_assert_cmpint (g_chmod (f->dir, 0711), ==, 0);
+  f->up.closes_first = ((const ProxyConfig *) data)->upstream_closes_first;
   upstream_start (&f->up);
   if (((const ProxyConfig *) data)->secrets)
     https_start (f);
@@ -305,6 +359,7 @@ fixture_tear_down (Fixture *f, gconstpointer data)
     https_stop (f);
   g_free (f->ph_a);
   g_free (f->ph_b);
+  g_clear_object (&f->silent);
   g_cancellable_cancel (f->up.stop);
   g_thread_join (f->up.thread);
   g_socket_listener_close (f->up.listener);
@@ -426,8 +481,10 @@ static const ProxyConfig real_deny_list = { TRUE, 0 };
 static const ProxyConfig small_download = { FALSE, 100000 };
 static const ProxyConfig short_log = { FALSE, 0, 2 };
 static const ProxyConfig small_upload = { FALSE, 0, 0, 50000 };
-static const ProxyConfig with_secrets = { FALSE, 0, 0, 0, TRUE };
-static const ProxyConfig foreign_upstream_ca = { FALSE, 0, 0, 0, TRUE, TRUE };
+static const ProxyConfig with_secrets = { .secrets = TRUE };
+static const ProxyConfig foreign_upstream_ca = { .secrets = TRUE, .foreign_ca = TRUE };
+static const ProxyConfig closing_upstream = { .upstream_closes_first = TRUE };
+static const ProxyConfig silent_resolver = { .silent_resolver = TRUE };
 
 static gchar *
 connect_request (const gchar *host, guint16 port)
@@ -462,6 +519,8 @@ test_connect_allowed (Fixture *f, gconstpointer data)
   g_assert_true (g_str_has_suffix (json_object_get_string_member (d, "time"), "Z"));
   g_assert_cmpuint (usage_value (f, "Allowed"), ==, 1);
   g_assert_cmpuint (usage_value (f, "BytesDown"), ==, rest->len);
+  /* localhost was looked up (in /etc/hosts), once. */
+  g_assert_cmpuint (usage_value (f, "Lookups"), ==, 1);
 }
 
 static void
@@ -647,6 +706,48 @@ ask (Fixture *f, const gchar *door, const gchar *request)
   return read_all (c);
 }
 
+/* The server closes first (like the self-test's canary) while the guest
+ * keeps its side open, reading: the guest sees EOF and the tunnel is logged
+ * allowed — not held until the guest's first bytes are overdue and then
+ * cut as late. Then the guest closes too. */
+static void
+test_upstream_closes_first (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GSocket) c = connect_door (f, "proxy.sock");
+  g_autofree gchar *req = connect_request ("localhost", f->up.port);
+  g_autofree gchar *head = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonObject) d = NULL;
+  gchar byte;
+
+  send_text (c, req, strlen (req));
+  head = read_reply_head (c);
+  g_assert_cmpstr (head, ==, "HTTP/1.1 200 Connection established\r\n\r\n");
+  g_assert_cmpint (g_socket_receive (c, &byte, 1, NULL, &error), ==, 0);
+  g_assert_no_error (error);
+  g_socket_close (c, NULL);
+  d = find_decision (f, "proxy", "allowed", "allowed by localhost");
+  g_assert_cmpint (json_object_get_int_member (d, "bytes_up"), ==, 0);
+  g_assert_cmpint (json_object_get_int_member (d, "bytes_down"), ==, 0);
+  g_assert_cmpuint (f->up.connections, ==, 1);
+}
+
+/* A nameserver that never answers: the proxy gives up after its own 10 s
+ * (the resolver's are 30), refuses, and logs why; it did ask that server. */
+static void
+test_lookup_timeout (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *req = connect_request (SILENT_NAME, f->up.port);
+  g_autoptr(GString) reply = ask (f, "proxy.sock", req);
+
+  g_assert_true (g_str_has_prefix (reply->str, "HTTP/1.1 403 Forbidden\r\n"));
+  g_assert_nonnull (strstr (reply->str, "vivarium egress: the lookup of " SILENT_NAME " timed out (10 s)\n"));
+  find_decision (f, "proxy", "denied", "the lookup of " SILENT_NAME " timed out");
+  g_assert_true (g_socket_condition_check (f->silent, G_IO_IN) & G_IO_IN);
+  g_assert_cmpuint (usage_value (f, "Lookups"), ==, 1);
+  g_assert_cmpuint (f->up.connections, ==, 0);
+}
+
 /* The upload limit: a body that would cross it is not passed on. */
 static void
 test_upload_limit (Fixture *f, gconstpointer data)
@@ -754,6 +855,8 @@ test_dns (Fixture *f, gconstpointer data)
   g_assert_cmpuint (reply[5] & 0x0f, ==, 5);
   find_decision (f, "dns", "allowed", "the policy allows localhost");
   find_decision (f, "dns", "denied", "no rule allows evil.example");
+  /* Answered from the policy alone: no name went to a resolver. */
+  g_assert_cmpuint (usage_value (f, "Lookups"), ==, 0);
 }
 
 /* tls.sock: the destination from the SNI alone; no SNI, no way out. */
@@ -1905,6 +2008,8 @@ main (int argc, char **argv)
   ADD ("ip-literal", open_loopback, test_ip_literal);
   ADD ("download-limit", small_download, test_download_limit);
   ADD ("upload-limit", small_upload, test_upload_limit);
+  ADD ("upstream-closes-first", closing_upstream, test_upstream_closes_first);
+  ADD ("lookup-timeout", silent_resolver, test_lookup_timeout);
   ADD ("other-uid", open_loopback, test_other_uid);
   ADD ("dns", open_loopback, test_dns);
   ADD ("transparent-tls", open_loopback, test_transparent_tls);
