@@ -26,6 +26,13 @@
 /* Anyone may connect (the directory lets QEMU's uid pass); the peer's uid
  * is checked on each connection. */
 #define SOCKET_MODE 0666
+/* The stream's socket buffers each way: room for a burst of libslirp's
+ * segments (its TCP windows are 128 KiB) without a round of the loop per
+ * few frames. */
+#define STREAM_BUFFER_BYTES (1024 * 1024)
+/* Reads of the stream per round of the loop at most, so that libslirp's
+ * own sockets get their turn. */
+#define READS_PER_ROUND 8
 /* libslirp's messages about a guest's misbehaviour: the first ones are
  * logged, then only that more came (a guest must not fill the journal). */
 #define MAX_GUEST_ERRORS_LOGGED 10
@@ -209,18 +216,23 @@ accept_stream (Net *net)
     close (fd);
     return;
   }
+  setsockopt (fd, SOL_SOCKET, SO_SNDBUF, &(int) { STREAM_BUFFER_BYTES }, sizeof (int));
+  setsockopt (fd, SOL_SOCKET, SO_RCVBUF, &(int) { STREAM_BUFFER_BYTES }, sizeof (int));
   net->conn_fd = fd;
   g_message ("net.sock: the guest's network is connected");
 }
 
 /* Every whole frame read goes to libslirp; a length past the bound is
- * garbage (QEMU never sends one) and ends the stream. FALSE: close it. */
+ * garbage (QEMU never sends one) and ends the stream. FALSE: close it;
+ * *more: the read filled the buffer, there may be more waiting. */
 static gboolean
-read_frames (Net *net)
+read_frames (Net *net, gboolean *more)
 {
   gsize pos = 0;
-  ssize_t n = read (net->conn_fd, net->in + net->in_len, LENGTH_BYTES + VIVARIUM_EGRESS_NET_MAX_FRAME - net->in_len);
+  gsize room = LENGTH_BYTES + VIVARIUM_EGRESS_NET_MAX_FRAME - net->in_len;
+  ssize_t n = read (net->conn_fd, net->in + net->in_len, room);
 
+  *more = n > 0 && (gsize) n == room;
   if (n < 0)
     return errno == EAGAIN || errno == EINTR;
   if (n == 0) {
@@ -245,6 +257,19 @@ read_frames (Net *net)
   memmove (net->in, net->in + pos, net->in_len - pos);
   net->in_len -= pos;
   return TRUE;
+}
+
+static void
+read_stream (Net *net)
+{
+  gboolean more = TRUE;
+
+  for (guint i = 0; more && i < READS_PER_ROUND; i++) {
+    if (!read_frames (net, &more)) {
+      close_stream (net);
+      return;
+    }
+  }
 }
 
 /* FALSE: the stream broke. */
@@ -312,8 +337,8 @@ poll_once (Net *net)
     g_warning ("the guest's network: poll: %s", g_strerror (errno));
   slirp_pollfds_poll (net->slirp, n < 0, get_revents, net);
   stream_revents = g_array_index (net->pollfds, struct pollfd, 1).revents;
-  if (n > 0 && net->conn_fd >= 0 && (stream_revents & (POLLIN | POLLHUP | POLLERR)) && !read_frames (net))
-    close_stream (net);
+  if (n > 0 && net->conn_fd >= 0 && (stream_revents & (POLLIN | POLLHUP | POLLERR)))
+    read_stream (net);
   run_timers (net);
   if (net->conn_fd >= 0 && !flush_frames (net))
     close_stream (net);
