@@ -9,6 +9,7 @@
 #include "vivarium-error.h"
 #include "vivarium-egress-policy.h"
 #include "vd-egress-log.h"
+#include "vivarium-secret.h"
 #include "vd-fs.h"
 
 /* Caps on what one entry may carry into a reply or a report. */
@@ -17,6 +18,8 @@
 #define WORD_MAX   16
 /* The report names at most this many destinations of each verdict. */
 #define SUMMARY_HOSTS_MAX 5
+/* Placeholder refusals quoted in the summary; the rest are counted. */
+#define SUMMARY_SECRET_REFUSALS_MAX 3
 
 typedef struct {
   gint64   time_usec;
@@ -242,18 +245,63 @@ typedef struct {
   guint64     bytes_down;
   GHashTable *allowed_hosts;  /* "host:port" → count */
   GHashTable *denied_hosts;
+  GPtrArray  *secret_refusals;   /* distinct reasons, at most SUMMARY_SECRET_REFUSALS_MAX */
+  guint       n_secret_refusals;
   gboolean    full;
 } Summary;
+
+/* A placeholder is the guest's, never the report's: the log may hold one
+ * (a DNS question that carried it), the summary says where it went
+ * without it. */
+static gchar *
+scrub_placeholders (const gchar *text)
+{
+  const gsize prefix = strlen (VIVARIUM_SECRET_PLACEHOLDER_PREFIX);
+  GString *out = g_string_new (NULL);
+  const gchar *p = text;
+  const gchar *hit;
+
+  while ((hit = strstr (p, VIVARIUM_SECRET_PLACEHOLDER_PREFIX)) != NULL) {
+    const gchar *end = hit + prefix;
+
+    while (g_ascii_isxdigit (*end))
+      end++;
+    g_string_append_len (out, p, hit - p);
+    g_string_append (out, "vivarium-secret-…");
+    p = end;
+  }
+  g_string_append (out, p);
+  return g_string_free (out, FALSE);
+}
 
 /* A DNS decision has no port: "name (DNS)". */
 static void
 count_host (GHashTable *table, const Entry *e)
 {
-  g_autofree gchar *key = g_str_equal (e->via, "dns") ? g_strdup_printf ("%s (DNS)", e->host)
-                                                      : g_strdup_printf ("%s:%u", e->host, e->port);
+  g_autofree gchar *host = scrub_placeholders (e->host);
+  g_autofree gchar *key = g_str_equal (e->via, "dns") ? g_strdup_printf ("%s (DNS)", host)
+                                                      : g_strdup_printf ("%s:%u", host, e->port);
   guint n = GPOINTER_TO_UINT (g_hash_table_lookup (table, key));
 
   g_hash_table_insert (table, g_steal_pointer (&key), GUINT_TO_POINTER (n + 1));
+}
+
+/* The proxy's words for a placeholder seen where it may not go (docs/secrets.md):
+ * the report quotes them. */
+#define SECRET_REFUSAL_PREFIX "a secret's placeholder ("
+
+static void
+note_secret_refusal (Summary *s, const Entry *e)
+{
+  g_autofree gchar *reason = NULL;
+
+  if (e->reason == NULL || !g_str_has_prefix (e->reason, SECRET_REFUSAL_PREFIX))
+    return;
+  s->n_secret_refusals++;
+  reason = scrub_placeholders (e->reason);
+  if (s->secret_refusals->len < SUMMARY_SECRET_REFUSALS_MAX &&
+      !g_ptr_array_find_with_equal_func (s->secret_refusals, reason, g_str_equal, NULL))
+    g_ptr_array_add (s->secret_refusals, g_steal_pointer (&reason));
 }
 
 static gboolean
@@ -267,6 +315,7 @@ add_to_summary (const Entry *e, guint64 index, gpointer user_data)
   } else if (g_str_equal (e->verdict, "denied")) {
     s->denied++;
     count_host (s->denied_hosts, e);
+    note_secret_refusal (s, e);
   } else if (g_str_equal (e->verdict, "log-full")) {
     s->full = TRUE;
   }
@@ -322,6 +371,7 @@ vd_egress_log_summarize_bytes (GBytes *bytes)
 
   s.allowed_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   s.denied_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  s.secret_refusals = g_ptr_array_new_with_free_func (g_free);
   for_each_entry_in (bytes, add_to_summary, &s, &n);
   out = g_string_new (NULL);
   g_string_append_printf (out, "%u allowed", s.allowed);
@@ -331,8 +381,15 @@ vd_egress_log_summarize_bytes (GBytes *bytes)
   if (s.denied > 0)
     append_hosts (out, s.denied_hosts);
   g_string_append_printf (out, "; %" G_GUINT64_FORMAT " bytes up, %" G_GUINT64_FORMAT " down", s.bytes_up, s.bytes_down);
+  for (guint i = 0; i < s.secret_refusals->len; i++)
+    g_string_append_printf (out, "; %s", (const gchar *) s.secret_refusals->pdata[i]);
+  if (s.n_secret_refusals > s.secret_refusals->len)
+    g_string_append_printf (out, "; %u more refusal%s of a secret's placeholder",
+                            s.n_secret_refusals - s.secret_refusals->len,
+                            s.n_secret_refusals - s.secret_refusals->len == 1 ? "" : "s");
   if (s.full)
     g_string_append (out, "; the log is full, later decisions are counted only");
+  g_ptr_array_unref (s.secret_refusals);
   g_hash_table_unref (s.allowed_hosts);
   g_hash_table_unref (s.denied_hosts);
   return g_string_free (out, FALSE);

@@ -176,6 +176,32 @@ test_summary_dns (void)
   remove_log (path);
 }
 
+/* A placeholder refusal is quoted (names the secret, where it went), a
+ * placeholder itself never: not in a host, not in a reason. */
+static void
+test_summary_secret_refusals (void)
+{
+  static const gchar ph[] = "vivarium-secret-0123456789abcdef0123456789abcdef";
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autofree gchar *path = NULL;
+  g_autofree gchar *summary = NULL;
+
+  for (guint i = 0; i < 3; i++)
+    g_string_append_printf (text, "{\"host\":\"h%u.test\",\"port\":443,\"verdict\":\"denied\",\"reason\":"
+                            "\"a secret's placeholder (TOKEN) was sent to h%u.test:443 in the body: refused\"}\n", i, i);
+  g_string_append_printf (text, "{\"host\":\"%s.allowed.test\",\"port\":53,\"via\":\"dns\",\"verdict\":\"denied\","
+                          "\"reason\":\"a secret's placeholder (TOKEN) was sent to %s.allowed.test:53 in the DNS name: "
+                          "refused\"}\n", ph, ph);
+  path = write_log (text->str);
+  summary = vd_egress_log_summarize (path);
+  g_assert_nonnull (strstr (summary, "; a secret's placeholder (TOKEN) was sent to h0.test:443 in the body: refused"));
+  g_assert_nonnull (strstr (summary, "; 1 more refusal of a secret's placeholder"));
+  g_assert_null (strstr (summary, ph));
+  g_assert_null (strstr (summary, "0123456789abcdef"));
+  g_assert_nonnull (strstr (summary, "vivarium-secret-….allowed.test (DNS)"));
+  remove_log (path);
+}
+
 static void
 test_summary_caps_hosts (void)
 {
@@ -256,6 +282,7 @@ main (int argc, char **argv)
   g_test_add_func ("/egress-log/summary", test_summary);
   g_test_add_func ("/egress-log/summary-caps", test_summary_caps_hosts);
   g_test_add_func ("/egress-log/summary-dns", test_summary_dns);
+  g_test_add_func ("/egress-log/summary-secret-refusals", test_summary_secret_refusals);
   g_test_add_func ("/egress-log/bytes", test_bytes_same_as_file);
   g_test_add_func ("/egress-log/bytes-empty", test_bytes_empty);
   return g_test_run ();
