@@ -22,7 +22,7 @@ typedef struct {
 static GDBusConnection *bus;
 static gchar *unit_path;
 static GMutex lock;
-static GPtrArray *resolvers;   /* GInetAddress */
+static GPtrArray *resolvers;   /* GInetAddress, always allowed: the resolvers, or the one address */
 static GPtrArray *followed;    /* Followed */
 static guint keep_sec;
 
@@ -97,29 +97,6 @@ list_strings (GVariant *list)
   }
   g_ptr_array_sort (out, (GCompareFunc) g_strcmp0);
   return out;
-}
-
-gboolean
-vivarium_gateway_firewall_check_exactly (const gchar *address, GError **error)
-{
-  g_autoptr(GVariant) allow = get_list ("IPAddressAllow", error);
-  g_autoptr(GInetAddress) want = g_inet_address_new_from_string (address);
-  g_autoptr(GPtrArray) have = NULL;
-  g_autofree gchar *expected = NULL;
-
-  if (allow == NULL)
-    return FALSE;
-  have = list_strings (allow);
-  if (want == NULL)
-    return FALSE;
-  expected = prefix_string (want, g_inet_address_get_native_size (want) * 8);
-  if (have->len == 1 && g_str_equal (have->pdata[0], expected))
-    return TRUE;
-  g_set_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
-               "the unit must allow exactly the endpoint's address (IPAddressAllow=%s, with IPAddressDeny=any); "
-               "it allows %u entries otherwise: set it in a drop-in (systemctl edit vivarium-gateway.service)",
-               address, have->len);
-  return FALSE;
 }
 
 /* The resolvers glibc will ask: the unit must reach them to resolve at all. */
@@ -213,8 +190,11 @@ apply (GError **error)
   return TRUE;
 }
 
-gboolean
-vivarium_gateway_firewall_follow_init (guint keep, GError **error)
+/* Without IPAddressDeny=any an allow list allows nothing more than the
+ * rest: the gateway refuses to run in a unit that would let it reach
+ * anything. */
+static gboolean
+check_denies_any (GError **error)
 {
   g_autoptr(GVariant) deny = get_list ("IPAddressDeny", error);
   g_autoptr(GPtrArray) denied = NULL;
@@ -222,13 +202,31 @@ vivarium_gateway_firewall_follow_init (guint keep, GError **error)
   if (deny == NULL)
     return FALSE;
   denied = list_strings (deny);
-  if (!g_ptr_array_find_with_equal_func (denied, "0.0.0.0/0", g_str_equal, NULL) ||
-      !g_ptr_array_find_with_equal_func (denied, "::/0", g_str_equal, NULL)) {
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
-                 "the unit must have IPAddressDeny=any for an endpoint by name (the gateway then allows the "
-                 "endpoint's resolved addresses itself); it denies %u entries", denied->len);
+  if (g_ptr_array_find_with_equal_func (denied, "0.0.0.0/0", g_str_equal, NULL) &&
+      g_ptr_array_find_with_equal_func (denied, "::/0", g_str_equal, NULL))
+    return TRUE;
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
+               "the unit must have IPAddressDeny=any (the gateway allows the endpoint's addresses itself); "
+               "it denies %u entries: remove the drop-in that changed it", denied->len);
+  return FALSE;
+}
+
+gboolean
+vivarium_gateway_firewall_fixed (GInetAddress *address, GError **error)
+{
+  if (!check_denies_any (error))
     return FALSE;
-  }
+  resolvers = g_ptr_array_new_with_free_func (g_object_unref);
+  g_ptr_array_add (resolvers, g_object_ref (address));
+  followed = g_ptr_array_new_with_free_func ((GDestroyNotify) followed_free);
+  return apply (error);
+}
+
+gboolean
+vivarium_gateway_firewall_follow_init (guint keep, GError **error)
+{
+  if (!check_denies_any (error))
+    return FALSE;
   keep_sec = keep;
   resolvers = read_resolvers ();
   followed = g_ptr_array_new_with_free_func ((GDestroyNotify) followed_free);

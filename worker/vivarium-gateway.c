@@ -328,9 +328,10 @@ set_up_network (GError **error)
   g_autoptr(GResolver) system = g_resolver_get_default ();
   g_autoptr(VivariumGatewayResolver) checked = vivarium_gateway_resolver_new (system, admit_cb, NULL);
   g_autoptr(GTlsDatabase) db = NULL;
+  g_autoptr(GInetAddress) fixed = config.by_name ? NULL : g_inet_address_new_from_string (config.endpoint_host);
 
   if (config.by_name ? !vivarium_gateway_firewall_follow_init (config.timeout_sec + 60, error)
-                     : !vivarium_gateway_firewall_check_exactly (config.endpoint_host, error))
+                     : !vivarium_gateway_firewall_fixed (fixed, error))
     return FALSE;
   if (config.ca_file != NULL) {
     g_autoptr(GError) local = NULL;
