@@ -11,6 +11,8 @@ struct _VivariumGatewayResolver {
   GResolver            *inner;
   VivariumGatewayAdmit  admit;
   gpointer              user_data;
+  GMutex                lock;
+  gchar                *refusal;   /* why the last lookup was refused, or NULL */
 };
 
 G_DEFINE_FINAL_TYPE (VivariumGatewayResolver, vivarium_gateway_resolver, G_TYPE_RESOLVER)
@@ -33,12 +35,31 @@ vivarium_gateway_resolver_filter (const gchar *host, GList *addresses, gchar **r
     }
   }
   if (kept == NULL)
-    *reason = g_strdup_printf ("%s resolves only into the guard's denied ranges (%s)", host,
+    *reason = g_strdup_printf ("%s resolves only into denied ranges (%s)", host,
                                first_denied != NULL ? first_denied : "no address at all");
   return g_list_reverse (kept);
 }
 
-/* The inner resolver's answer, filtered and admitted, or NULL with @error. */
+static void
+set_refusal (VivariumGatewayResolver *self, const gchar *reason)
+{
+  g_mutex_lock (&self->lock);
+  g_free (self->refusal);
+  self->refusal = g_strdup (reason);
+  g_mutex_unlock (&self->lock);
+}
+
+gchar *
+vivarium_gateway_resolver_last_refusal (VivariumGatewayResolver *self)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+
+  return g_strdup (self->refusal);
+}
+
+/* The inner resolver's answer, filtered and admitted, or NULL with @error.
+ * A refusal of ours is kept: GIO may report a lookup of the other address
+ * family instead (happy eyeballs asks for both). */
 static GList *
 resolve_checked (VivariumGatewayResolver *self, const gchar *host, GResolverNameLookupFlags flags,
                  GCancellable *cancellable, GError **error)
@@ -46,16 +67,24 @@ resolve_checked (VivariumGatewayResolver *self, const gchar *host, GResolverName
   g_autolist(GInetAddress) all = g_resolver_lookup_by_name_with_flags (self->inner, host, flags, cancellable, error);
   g_autolist(GInetAddress) kept = NULL;
   g_autofree gchar *reason = NULL;
+  g_autoptr(GError) local = NULL;
 
   if (all == NULL)
     return NULL;
   kept = vivarium_gateway_resolver_filter (host, all, &reason);
   if (kept == NULL) {
+    g_message ("%s", reason);
+    set_refusal (self, reason);
     g_set_error_literal (error, G_RESOLVER_ERROR, G_RESOLVER_ERROR_NOT_FOUND, reason);
     return NULL;
   }
-  if (!self->admit (host, kept, self->user_data, error))
+  if (!self->admit (host, kept, self->user_data, &local)) {
+    g_message ("a lookup of %s is refused: %s", host, local->message);
+    set_refusal (self, local->message);
+    g_propagate_error (error, g_steal_pointer (&local));
     return NULL;
+  }
+  set_refusal (self, NULL);
   return g_steal_pointer (&kept);
 }
 
@@ -125,6 +154,8 @@ vivarium_gateway_resolver_finalize (GObject *object)
   VivariumGatewayResolver *self = VIVARIUM_GATEWAY_RESOLVER (object);
 
   g_clear_object (&self->inner);
+  g_free (self->refusal);
+  g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (vivarium_gateway_resolver_parent_class)->finalize (object);
 }
 
@@ -146,6 +177,7 @@ vivarium_gateway_resolver_class_init (VivariumGatewayResolverClass *klass)
 static void
 vivarium_gateway_resolver_init (VivariumGatewayResolver *self)
 {
+  g_mutex_init (&self->lock);
 }
 
 VivariumGatewayResolver *

@@ -29,6 +29,10 @@ VivariumGatewayResolver *vivarium_gateway_resolver_new    (GResolver            
                                                            VivariumGatewayAdmit  admit,
                                                            gpointer              user_data);
 
+/* Why the latest lookup was refused (denied ranges, the firewall), or
+ * NULL when it was not. */
+gchar                   *vivarium_gateway_resolver_last_refusal (VivariumGatewayResolver *self);
+
 /* The pure part: the addresses of @addresses (GInetAddress) outside every
  * denied range, in order, at most VIVARIUM_GATEWAY_RESOLVER_MAX (a new
  * list, the addresses referenced). NULL, with @reason naming the first

@@ -5,8 +5,8 @@
  * directory the daemon makes under /run/vivarium/tasks/ (vd-gateway-client.h)
  * it serves a unix socket only that task's worker uid may connect to, and
  * forwards exactly POST /v1/chat/completions and GET /v1/models to
- * [Agent] Endpoint= (libsoup: a SoupServer per socket, one SoupSession
- * upstream, TLS by glib-networking), rewritten (vivarium-gateway-rewrite.h: the members of
+ * [Agent] Endpoint= (libsoup: a SoupServer per socket, a SoupSession per
+ * upstream request, TLS by glib-networking), rewritten (vivarium-gateway-rewrite.h: the members of
  * an allow-list only, the model forced to [Agent] Model=, n 1, max_tokens
  * bounded), sizes, nesting and requests per task capped, and the
  * Authorization header added from a root-only key file or a secret of the
@@ -84,7 +84,8 @@ typedef struct {
 static Config config;
 static GHashTable *gates;   /* id → TaskGate */
 static gchar *tasks_dir;
-static SoupSession *upstream;
+static GTlsDatabase *endpoint_db;          /* EndpointCAFile=, or NULL */
+static VivariumGatewayResolver *resolver;  /* the process's, checking */
 
 /* --- configuration ------------------------------------------------------------- */
 
@@ -326,38 +327,45 @@ static gboolean
 set_up_network (GError **error)
 {
   g_autoptr(GResolver) system = g_resolver_get_default ();
-  g_autoptr(VivariumGatewayResolver) checked = vivarium_gateway_resolver_new (system, admit_cb, NULL);
-  g_autoptr(GTlsDatabase) db = NULL;
   g_autoptr(GInetAddress) fixed = config.by_name ? NULL : g_inet_address_new_from_string (config.endpoint_host);
 
   if (config.by_name ? !vivarium_gateway_firewall_follow_init (config.timeout_sec + 60, error)
                      : !vivarium_gateway_firewall_fixed (fixed, error))
     return FALSE;
+  if (config.by_name && !g_tls_backend_supports_tls (g_tls_backend_get_default ())) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                         "an https endpoint needs glib-networking (GIO's TLS backend), which is not installed");
+    return FALSE;
+  }
   if (config.ca_file != NULL) {
     g_autoptr(GError) local = NULL;
-    db = g_tls_file_database_new (config.ca_file, &local);
-    if (db == NULL) {
+    endpoint_db = g_tls_file_database_new (config.ca_file, &local);
+    if (endpoint_db == NULL) {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                    "[Agent] EndpointCAFile=%s is not a readable PEM bundle of certificates: %s", config.ca_file,
                    local->message);
       return FALSE;
     }
   }
-  g_resolver_set_default (G_RESOLVER (checked));
-  /* No proxy (the environment's or GNOME's): the gateway connects to the
-   * endpoint itself, to an address it checked. One request per
-   * connection, so each resolves the name again. */
-  upstream = soup_session_new_with_options ("timeout", config.timeout_sec, "idle-timeout", 1,
-                                            "max-conns", 64, "max-conns-per-host", 64,
-                                            "proxy-resolver", NULL, "user-agent", "vivarium-gateway", NULL);
-  if (db != NULL)
-    soup_session_set_tls_database (upstream, db);
-  if (config.by_name && g_tls_backend_get_default () != NULL && !g_tls_backend_supports_tls (g_tls_backend_get_default ())) {
-    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                         "an https endpoint needs glib-networking (GIO's TLS backend), which is not installed");
-    return FALSE;
-  }
+  resolver = vivarium_gateway_resolver_new (system, admit_cb, NULL);
+  g_resolver_set_default (G_RESOLVER (resolver));
   return TRUE;
+}
+
+/* A session per request: libsoup keeps a host's GNetworkAddress, which
+ * keeps what it resolved, for the session's life; a new one resolves the
+ * name again. No proxy (the environment's or GNOME's): the gateway
+ * connects to the endpoint itself, to an address it checked. */
+static SoupSession *
+session_new (void)
+{
+  SoupSession *session = soup_session_new_with_options ("timeout", config.timeout_sec, "idle-timeout", 1,
+                                                        "proxy-resolver", NULL, "user-agent", "vivarium-gateway",
+                                                        NULL);
+
+  if (endpoint_db != NULL)
+    soup_session_set_tls_database (session, endpoint_db);
+  return session;
 }
 
 /* --- counters ---------------------------------------------------------------------- */
@@ -402,6 +410,7 @@ read_usage (TaskGate *gate)
 typedef struct {
   TaskGate          *gate;
   SoupServerMessage *msg;
+  SoupSession       *session;   /* its own: a fresh lookup of the name */
   SoupMessage       *up;        /* to the endpoint, or NULL */
   GInputStream      *stream;    /* its body */
   GByteArray        *body;
@@ -411,6 +420,7 @@ typedef struct {
   gint64             start;
   gboolean           chat;
   gboolean           paused;
+  GTlsCertificateFlags tls_errors;   /* what glib-networking found wrong, if it did */
 } Exchange;
 
 static void
@@ -418,6 +428,7 @@ exchange_free (Exchange *x)
 {
   g_clear_object (&x->up);
   g_clear_object (&x->stream);
+  g_clear_object (&x->session);
   g_clear_pointer (&x->body, g_byte_array_unref);
   g_object_unref (x->msg);
   g_free (x);
@@ -537,7 +548,7 @@ read_more (Exchange *x)
 static gchar *
 unreachable_reason (Exchange *x, const GError *error)
 {
-  GTlsCertificateFlags flags = soup_message_get_tls_peer_certificate_errors (x->up);
+  GTlsCertificateFlags flags = x->tls_errors | soup_message_get_tls_peer_certificate_errors (x->up);
 
   if (error->domain == G_TLS_ERROR && (flags & G_TLS_CERTIFICATE_UNKNOWN_CA) != 0)
     return g_strdup_printf ("the model endpoint %s presented a certificate signed by an authority the gateway does "
@@ -550,9 +561,23 @@ unreachable_reason (Exchange *x, const GError *error)
   if (error->domain == G_TLS_ERROR)
     return g_strdup_printf ("the model endpoint %s failed TLS verification (certificate problems 0x%x: expired, "
                             "revoked or otherwise unacceptable)", config.endpoint, (guint) flags);
-  if (error->domain == G_RESOLVER_ERROR)
-    return g_strdup_printf ("the model endpoint %s is refused: %s", config.endpoint, error->message);
+  if (error->domain == G_RESOLVER_ERROR) {
+    g_autofree gchar *ours = vivarium_gateway_resolver_last_refusal (resolver);
+    return g_strdup_printf ("the model endpoint %s is refused: %s", config.endpoint,
+                            ours != NULL ? ours : error->message);
+  }
   return g_strdup_printf ("the model endpoint %s is not reachable: %s", config.endpoint, error->message);
+}
+
+/* Asked only when the certificate failed verification: it stays refused;
+ * what was wrong with it goes into the sentence. */
+static gboolean
+accept_certificate_cb (SoupMessage *msg, GTlsCertificate *cert, GTlsCertificateFlags errors, gpointer user_data)
+{
+  Exchange *x = user_data;
+
+  x->tls_errors = errors;
+  return FALSE;
 }
 
 static void
@@ -598,9 +623,11 @@ forward (Exchange *x, const gchar *method, const gchar *suffix, GBytes *body)
     soup_message_headers_replace (headers, config.auth_header, config.auth_value);
   if (body != NULL)
     soup_message_set_request_body_from_bytes (x->up, "application/json", body);
+  g_signal_connect (x->up, "accept-certificate", G_CALLBACK (accept_certificate_cb), x);
   soup_server_message_pause (x->msg);
   x->paused = TRUE;
-  soup_session_send_async (upstream, x->up, G_PRIORITY_DEFAULT, NULL, sent_cb, x);
+  x->session = session_new ();
+  soup_session_send_async (x->session, x->up, G_PRIORITY_DEFAULT, NULL, sent_cb, x);
 }
 
 static void

@@ -116,7 +116,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == '/v1/models':
-            note(args.log, json.dumps({'path': self.path, 'authorization': self.headers.get('Authorization') is not None}))
+            note(args.log, json.dumps({'path': self.path, 'authorization': self.headers.get('Authorization') is not None,
+                                       'local': self.connection.getsockname()[0]}))
             self.answer(200, {'object': 'list', 'data': [{'id': script['model'], 'object': 'model'}]})
         else:
             note(args.failures, 'GET %s reached the model server' % self.path[:100])
@@ -135,6 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         # What the gateway forwarded besides the conversation: its member
         # allow-list and clamps are checked on these.
         note(args.log, json.dumps({'conversation': name, 'turn': index, 'bytes': length,
+                                   'local': self.connection.getsockname()[0],
                                    'members': sorted(req), 'n': req.get('n'), 'max_tokens': req.get('max_tokens')}))
         # A slow model, for a test to do something while a request is out.
         time.sleep(turn.get('delay', 0))

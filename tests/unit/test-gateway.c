@@ -476,7 +476,7 @@ test_resolver_filter (void)
   g_assert_null (reason);
   none = vivarium_gateway_resolver_filter ("rebind.example", bad, &reason);
   g_assert_null (none);
-  g_assert_cmpstr (reason, ==, "rebind.example resolves only into the guard's denied ranges "
+  g_assert_cmpstr (reason, ==, "rebind.example resolves only into denied ranges "
                                "(10.0.0.5 is in 10.0.0.0/8, private (RFC 1918))");
   g_assert_nonnull (vivarium_denylist_match (mapped));
   g_assert_null (vivarium_denylist_match (public));
