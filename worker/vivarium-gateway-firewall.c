@@ -34,6 +34,12 @@ prefix_string (GInetAddress *a, guint prefix)
   return g_strdup_printf ("%s/%u", text, prefix);
 }
 
+static gint
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 (*(const gchar *const *) a, *(const gchar *const *) b);
+}
+
 static void
 followed_free (Followed *f)
 {
@@ -95,7 +101,7 @@ list_strings (GVariant *list)
       g_ptr_array_add (out, prefix_string (a, prefix));
     g_variant_unref (bytes);
   }
-  g_ptr_array_sort (out, (GCompareFunc) g_strcmp0);
+  g_ptr_array_sort (out, compare_strings);
   return out;
 }
 
@@ -151,7 +157,7 @@ wanted_list (GPtrArray *strings)
     g_variant_builder_add_value (&b, entry_variant (a));
     g_ptr_array_add (strings, g_steal_pointer (&s));
   }
-  g_ptr_array_sort (strings, (GCompareFunc) g_strcmp0);
+  g_ptr_array_sort (strings, compare_strings);
   return g_variant_builder_end (&b);
 }
 
