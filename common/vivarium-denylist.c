@@ -69,3 +69,30 @@ vivarium_cidr_parse (const gchar *cidr, GInetAddress **address, guint *prefix, G
   *prefix = (guint) value;
   return TRUE;
 }
+
+static gboolean
+entry_holds (const VivariumDenyEntry *entry, GInetAddress *address)
+{
+  g_autoptr(GInetAddress) net = g_inet_address_new_from_string (entry->address);
+  g_autoptr(GInetAddressMask) mask = net != NULL ? g_inet_address_mask_new (net, entry->prefix, NULL) : NULL;
+
+  return mask != NULL && g_inet_address_mask_matches (mask, address);
+}
+
+const VivariumDenyEntry *
+vivarium_denylist_match (GInetAddress *address)
+{
+  g_autoptr(GInetAddress) v4 = NULL;
+
+  if (g_inet_address_get_family (address) == G_SOCKET_FAMILY_IPV6) {
+    const guint8 *b = g_inet_address_to_bytes (address);
+    static const guint8 mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    if (memcmp (b, mapped, sizeof mapped) == 0)
+      v4 = g_inet_address_new_from_bytes (b + 12, G_SOCKET_FAMILY_IPV4);
+  }
+  for (gsize i = 0; i < G_N_ELEMENTS (builtin_denylist); i++) {
+    if (entry_holds (&builtin_denylist[i], address) || (v4 != NULL && entry_holds (&builtin_denylist[i], v4)))
+      return &builtin_denylist[i];
+  }
+  return NULL;
+}

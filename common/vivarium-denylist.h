@@ -20,5 +20,8 @@ gboolean                 vivarium_cidr_parse           (const gchar    *cidr,
                                                         GInetAddress  **address,
                                                         guint          *prefix,
                                                         GError        **error);
+/* The entry whose range holds @address (an IPv4-mapped IPv6 address is
+ * checked as the IPv4 address it maps too), or NULL when none does. */
+const VivariumDenyEntry *vivarium_denylist_match       (GInetAddress   *address);
 
 G_END_DECLS

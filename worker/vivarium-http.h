@@ -5,11 +5,12 @@
 
 G_BEGIN_DECLS
 
-/* Just enough HTTP/1.x for the agent, the gateway and the model server:
- * one request per connection, bodies by Content-Length (or, for a
+/* Just enough HTTP/1.x for the agent, the client of its gateway's unix
+ * socket: one request per connection, bodies by Content-Length (or, for a
  * response, up to the end), every size capped. No chunked bodies, no
- * keep-alive: the gateway speaks HTTP/1.0 upstream so servers answer
- * without chunking. */
+ * keep-alive: the gateway (libsoup) answers each request with
+ * Content-Length and closes. The gateway itself uses only
+ * vivarium_http_error_body(). */
 
 #define VIVARIUM_HTTP_HEAD_MAX (16 * 1024)
 

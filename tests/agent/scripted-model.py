@@ -20,10 +20,13 @@
 # In "reply", "{n}" in tool-call arguments becomes the turn number and
 # {"big": N} as arguments becomes a JSON object of N bytes.
 # Every failed assertion is appended to --failures and answered with 500.
-# --model / --no-authorization override the file's "model" / "authorization".
+# --model / --no-authorization / --authorization override the file's "model" /
+# "authorization". --bind ADDRESS (default 127.0.0.1); --tls-cert and
+# --tls-key serve HTTPS with that certificate (the model "by name" of a test).
 
 import argparse
 import json
+import ssl
 import sys
 import threading
 import time
@@ -113,7 +116,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == '/v1/models':
-            note(args.log, json.dumps({'path': self.path, 'authorization': self.headers.get('Authorization') is not None}))
+            note(args.log, json.dumps({'path': self.path, 'authorization': self.headers.get('Authorization') is not None,
+                                       'local': self.connection.getsockname()[0]}))
             self.answer(200, {'object': 'list', 'data': [{'id': script['model'], 'object': 'model'}]})
         else:
             note(args.failures, 'GET %s reached the model server' % self.path[:100])
@@ -132,6 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         # What the gateway forwarded besides the conversation: its member
         # allow-list and clamps are checked on these.
         note(args.log, json.dumps({'conversation': name, 'turn': index, 'bytes': length,
+                                   'local': self.connection.getsockname()[0],
                                    'members': sorted(req), 'n': req.get('n'), 'max_tokens': req.get('max_tokens')}))
         # A slow model, for a test to do something while a request is out.
         time.sleep(turn.get('delay', 0))
@@ -153,13 +158,23 @@ def main():
     p.add_argument('--log', required=True)
     p.add_argument('--model')
     p.add_argument('--no-authorization', action='store_true')
+    p.add_argument('--authorization')
+    p.add_argument('--bind', default='127.0.0.1')
+    p.add_argument('--tls-cert')
+    p.add_argument('--tls-key')
     args = p.parse_args()
     script = json.load(open(args.conversations))
     if args.model:
         script['model'] = args.model
     if args.no_authorization:
         script['authorization'] = None
-    server = ThreadingHTTPServer(('127.0.0.1', args.port), Handler)
+    if args.authorization:
+        script['authorization'] = args.authorization
+    server = ThreadingHTTPServer((args.bind, args.port), Handler)
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print('ready', flush=True)
     server.serve_forever()
 

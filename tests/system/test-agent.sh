@@ -265,12 +265,24 @@ assert_success "answer the flood task" -- call "$t5" Task.Answer yes
 assert_eq "FAILED" "$(wait_outcome "$t5" 300)" "its agent's next request is refused: FAILED"
 assert_contains "$(prop "$t5" Task Reason)" "429" "with the gateway's refusal as the reason"
 
-# The gateway refuses to run unless its unit allows exactly the endpoint's address.
+# The gateway's firewall follows its endpoint: it sets its unit's
+# IPAddressAllow= itself, to exactly the configured address.
 sed -i "s|^Endpoint=.*|Endpoint=http://127.0.0.2:$port/v1|" /etc/vivarium/conf.d/50-agent-test.conf
 systemctl restart vivarium-gateway.service 2>/dev/null
-assert_ne "active" "$(systemctl is-active vivarium-gateway.service)" "an endpoint its unit does not allow: the gateway stops"
+assert_eq "active 127.0.0.2/32" \
+  "$(systemctl is-active vivarium-gateway.service) $(systemctl show -P IPAddressAllow vivarium-gateway.service)" \
+  "another endpoint's address: the gateway's unit allows that one address, set by the gateway"
+# It refuses to run in a unit that does not deny the rest.
+install -d -m 0755 /run/systemd/system/vivarium-gateway.service.d
+printf '[Service]\nIPAddressDeny=\n' > /run/systemd/system/vivarium-gateway.service.d/50-agent-test.conf
+at_exit rm -f /run/systemd/system/vivarium-gateway.service.d/50-agent-test.conf
+systemctl daemon-reload
+systemctl restart vivarium-gateway.service 2>/dev/null
+assert_ne "active" "$(systemctl is-active vivarium-gateway.service)" "a unit without IPAddressDeny=any: the gateway stops"
 assert_contains "$(journalctl -u vivarium-gateway.service -o cat --no-pager | tail -n 5)" \
-  "must allow exactly the endpoint's address" "and says why"
+  "the unit must have IPAddressDeny=any" "and says why"
+rm -f /run/systemd/system/vivarium-gateway.service.d/50-agent-test.conf
+systemctl daemon-reload
 
 assert_eq "$dpid" "$(systemctl show -P MainPID vivariumd.service)" "the daemon is unharmed (same process)"
 assert_contains "$(call "$OBJ" Manager.ListTasks)" "$t4" "and answers"

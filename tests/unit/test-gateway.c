@@ -13,6 +13,8 @@
 #include <json-glib/json-glib.h>
 
 #include "vivarium-config-layers.h"
+#include "vivarium-denylist.h"
+#include "vivarium-gateway-resolver.h"
 #include "vivarium-gateway-rewrite.h"
 #include "vivarium-json-depth.h"
 
@@ -429,6 +431,74 @@ test_shipped_defaults (void)
   g_assert_cmpuint (g_key_file_get_uint64 (kf, "Agent", "MaxTokens", NULL), >=, 16);
 }
 
+static GList *
+addresses (const gchar *const *texts)
+{
+  GList *out = NULL;
+
+  for (guint i = 0; texts[i] != NULL; i++)
+    out = g_list_append (out, g_inet_address_new_from_string (texts[i]));
+  return out;
+}
+
+static gchar *
+joined (GList *list)
+{
+  GString *s = g_string_new (NULL);
+
+  for (GList *l = list; l != NULL; l = l->next) {
+    g_autofree gchar *text = g_inet_address_to_string (l->data);
+    g_string_append_printf (s, "%s%s", s->len > 0 ? " " : "", text);
+  }
+  return g_string_free (s, FALSE);
+}
+
+/* What a name resolves to is checked against the guard's one deny list:
+ * the denied addresses are dropped, a name with nothing else refused with
+ * the range named, IPv4-mapped addresses checked as the IPv4 they are. */
+static void
+test_resolver_filter (void)
+{
+  const gchar *mixed[] = { "10.0.0.5", "203.0.113.10", "::ffff:127.0.0.1", "2001:db8::1", "169.254.169.254", NULL };
+  const gchar *denied[] = { "10.0.0.5", "fd00::1", NULL };
+  g_autolist(GInetAddress) in = addresses (mixed);
+  g_autolist(GInetAddress) bad = addresses (denied);
+  g_autolist(GInetAddress) kept = NULL;
+  g_autolist(GInetAddress) none = NULL;
+  g_autofree gchar *reason = NULL;
+  g_autofree gchar *text = NULL;
+  g_autoptr(GInetAddress) mapped = g_inet_address_new_from_string ("::ffff:192.168.1.1");
+  g_autoptr(GInetAddress) public = g_inet_address_new_from_string ("198.51.100.7");
+
+  kept = vivarium_gateway_resolver_filter ("model.example", in, &reason);
+  text = joined (kept);
+  g_assert_cmpstr (text, ==, "203.0.113.10 2001:db8::1");
+  g_assert_null (reason);
+  none = vivarium_gateway_resolver_filter ("rebind.example", bad, &reason);
+  g_assert_null (none);
+  g_assert_cmpstr (reason, ==, "rebind.example resolves only into denied ranges "
+                               "(10.0.0.5 is in 10.0.0.0/8, private (RFC 1918))");
+  g_assert_nonnull (vivarium_denylist_match (mapped));
+  g_assert_null (vivarium_denylist_match (public));
+}
+
+/* A name with many addresses opens the firewall to a bounded number. */
+static void
+test_resolver_bounded (void)
+{
+  GList *in = NULL;
+  g_autolist(GInetAddress) kept = NULL;
+  g_autofree gchar *reason = NULL;
+
+  for (guint i = 1; i <= 200; i++) {
+    g_autofree gchar *t = g_strdup_printf ("203.0.113.%u", i);
+    in = g_list_append (in, g_inet_address_new_from_string (t));
+  }
+  kept = vivarium_gateway_resolver_filter ("many.example", in, &reason);
+  g_assert_cmpuint (g_list_length (kept), ==, VIVARIUM_GATEWAY_RESOLVER_MAX);
+  g_list_free_full (in, g_object_unref);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -448,6 +518,8 @@ main (int argc, char **argv)
   g_test_add_func ("/gateway/response/upstream-error-replaced", test_upstream_error_replaced);
   g_test_add_func ("/gateway/usage/round-trip", test_usage_round_trip);
   g_test_add_func ("/gateway/usage/garbage", test_usage_garbage);
+  g_test_add_func ("/gateway/resolver/filter", test_resolver_filter);
+  g_test_add_func ("/gateway/resolver/bounded", test_resolver_bounded);
   g_test_add_func ("/config/layers/order", test_layers_order);
   g_test_add_func ("/config/layers/shipped-defaults", test_shipped_defaults);
   return g_test_run ();
