@@ -93,9 +93,10 @@ open_value_file (const gchar *file, GError **error)
 }
 
 /* One line, echo off; its newline is kept, as a file's would be (the
- * daemon drops one). The bytes go into a pipe, the buffer is wiped. */
+ * daemon drops one). The prompt comes after echo is off, so that nothing
+ * typed in answer to it is shown or flushed. */
 static gboolean
-read_terminal_line (gchar *buf, gsize size, gsize *len, GError **error)
+read_terminal_line (const gchar *prompt, gchar *buf, gsize size, gsize *len, GError **error)
 {
   struct termios saved, quiet;
   gboolean restore = tcgetattr (STDIN_FILENO, &saved) == 0;
@@ -105,6 +106,7 @@ read_terminal_line (gchar *buf, gsize size, gsize *len, GError **error)
     quiet.c_lflag &= ~(tcflag_t) ECHO;
     tcsetattr (STDIN_FILENO, TCSAFLUSH, &quiet);
   }
+  g_printerr ("%s", prompt);
   *len = 0;
   while (*len < size) {
     gssize n = read (STDIN_FILENO, buf + *len, 1);
@@ -130,12 +132,12 @@ value_pipe_from_terminal (const gchar *name, GError **error)
   /* One byte more than the limit plus a newline: "too long" is then seen. */
   gchar buf[VIVARIUM_SECRET_MAX_VALUE + 2];
   g_autofree gchar *shown = vctl_escape_line (name);
+  g_autofree gchar *prompt = g_strdup_printf (_("Value of the secret %s (not shown; end with Enter): "), shown);
   gsize len = 0;
   gssize written;
   gint fds[2];
 
-  g_printerr (_("Value of the secret %s (not shown; end with Enter): "), shown);
-  if (!read_terminal_line (buf, sizeof buf, &len, error)) {
+  if (!read_terminal_line (prompt, buf, sizeof buf, &len, error)) {
     memset (buf, 0, sizeof buf);
     return -1;
   }
