@@ -38,6 +38,10 @@ static const VdActionRow action_map[] = {
   M ("Manager", "ListTasks",       A ("read-status")),
   M ("Manager", "ListReports",     A ("read-reports")),
   M ("Manager", "CheckEgress",     A ("read-status")),
+  /* Which hosts hold tokens is an administrator's business too. */
+  M ("Manager", "AddSecret",       A ("secret-manage")),
+  M ("Manager", "ListSecrets",     A ("secret-manage")),
+  M ("Manager", "RemoveSecret",    A ("secret-manage")),
   R ("Image",   A ("read-status")),
   M ("Image",   "Freeze",          A ("image-freeze")),
   M ("Image",   "Verify",          A ("read-status")),
@@ -63,6 +67,7 @@ static const VdActionRow action_map[] = {
   M ("Project", "SetRemote",       A ("project-publish")),
   M ("Project", "Publish",         A ("project-publish")),
   M ("Project", "SetEgress",       A ("project-egress")),
+  M ("Project", "SetSecrets",      A ("secret-manage")),
   M ("Project", "Delete",          A ("project-delete")),
   R ("Task",    A ("read-status")),
   M ("Task",    "Wait",            A ("read-status")),

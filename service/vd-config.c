@@ -336,6 +336,19 @@ vd_config_get_egress_log_max_entries (VdConfig *self)
   return get_uint (self, "Egress", "LogMaxEntries", 10000, 100, 1000000);
 }
 
+/* NULL: the host's trust store. Only an absolute path is taken. */
+gchar *
+vd_config_dup_egress_upstream_ca (VdConfig *self)
+{
+  g_autofree gchar *path = g_key_file_get_string (self->merged, "Egress", "UpstreamCAFile", NULL);
+
+  if (path != NULL)
+    g_strstrip (path);
+  if (path == NULL || !g_path_is_absolute (path))
+    return NULL;
+  return g_steal_pointer (&path);
+}
+
 static gboolean
 egress_group_name_ok (const gchar *name)
 {

@@ -45,6 +45,7 @@ GStrv        vd_config_get_egress_task_groups    (VdConfig *self);
 guint64      vd_config_get_egress_limit_up       (VdConfig *self);
 guint64      vd_config_get_egress_limit_down     (VdConfig *self);
 guint        vd_config_get_egress_log_max_entries (VdConfig *self);
+gchar       *vd_config_dup_egress_upstream_ca    (VdConfig *self);
 
 /* "group " + a name must fit a rule's origin (64 bytes). */
 #define VD_EGRESS_GROUP_NAME_MAX 58

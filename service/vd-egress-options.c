@@ -12,6 +12,7 @@ vd_egress_options_clear (VdEgressOptions *options)
 {
   g_clear_pointer (&options->groups, g_strfreev);
   g_clear_pointer (&options->allow, g_strfreev);
+  g_clear_pointer (&options->secrets, g_ptr_array_unref);
 }
 
 static gboolean
@@ -108,4 +109,63 @@ vd_egress_check (VivariumEgressPolicy *policy, const gchar *destination, gboolea
   }
   *allowed = vivarium_egress_policy_decide (policy, host, port != 0 ? port : 443, reason);
   return TRUE;
+}
+
+/* A name the proxy would intercept for @host: itself, or one below a
+ * wildcard. */
+static gchar *
+probe_name (const gchar *host)
+{
+  return g_str_has_prefix (host, "*.") ? g_strconcat ("vivarium-probe", host + 1, NULL) : g_strdup (host);
+}
+
+static gboolean
+check_interceptable (VivariumEgressPolicy *policy, GPtrArray *secrets, GError **error)
+{
+  for (guint i = 0; i < secrets->len; i++) {
+    VivariumSecret *secret = secrets->pdata[i];
+
+    for (guint j = 0; secret->hosts[j] != NULL; j++) {
+      g_autofree gchar *probe = probe_name (secret->hosts[j]);
+
+      if (!vivarium_egress_policy_may_intercept (policy, probe, 443)) {
+        g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                     "The secret “%s” is for %s, which this session's egress policy does not allow on port 443 "
+                     "with interception (no rule allows it, or the rule says no-intercept): its placeholder would "
+                     "leave unswapped",
+                     secret->name, secret->hosts[j]);
+        return FALSE;
+      }
+    }
+  }
+  return TRUE;
+}
+
+gboolean
+vd_egress_options_parse_secrets (VdConfig *config, VdSecretStore *store, VdProject *project, GVariantDict *dict,
+                                 VdEgressOptions *out, GError **error)
+{
+  g_auto(GStrv) names = NULL;
+  g_autoptr(VivariumEgressPolicy) policy = NULL;
+
+  if (!lookup_strv (dict, "secrets", &names, error))
+    return FALSE;
+  /* A project's default goes to its allowlist sessions only: in another
+   * mode the guest gets no placeholder, so none can leave unswapped. */
+  if (names == NULL && project != NULL && out->mode == VD_EGRESS_MODE_ALLOWLIST)
+    names = vd_project_get_secrets (project);
+  if (names == NULL || names[0] == NULL)
+    return TRUE;
+  if (out->mode != VD_EGRESS_MODE_ALLOWLIST) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "Secrets need the egress mode “allowlist” (their values are put in by its proxy), and this one is "
+                 "“%s”", vd_egress_mode_to_string (out->mode));
+    return FALSE;
+  }
+  out->secrets = vd_secret_store_for_session (store, (const gchar * const *) names, error);
+  if (out->secrets == NULL)
+    return FALSE;
+  policy = vd_egress_rules_build (config, (const gchar * const *) out->groups, (const gchar * const *) out->allow,
+                                  error);
+  return policy != NULL && check_interceptable (policy, out->secrets, error);
 }

@@ -6,6 +6,7 @@
 #include "vd-config.h"
 #include "vd-egress.h"
 #include "vd-project.h"
+#include "vd-secret-store.h"
 
 G_BEGIN_DECLS
 
@@ -17,6 +18,7 @@ typedef struct {
   VdEgressMode mode;
   GStrv        groups;
   GStrv        allow;
+  GPtrArray   *secrets;   /* VivariumSecret* with placeholders, or NULL */
 } VdEgressOptions;
 
 typedef enum {
@@ -34,6 +36,18 @@ gboolean vd_egress_options_parse (VdConfig        *config,
                                   VdEgressPurpose  purpose,
                                   VdEgressOptions *out,
                                   GError         **error);
+/* "secrets" (as), after vd_egress_options_parse(): allowlist only; each
+ * secret from @store with a new placeholder, and each of its hosts one the
+ * policy lets the proxy intercept on 443 (else the placeholder would leave
+ * unswapped): InvalidArgument naming the secret and the host, NotFound
+ * for a secret not stored. */
+/* @project: whose Secrets stand in when the caller names none, or NULL. */
+gboolean vd_egress_options_parse_secrets (VdConfig        *config,
+                                          VdSecretStore   *store,
+                                          VdProject       *project,
+                                          GVariantDict    *dict,
+                                          VdEgressOptions *out,
+                                          GError         **error);
 void     vd_egress_options_clear (VdEgressOptions *options);
 
 /* CheckEgress's dry run of @destination (host[:port], 443 without a port)

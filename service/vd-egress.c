@@ -3,6 +3,8 @@
 
 #include "config.h"
 
+#include <string.h>
+
 #include <errno.h>
 #include <grp.h>
 #include <sys/syscall.h>
@@ -13,6 +15,7 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-egress.h"
+#include "vivarium-secret.h"
 #include "vd-egress-log.h"
 #include "vd-egress-rules.h"
 #include "vd-fs.h"
@@ -38,6 +41,7 @@ struct _VdEgress {
   const gchar          *state;
   gchar                *reason;
   gchar                *resolv_conf;   /* the DNS relay's, or NULL */
+  GPtrArray            *secrets;       /* VivariumSecret*, or NULL */
   guint                 unit_watch;
   guint                 exit_source;
   gint                  pidfd;         /* the proxy's process while it runs, or -1 */
@@ -100,6 +104,7 @@ vd_egress_finalize (GObject *object)
   g_free (self->unit);
   g_free (self->reason);
   g_free (self->resolv_conf);
+  g_clear_pointer (&self->secrets, g_ptr_array_unref);
   G_OBJECT_CLASS (vd_egress_parent_class)->finalize (object);
 }
 
@@ -206,7 +211,60 @@ vd_egress_netdev_options (VdEgress *self)
   return g_string_free (s, FALSE);
 }
 
+void
+vd_egress_set_secrets (VdEgress *self, GPtrArray *secrets)
+{
+  g_clear_pointer (&self->secrets, g_ptr_array_unref);
+  self->secrets = secrets != NULL && secrets->len > 0 ? g_ptr_array_ref (secrets) : NULL;
+}
+
+/* The CA's certificate is the proxy's writing: read as untrusted. */
+#define CA_PEM_MAX (64 * 1024)
+
+static gboolean
+is_pem_text (const gchar *data, gsize len)
+{
+  for (gsize i = 0; i < len; i++)
+    if (!(data[i] == '\n' || (data[i] >= 0x20 && data[i] < 0x7f)))
+      return FALSE;
+  return TRUE;
+}
+
+gchar *
+vd_egress_dup_ca_pem (VdEgress *self, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, "ca.pem", NULL);
+  g_autoptr(GBytes) bytes = vd_fs_read_untrusted (path, CA_PEM_MAX, error);
+  gsize len = 0;
+  const gchar *data = bytes != NULL ? g_bytes_get_data (bytes, &len) : NULL;
+
+  if (bytes == NULL)
+    return NULL;
+  if (len < 27 || memcmp (data, "-----BEGIN CERTIFICATE-----", 27) != 0 || !is_pem_text (data, len)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                 "The egress proxy's CA certificate %s is not a PEM certificate", path);
+    return NULL;
+  }
+  return g_strndup (data, len);
+}
+
 /* --- start ------------------------------------------------------------ */
+
+/* The values, for the proxy only: root writes the file, then gives it to
+ * the proxy's uid (which may remove it from its own directory). */
+static gboolean
+write_secrets_file (VdEgress *self, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, "secrets", NULL);
+
+  if (self->secrets == NULL)
+    return TRUE;
+  if (!vivarium_secrets_save (self->secrets, path, 0400, error))
+    return FALSE;
+  if (lchown (path, self->proxy_uid, (gid_t) -1) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot give %s to the egress proxy", path);
+  return TRUE;
+}
 
 static gboolean
 write_deny_file (VdEgress *self, GError **error)
@@ -233,7 +291,7 @@ prepare_dir (VdEgress *self, GError **error)
   return vd_fs_mkdir (parent, 0711, 0, 0, error) &&
          vd_fs_mkdir (self->dir, 0711, self->proxy_uid, grp != NULL ? grp->gr_gid : 0, error) &&
          vivarium_egress_policy_save (self->policy, policy, 0644, error) &&
-         write_deny_file (self, error);
+         write_deny_file (self, error) && write_secrets_file (self, error);
 }
 
 static GVariant *
@@ -246,11 +304,22 @@ exec_start (VdEgress *self)
   g_autofree gchar *up = g_strdup_printf ("%" G_GUINT64_FORMAT, vd_config_get_egress_limit_up (self->config));
   g_autofree gchar *down = g_strdup_printf ("%" G_GUINT64_FORMAT, vd_config_get_egress_limit_down (self->config));
   g_autofree gchar *entries = g_strdup_printf ("%u", vd_config_get_egress_log_max_entries (self->config));
+  g_autofree gchar *secrets = g_build_filename (self->dir, "secrets", NULL);
+  g_autofree gchar *upstream_ca = vd_config_dup_egress_upstream_ca (self->config);
   const gchar *argv[] = { binary, "--dir", self->dir, "--policy", policy, "--deny", deny, "--peer-uid", peer,
                           "--guest-address", VD_EGRESS_GUEST_ADDRESS, "--limit-up", up, "--limit-down", down,
                           "--log-max-entries", entries, NULL };
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_auto(GStrv) all = NULL;
 
-  return g_variant_new_parsed ("[(%s, %^as, false)]", binary, argv);
+  g_strv_builder_addv (b, argv);
+  if (self->secrets != NULL) {
+    g_strv_builder_add_many (b, "--secrets", secrets, NULL);
+    if (upstream_ca != NULL)
+      g_strv_builder_add_many (b, "--upstream-ca", upstream_ca, NULL);
+  }
+  all = g_strv_builder_end (b);
+  return g_variant_new_parsed ("[(%s, %^as, false)]", binary, all);
 }
 
 /* The proxy reaches the internet, never the host's networks: layer 1 here,
@@ -495,26 +564,76 @@ keep_log (VdEgress *self)
   prune_kept_logs (dir);
 }
 
-void
-vd_egress_stop_sync (VdEgress *self)
+/* What comes after the unit's stop, however it was stopped. */
+static void
+finish_stop (VdEgress *self)
 {
   g_autoptr(GError) error = NULL;
 
+  vd_systemd_reset_failed_unit (self->systemd, self->unit);
+  keep_log (self);
+  if (!vd_fs_rm_rf (self->dir, &error))
+    vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot remove %s: %s", self->dir, error->message);
+}
+
+/* FALSE when there is nothing to stop any more. */
+static gboolean
+begin_stop (VdEgress *self)
+{
   if (self->stopped)
-    return;
+    return FALSE;
   self->stopped = TRUE;
   if (self->exit_source != 0)
     g_source_remove (self->exit_source);
   self->exit_source = 0;
   close_pidfd (self);
+  return TRUE;
+}
+
+void
+vd_egress_stop_sync (VdEgress *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!begin_stop (self))
+    return;
   if (vd_systemd_unit_is_loaded (self->systemd, self->unit) &&
       !vd_systemd_stop_unit_sync (self->systemd, self->unit, 10000, &error))
     vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot stop %s: %s", self->unit, error->message);
-  vd_systemd_reset_failed_unit (self->systemd, self->unit);
-  keep_log (self);
-  g_clear_error (&error);
-  if (!vd_fs_rm_rf (self->dir, &error))
-    vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot remove %s: %s", self->dir, error->message);
+  finish_stop (self);
+}
+
+static void
+unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  VdEgress *self = g_task_get_source_object (task);
+  g_autoptr(GError) error = NULL;
+
+  /* A proxy that is gone already makes StopUnit fail: nothing to say. */
+  if (!vd_systemd_stop_unit_finish (self->systemd, res, &error) && vd_systemd_unit_is_loaded (self->systemd, self->unit))
+    vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "cannot stop %s: %s", self->unit, error->message);
+  finish_stop (self);
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+vd_egress_stop_async (VdEgress *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+
+  if (!begin_stop (self)) {
+    g_task_return_boolean (task, TRUE);
+    g_object_unref (task);
+    return;
+  }
+  vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, unit_stopped_cb, task);
+}
+
+gboolean
+vd_egress_stop_finish (VdEgress *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
 }
 
 gchar *

@@ -44,6 +44,16 @@ VdEgress    *vd_egress_new          (VdConfig             *config,
  * on the proxy (rightly) drop its queries there. Before the start. */
 void         vd_egress_set_resolv_conf (VdEgress    *self,
                                         const gchar *path);
+/* The session's secrets with their placeholders (docs/secrets.md), or
+ * NULL: written for the proxy as DIR/secrets (its uid, 0400; it removes
+ * the file once read) and the proxy then makes the session's CA. Before
+ * the start. */
+void         vd_egress_set_secrets  (VdEgress    *self,
+                                     GPtrArray   *secrets);
+/* The session CA's certificate (PEM) the proxy wrote, once started with
+ * secrets; NULL with an error otherwise. */
+gchar       *vd_egress_dup_ca_pem   (VdEgress    *self,
+                                     GError     **error);
 const gchar *vd_egress_get_unit     (VdEgress *self);
 const gchar *vd_egress_get_dir      (VdEgress *self);
 /* "starting", "running", "failed"; and why it failed, or "". */
@@ -66,6 +76,13 @@ gboolean     vd_egress_start_finish (VdEgress      *self,
 /* Stops the unit, keeps the decision log as
  * /var/lib/vivarium/logs/egress/<session>.jsonl, removes the directory. */
 void         vd_egress_stop_sync    (VdEgress *self);
+/* The same without blocking: a session's teardown step. */
+void         vd_egress_stop_async   (VdEgress           *self,
+                                     GAsyncReadyCallback callback,
+                                     gpointer            user_data);
+gboolean     vd_egress_stop_finish  (VdEgress      *self,
+                                     GAsyncResult  *result,
+                                     GError       **error);
 /* The decision log: the live one while the proxy runs, the kept one after. */
 gchar       *vd_egress_dup_log_path (VdEgress *self);
 

@@ -26,6 +26,7 @@
 #include "vd-job.h"
 #include "vd-log.h"
 #include "vd-manager.h"
+#include "vd-secret-store.h"
 #include "vd-egress-options.h"
 #include "vd-egress-rules.h"
 #include "vd-progress.h"
@@ -65,6 +66,7 @@ struct _VdManager {
   VdReportStore        *reports;
   VdWorkerGrants       *grants;
   VdTaskRunner         *runner;
+  VdSecretStore        *secrets;
   VdSelfTest           *self_test;    /* the run in progress, if any */
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
@@ -88,6 +90,7 @@ vd_manager_finalize (GObject *object)
   g_clear_object (&self->pool);
   g_clear_object (&self->projects);
   g_clear_object (&self->runner);
+  g_clear_object (&self->secrets);
   g_clear_object (&self->reports);
   g_clear_object (&self->grants);
   g_clear_object (&self->guard);
@@ -764,7 +767,7 @@ parse_session_options (VdManager *self, const gchar *project, GVariant *options,
 {
   VdProject *p = project[0] != '\0' ? vd_project_store_lookup (self->projects, project, NULL) : NULL;
   g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
-  const gchar *known[] = { "memory", "cpus", "timeout", "egress", "egress_groups", "egress_allow", NULL };
+  const gchar *known[] = { "memory", "cpus", "timeout", "egress", "egress_groups", "egress_allow", "secrets", NULL };
   GVariantIter iter;
   const gchar *key;
 
@@ -772,7 +775,8 @@ parse_session_options (VdManager *self, const gchar *project, GVariant *options,
   while (g_variant_iter_next (&iter, "{&sv}", &key, NULL)) {
     if (!g_strv_contains (known, key)) {
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                   "Unknown session option “%s” (known: memory, cpus, timeout, egress, egress_groups, egress_allow)", key);
+                   "Unknown session option “%s” (known: memory, cpus, timeout, egress, egress_groups, egress_allow, "
+                   "secrets)", key);
       return FALSE;
     }
   }
@@ -784,8 +788,10 @@ parse_session_options (VdManager *self, const gchar *project, GVariant *options,
   if (!parse_uint_option (dict, "memory", VIVARIUM_MEMORY_MIN_MIB, VIVARIUM_MEMORY_MAX_MIB, &out->memory_mib, error) ||
       !parse_uint_option (dict, "cpus", 1, VIVARIUM_CPUS_MAX, &out->cpus, error) ||
       !parse_uint_option (dict, "timeout", 0, VIVARIUM_TIMEOUT_MAX_SEC, &out->timeout_sec, error) ||
-      !vd_egress_options_parse (self->config, p, dict, VD_EGRESS_FOR_SESSION, egress, error))
+      !vd_egress_options_parse (self->config, p, dict, VD_EGRESS_FOR_SESSION, egress, error) ||
+      !vd_egress_options_parse_secrets (self->config, self->secrets, p, dict, egress, error))
     return FALSE;
+  out->secrets = egress->secrets;
   out->egress_mode = egress->mode;
   out->egress_groups = (const gchar * const *) egress->groups;
   out->egress_allow = (const gchar * const *) egress->allow;
@@ -1553,6 +1559,10 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
   self->runner = vd_task_runner_new (config, self->systemd, self->pool, self->guard, self->projects, self->reports,
                                      self->grants, idle, export_func, self);
   {
+    g_autofree gchar *secrets = vd_config_build_state_path (config, "secrets", NULL);
+    self->secrets = vd_secret_store_new (secrets);
+    vd_task_runner_set_secret_store (self->runner, self->secrets);
+    vd_project_store_set_secret_store (self->projects, self->secrets);
   }
   return self;
 }
@@ -1592,6 +1602,7 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-import-image", G_CALLBACK (handle_import_image), self);
   g_signal_connect (s, "handle-start-session", G_CALLBACK (handle_start_session), self);
   g_signal_connect (s, "handle-check-egress", G_CALLBACK (handle_check_egress), self);
+  vd_secret_store_connect (self->secrets, s);
   g_signal_connect (vd_guard_get_skeleton (self->guard), "handle-run-self-test", G_CALLBACK (handle_run_self_test), self);
   g_signal_connect (self->pool, "session-added", G_CALLBACK (session_added_cb), self);
   g_signal_connect (self->pool, "session-removed", G_CALLBACK (session_removed_cb), self);

@@ -35,6 +35,7 @@ struct _VdProjectStore {
   GHashTable  *entries;   /* name → Entry */
   GHashTable  *pending;   /* names being created */
   VdConfig    *config;    /* what SetEgress's groups are checked against */
+  VdSecretStore *secrets; /* what SetSecrets's names are checked against */
 };
 
 G_DEFINE_TYPE (VdProjectStore, vd_project_store, G_TYPE_OBJECT)
@@ -64,6 +65,7 @@ vd_project_store_finalize (GObject *object)
   g_free (self->keys_dir);
   g_free (self->remotes_dir);
   g_clear_object (&self->config);
+  g_clear_object (&self->secrets);
   G_OBJECT_CLASS (vd_project_store_parent_class)->finalize (object);
 }
 
@@ -104,6 +106,12 @@ vd_project_store_set_config (VdProjectStore *self, VdConfig *config)
   g_set_object (&self->config, config);
 }
 
+void
+vd_project_store_set_secret_store (VdProjectStore *self, VdSecretStore *secrets)
+{
+  g_set_object (&self->secrets, secrets);
+}
+
 /* --- the file:// rule -------------------------------------------------- */
 
 gboolean
@@ -141,6 +149,10 @@ refresh_egress (Entry *entry)
 
   vivarium_dbus_project_set_egress_mode (entry->skeleton, mode != NULL ? mode : "");
   vivarium_dbus_project_set_egress_groups (entry->skeleton, groups != NULL ? (const gchar * const *) groups : none);
+  {
+    g_auto(GStrv) secrets = vd_project_get_secrets (entry->project);
+    vivarium_dbus_project_set_secrets (entry->skeleton, secrets != NULL ? (const gchar * const *) secrets : none);
+  }
 }
 
 static void
@@ -289,6 +301,33 @@ handle_set_egress (VivariumDBusProject *iface, GDBusMethodInvocation *invocation
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* The names must be stored now (the secrets are loaded, with throwaway
+ * placeholders); a secret removed later fails the next start. */
+static gboolean
+handle_set_secrets (VivariumDBusProject *iface, GDBusMethodInvocation *invocation, const gchar * const *names,
+                    gpointer user_data)
+{
+  Entry *entry = user_data;
+  g_autoptr(GPtrArray) loaded = NULL;
+  GError *error = NULL;
+
+  if (entry->store->secrets == NULL) {
+    g_dbus_method_invocation_return_error_literal (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                                                   "The daemon has no secret store");
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  loaded = vd_secret_store_for_session (entry->store->secrets, names, &error);
+  if (loaded == NULL || !vd_project_set_secrets (entry->project, names, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vd_log_project (G_LOG_LEVEL_INFO, vd_project_get_name (entry->project), "project %s: %u default secrets set",
+                  vd_project_get_name (entry->project), loaded->len);
+  refresh_egress (entry);
+  vivarium_dbus_project_complete_set_secrets (iface, invocation);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 static void
 publish_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -408,6 +447,7 @@ add_project (VdProjectStore *self, VdProject *project, GError **error)
   g_signal_connect (entry->skeleton, "handle-log", G_CALLBACK (handle_log), entry);
   g_signal_connect (entry->skeleton, "handle-set-remote", G_CALLBACK (handle_set_remote), entry);
   g_signal_connect (entry->skeleton, "handle-set-egress", G_CALLBACK (handle_set_egress), entry);
+  g_signal_connect (entry->skeleton, "handle-set-secrets", G_CALLBACK (handle_set_secrets), entry);
   g_signal_connect (entry->skeleton, "handle-publish", G_CALLBACK (handle_publish), entry);
   g_signal_connect (entry->skeleton, "handle-delete", G_CALLBACK (handle_delete), entry);
   if (!self->export_func (G_DBUS_INTERFACE_SKELETON (entry->skeleton), entry->path, self->export_data, error)) {

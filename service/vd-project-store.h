@@ -6,6 +6,7 @@
 #include "vd-config.h"
 
 #include "vd-project.h"
+#include "vd-secret-store.h"
 #include "vd-session-pool.h"
 
 G_BEGIN_DECLS
@@ -37,6 +38,9 @@ VdProjectStore *vd_project_store_new          (const gchar  *projects_dir,
 /* For checking Project.SetEgress's groups. */
 void            vd_project_store_set_config   (VdProjectStore *self,
                                                VdConfig       *config);
+/* For checking Project.SetSecrets's names. */
+void            vd_project_store_set_secret_store (VdProjectStore *self,
+                                                   VdSecretStore  *secrets);
 /* Sweeps what a crash left, loads and exports every complete project. */
 void            vd_project_store_load         (VdProjectStore *self);
 const gchar   **vd_project_store_list_paths   (VdProjectStore *self);

@@ -15,6 +15,7 @@
 #include "vivarium-names.h"
 #include "vd-fs.h"
 #include "vd-project.h"
+#include "vivarium-secret.h"
 
 #define RECORD_NAME "project.json"
 
@@ -38,6 +39,7 @@ struct _VdProject {
   gchar     *host_key;   /* the ssh host key's SHA-256, pinned on first publish */
   gchar     *egress_mode;   /* the project's egress default, NULL: the config's */
   GStrv      egress_groups; /* NULL: the config's */
+  GStrv      secrets;       /* NULL: none */
   VdDataset *dataset;
   VdRepo    *repo;
 };
@@ -65,6 +67,7 @@ vd_project_finalize (GObject *object)
   g_free (self->host_key);
   g_free (self->egress_mode);
   g_strfreev (self->egress_groups);
+  g_strfreev (self->secrets);
   g_clear_object (&self->dataset);
   g_clear_object (&self->repo);
   G_OBJECT_CLASS (vd_project_parent_class)->finalize (object);
@@ -170,6 +173,11 @@ record_write (VdProject *self, GError **error)
   for (guint i = 0; self->egress_groups != NULL && self->egress_groups[i] != NULL; i++)
     json_builder_add_string_value (b, self->egress_groups[i]);
   json_builder_end_array (b);
+  json_builder_set_member_name (b, "secrets");
+  json_builder_begin_array (b);
+  for (guint i = 0; self->secrets != NULL && self->secrets[i] != NULL; i++)
+    json_builder_add_string_value (b, self->secrets[i]);
+  json_builder_end_array (b);
   json_builder_end_object (b);
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
@@ -195,7 +203,7 @@ member_string (JsonObject *o, const gchar *name)
 
 /* A list of names (root wrote it; still only names are taken), or NULL. */
 static GStrv
-member_names (JsonObject *o, const gchar *name)
+member_names_checked (JsonObject *o, const gchar *name, gboolean (*valid) (const gchar *))
 {
   JsonNode *n = json_object_get_member (o, name);
   g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
@@ -208,12 +216,24 @@ member_names (JsonObject *o, const gchar *name)
   for (guint i = 0; i < json_array_get_length (a) && i < VD_PROJECT_EGRESS_GROUPS_MAX; i++) {
     JsonNode *e = json_array_get_element (a, i);
     if (JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING &&
-        vivarium_name_validate ("group", json_node_get_string (e), NULL)) {
+        valid (json_node_get_string (e))) {
       g_strv_builder_add (b, json_node_get_string (e));
       count++;
     }
   }
   return count > 0 ? g_strv_builder_end (b) : NULL;
+}
+
+static gboolean
+group_name_is_valid (const gchar *name)
+{
+  return vivarium_name_validate ("group", name, NULL);
+}
+
+static GStrv
+member_names (JsonObject *o, const gchar *name)
+{
+  return member_names_checked (o, name, group_name_is_valid);
 }
 
 static gboolean
@@ -243,6 +263,7 @@ record_read (VdProject *self, guint64 *quota, VdDatasetBackend *backend, GError 
   self->host_key = member_string (o, "ssh_host_key_sha256");
   self->egress_mode = member_string (o, "egress_mode");
   self->egress_groups = member_names (o, "egress_groups");
+  self->secrets = member_names_checked (o, "secrets", vivarium_secret_name_is_valid);
   return TRUE;
 }
 
@@ -861,6 +882,26 @@ vd_project_set_egress (VdProject *self, const gchar *mode, const gchar * const *
     self->egress_mode = mode[0] != '\0' ? g_strdup (mode) : NULL;
     g_strfreev (self->egress_groups);
     self->egress_groups = groups != NULL && groups[0] != NULL ? g_strdupv ((gchar **) groups) : NULL;
+  }
+  return record_write (self, error);
+}
+
+GStrv
+vd_project_get_secrets (VdProject *self)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+
+  return g_strdupv (self->secrets);
+}
+
+/* The caller has checked the names against the secret store. */
+gboolean
+vd_project_set_secrets (VdProject *self, const gchar * const *names, GError **error)
+{
+  {
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+    g_strfreev (self->secrets);
+    self->secrets = names != NULL && names[0] != NULL ? g_strdupv ((gchar **) names) : NULL;
   }
   return record_write (self, error);
 }

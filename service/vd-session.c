@@ -25,6 +25,7 @@
 #include "vd-qemu-command.h"
 #include "vd-qmp-client.h"
 #include "vd-session.h"
+#include "vivarium-secret.h"
 #include "vd-unit-sandbox.h"
 #include "vd-session-snapshot.h"
 
@@ -81,6 +82,7 @@ struct _VdSession {
   gchar                *end_detail;    /* how, in systemd's words ("signal, SIGKILL"), or NULL */
   GStrv                 egress_groups; /* the options' copies */
   GStrv                 egress_allow;
+  GPtrArray            *secrets;       /* VivariumSecret* with placeholders, or NULL */
   guint32               egress_uid;
   VdEgress             *egress;        /* allowlist mode, once started */
 };
@@ -101,6 +103,7 @@ vd_session_finalize (GObject *object)
   g_clear_object (&self->egress);
   g_strfreev (self->egress_groups);
   g_strfreev (self->egress_allow);
+  g_clear_pointer (&self->secrets, g_ptr_array_unref);
   g_clear_object (&self->qmp);
   g_clear_object (&self->agent);
   g_clear_object (&self->image);
@@ -281,6 +284,19 @@ open_command_log_file (VdSession *self)
                     self->id, error->message);
 }
 
+/* Names only: a placeholder is the guest's, a value nobody's. */
+static void
+set_secrets_property (VdSession *self)
+{
+  g_autoptr(GStrvBuilder) names = g_strv_builder_new ();
+  g_auto(GStrv) list = NULL;
+
+  for (guint i = 0; self->secrets != NULL && i < self->secrets->len; i++)
+    g_strv_builder_add (names, ((VivariumSecret *) self->secrets->pdata[i])->name);
+  list = g_strv_builder_end (names);
+  vivarium_dbus_session_set_secrets (self->skeleton, (const gchar * const *) list);
+}
+
 VdSession *
 vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connection, VdImage *image,
                 const gchar *project_dir, guint32 uid, const VdSessionOptions *options, GPtrArray *deny_list)
@@ -299,6 +315,8 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   self->egress_allow = g_strdupv ((gchar **) options->egress_allow);
   self->options.egress_groups = NULL;
   self->options.egress_allow = NULL;
+  self->secrets = options->secrets != NULL && options->secrets->len > 0 ? g_ptr_array_ref (options->secrets) : NULL;
+  self->options.secrets = NULL;
   self->deny_list = g_ptr_array_ref (deny_list);
   self->state_dir = vd_config_build_state_path (config, "sessions", self->id, NULL);
   self->runtime_dir = g_build_filename (vd_config_get_runtime_dir (config), "sessions", self->id, NULL);
@@ -323,6 +341,7 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   vivarium_dbus_session_set_egress_state (s, options->egress_mode == VD_EGRESS_MODE_ALLOWLIST ? "starting" : "off");
   vivarium_dbus_session_set_egress_state_reason (s, "");
   vivarium_dbus_session_set_egress_rules (s, none);
+  set_secrets_property (self);
   g_signal_connect (s, "handle-get-egress-log", G_CALLBACK (handle_get_egress_log), self);
   g_signal_connect (s, "handle-exec", G_CALLBACK (handle_exec), self);
   g_signal_connect (s, "handle-read-file", G_CALLBACK (handle_read_file), self);
@@ -530,6 +549,20 @@ teardown_data_free (TeardownData *data)
   g_free (data);
 }
 
+/* The proxy goes after QEMU (a guest never outlives its way out), as a
+ * step of its own: the main loop goes on meanwhile. */
+static void
+egress_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GTask) task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  TeardownData *data = g_task_get_task_data (task);
+
+  vd_egress_stop_finish (VD_EGRESS (source), res, NULL);
+  remove_files_and_check (self, data->failed, data->reason);
+  g_task_return_boolean (task, TRUE);
+}
+
 static void
 unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -548,11 +581,15 @@ unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (self->end_detail != NULL) {
     g_autofree gchar *reason = g_strdup_printf ("%s (systemd: %s)", data->reason, self->end_detail);
     vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: %s", self->id, reason);
-    remove_files_and_check (self, data->failed, reason);
-  } else {
-    remove_files_and_check (self, data->failed, data->reason);
+    g_free (data->reason);
+    data->reason = g_steal_pointer (&reason);
   }
-  g_task_return_boolean (task, TRUE);
+  if (self->egress == NULL) {
+    remove_files_and_check (self, data->failed, data->reason);
+    g_task_return_boolean (task, TRUE);
+    return;
+  }
+  vd_egress_stop_async (self->egress, egress_stopped_cb, g_steal_pointer (&task));
 }
 
 /* @reason: what StateReason says once it ended, or NULL */
@@ -742,6 +779,45 @@ start_done (GTask *task)
 #define EGRESS_GUEST_SETUP \
   "printf 'nameserver " VD_EGRESS_GUEST_ADDRESS "\\noptions use-vc\\n' > /etc/resolv.conf"
 
+/* With secrets (docs/secrets.md), after the resolver: $1 the session CA's
+ * certificate, then NAME PLACEHOLDER pairs. The CA goes where TLS clients
+ * look (update-ca-certificates, where the guest has it, rebuilds the
+ * bundle with it); each placeholder into /run/vivarium-secrets/NAME. The
+ * arguments are data, never spliced into the script. */
+#define SECRETS_GUEST_SETUP \
+  "\nca=$1; shift\n" \
+  "mkdir -p /usr/local/share/ca-certificates /etc/ssl/certs " VIVARIUM_SECRET_GUEST_DIR " || exit 1\n" \
+  "printf '%s\\n' \"$ca\" > /usr/local/share/ca-certificates/vivarium-session-ca.crt || exit 1\n" \
+  "printf '%s\\n' \"$ca\" >> /etc/ssl/certs/ca-certificates.crt || exit 1\n" \
+  "if command -v update-ca-certificates >/dev/null; then update-ca-certificates >/dev/null 2>&1; fi\n" \
+  "while [ $# -ge 2 ]; do\n" \
+  "  printf '%s' \"$2\" > " VIVARIUM_SECRET_GUEST_DIR "/\"$1\" && chmod 0644 " VIVARIUM_SECRET_GUEST_DIR "/\"$1\" || exit 1\n" \
+  "  shift 2\n" \
+  "done\n"
+
+/* argv of the guest's egress set-up: sh -c SCRIPT sh [CA NAME PLACEHOLDER…]. */
+static GStrv
+egress_guest_setup_argv (VdSession *self, GError **error)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_autofree gchar *ca = NULL;
+
+  if (self->secrets == NULL) {
+    g_strv_builder_add_many (b, "/bin/sh", "-c", EGRESS_GUEST_SETUP, NULL);
+    return g_strv_builder_end (b);
+  }
+  ca = vd_egress_dup_ca_pem (self->egress, error);
+  if (ca == NULL)
+    return NULL;
+  g_strchomp (ca);
+  g_strv_builder_add_many (b, "/bin/sh", "-c", EGRESS_GUEST_SETUP SECRETS_GUEST_SETUP, "sh", ca, NULL);
+  for (guint i = 0; i < self->secrets->len; i++) {
+    VivariumSecret *secret = self->secrets->pdata[i];
+    g_strv_builder_add_many (b, secret->name, secret->placeholder, NULL);
+  }
+  return g_strv_builder_end (b);
+}
+
 static void
 egress_guest_set_up_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -765,19 +841,21 @@ static void
 guest_ready (GTask *task)
 {
   VdSession *self = g_task_get_source_object (task);
-  g_autofree gchar *script = NULL;
+  g_auto(GStrv) argv = NULL;
+  GError *error = NULL;
 
   if (self->egress == NULL) {
     start_done (task);
     return;
   }
   step_begin (self);
-  script = g_strdup (EGRESS_GUEST_SETUP);
-  {
-    const gchar *argv[] = { "/bin/sh", "-c", script, NULL };
-    vd_agent_client_exec_async (self->agent, argv, NULL, NULL, 30000, 4096, g_task_get_cancellable (task),
-                                egress_guest_set_up_cb, task);
+  argv = egress_guest_setup_argv (self, &error);
+  if (argv == NULL) {
+    start_failed (task, error);
+    return;
   }
+  vd_agent_client_exec_async (self->agent, (const gchar * const *) argv, NULL, NULL, 30000, 4096,
+                              g_task_get_cancellable (task), egress_guest_set_up_cb, task);
 }
 
 static void
@@ -1023,6 +1101,7 @@ start_egress (GTask *task)
   self->egress = vd_egress_new (self->config, self->systemd, self->id, self->egress_uid, self->uid, policy,
                                 self->deny_list);
   vd_egress_set_resolv_conf (self->egress, self->resolv_conf);
+  vd_egress_set_secrets (self->egress, self->secrets);
   rules = vd_egress_describe_rules (self->egress);
   vivarium_dbus_session_set_egress_rules (self->skeleton, (const gchar * const *) rules);
   g_signal_connect_object (self->egress, "state-changed", G_CALLBACK (egress_state_changed_cb), self, 0);
@@ -1373,11 +1452,35 @@ validate_exec (const gchar * const *argv, const gchar * const *env, const gchar 
   return TRUE;
 }
 
+/* Every command sees the session's placeholders as $NAME; a caller's own
+ * NAME= wins. */
+static GStrv
+exec_env (VdSession *self, const gchar * const *env)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+
+  g_strv_builder_addv (b, (const gchar **) env);
+  for (guint i = 0; self->secrets != NULL && i < self->secrets->len; i++) {
+    VivariumSecret *secret = self->secrets->pdata[i];
+    g_autofree gchar *prefix = g_strconcat (secret->name, "=", NULL);
+    gboolean given = FALSE;
+
+    for (guint j = 0; env != NULL && env[j] != NULL && !given; j++)
+      given = g_str_has_prefix (env[j], prefix);
+    if (!given) {
+      g_autofree gchar *entry = g_strconcat (prefix, secret->placeholder, NULL);
+      g_strv_builder_add (b, entry);
+    }
+  }
+  return g_strv_builder_end (b);
+}
+
 static gboolean
 handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar * const *argv,
              const gchar * const *env, const gchar *cwd, guint timeout, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
+  g_auto(GStrv) full_env = NULL;
   CallData *call;
   GError *error = NULL;
 
@@ -1390,8 +1493,9 @@ handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, cons
   /* The log records the caller's argv and cwd, not the agent's wrapper. */
   call = call_data_new (self, invocation, "exec", argv, cwd);
   call->timeout_sec = timeout;
-  vd_agent_client_exec_async (self->agent, argv, env, cwd, timeout * 1000, VIVARIUM_OUTPUT_CAP, NULL,
-                              exec_done_cb, call);
+  full_env = exec_env (self, env);
+  vd_agent_client_exec_async (self->agent, argv, (const gchar * const *) full_env, cwd, timeout * 1000,
+                              VIVARIUM_OUTPUT_CAP, NULL, exec_done_cb, call);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 

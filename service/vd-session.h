@@ -26,6 +26,9 @@ typedef struct {
    * keeps copies) */
   const gchar * const *egress_groups;
   const gchar * const *egress_allow;
+  /* allowlist: VivariumSecret* with placeholders, or NULL (vd_session_new
+   * takes a reference) */
+  GPtrArray           *secrets;
 } VdSessionOptions;
 
 #define VD_TYPE_SESSION (vd_session_get_type ())

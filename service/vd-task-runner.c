@@ -45,6 +45,7 @@ struct _VdTaskRunner {
   VdProjectStore *projects;
   VdReportStore  *reports;
   VdWorkerGrants *grants;
+  VdSecretStore  *secrets;
   VdIdle         *idle;
   VdExportFunc    export_func;
   gpointer        export_data;
@@ -164,6 +165,7 @@ vd_task_runner_finalize (GObject *object)
   g_clear_object (&self->projects);
   g_clear_object (&self->reports);
   g_clear_object (&self->grants);
+  g_clear_object (&self->secrets);
   g_clear_object (&self->idle);
   G_OBJECT_CLASS (vd_task_runner_parent_class)->finalize (object);
 }
@@ -183,6 +185,12 @@ vd_task_runner_init (VdTaskRunner *self)
 {
   self->tasks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   self->runs = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) run_free);
+}
+
+void
+vd_task_runner_set_secret_store (VdTaskRunner *self, VdSecretStore *store)
+{
+  g_set_object (&self->secrets, store);
 }
 
 VdTaskRunner *
@@ -377,10 +385,11 @@ opt_one (VdTaskRunner *self, Run *run, const gchar *key, GVariant *v, gchar **wo
   if (g_str_equal (key, "tools"))
     return opt_tools (run, v, error);
   /* Checked together, after the loop. */
-  if (g_str_equal (key, "egress") || g_str_equal (key, "egress_groups") || g_str_equal (key, "egress_allow"))
+  if (g_str_equal (key, "egress") || g_str_equal (key, "egress_groups") || g_str_equal (key, "egress_allow") ||
+      g_str_equal (key, "secrets"))
     return TRUE;
   return opt_fail (error, key, "is unknown (known: worker, script, verify, timeout, memory, cpus, tools, egress, "
-                   "egress_groups, egress_allow)");
+                   "egress_groups, egress_allow, secrets)");
 }
 
 /* The work session and the verification re-run get the same egress. */
@@ -390,11 +399,13 @@ parse_egress (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
   g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
   VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
 
-  if (!vd_egress_options_parse (self->config, project, dict, VD_EGRESS_FOR_TASK, &run->egress, error))
+  if (!vd_egress_options_parse (self->config, project, dict, VD_EGRESS_FOR_TASK, &run->egress, error) ||
+      !vd_egress_options_parse_secrets (self->config, self->secrets, project, dict, &run->egress, error))
     return FALSE;
   run->session_options.egress_mode = run->egress.mode;
   run->session_options.egress_groups = (const gchar * const *) run->egress.groups;
   run->session_options.egress_allow = (const gchar * const *) run->egress.allow;
+  run->session_options.secrets = run->egress.secrets;
   return TRUE;
 }
 
@@ -490,6 +501,13 @@ egress_policy_words (Run *run)
   g_string_append_printf (s, "groups %s", groups != NULL && groups[0] != '\0' ? groups : "none");
   if (allow != NULL && allow[0] != '\0')
     g_string_append_printf (s, "; allow %s", allow);
+  /* Names and hosts only: the guest held placeholders, the proxy put the
+   * values in for these hosts. */
+  for (guint i = 0; run->egress.secrets != NULL && i < run->egress.secrets->len; i++) {
+    VivariumSecret *secret = run->egress.secrets->pdata[i];
+    g_autofree gchar *hosts = g_strjoinv (", ", secret->hosts);
+    g_string_append_printf (s, "%s%s for %s", i == 0 ? "; secrets " : ", ", secret->name, hosts);
+  }
   return g_string_free (g_steal_pointer (&s), FALSE);
 }
 
@@ -748,6 +766,9 @@ start_verification (Run *run)
   VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
   VdSessionOptions opts = run->session_options;
   g_autoptr(GError) error = NULL;
+
+  /* The verification judges the tree, not the hosts: no secrets. */
+  opts.secrets = NULL;
 
   run->verify_command = g_strdup (run->caller_verify != NULL ? run->caller_verify : run->worker_verify);
   run->verify_whose = run->caller_verify != NULL ? VIVARIUM_VERIFY_WHOSE_CALLER

@@ -10,6 +10,7 @@
 #include "vd-project-store.h"
 #include "vd-report-store.h"
 #include "vd-session-pool.h"
+#include "vd-secret-store.h"
 #include "vd-systemd.h"
 #include "vd-task.h"
 #include "vd-worker-grants.h"
@@ -46,6 +47,9 @@ VdTaskRunner *vd_task_runner_new        (VdConfig       *config,
                                          VdIdle         *idle,
                                          VdExportFunc    export_func,
                                          gpointer        export_data);
+/* Where SubmitTask's "secrets" come from. */
+void          vd_task_runner_set_secret_store (VdTaskRunner  *self,
+                                               VdSecretStore *store);
 /* @image: frozen and verified bootable by the caller (the manager). */
 VdTask       *vd_task_runner_submit     (VdTaskRunner *self,
                                          const gchar  *project,

@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdSecretStore"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+#include <gio/gunixfdlist.h>
+
+#include "vivarium-error.h"
+#include "vd-fs.h"
+#include "vd-secret-store.h"
+
+#define SECRET_SUFFIX ".secret"
+#define SECRET_FILE_MODE 0600
+#define SECRETS_DIR_MODE 0700
+/* How long AddSecret waits for the caller's descriptor to say everything
+ * (a pipe whose writer never closes would hold the call forever). */
+#define VALUE_READ_TIMEOUT_MS 10000
+
+struct _VdSecretStore {
+  GObject  parent_instance;
+  gchar   *dir;
+};
+
+G_DEFINE_TYPE (VdSecretStore, vd_secret_store, G_TYPE_OBJECT)
+
+static void
+vd_secret_store_finalize (GObject *object)
+{
+  g_free (VD_SECRET_STORE (object)->dir);
+  G_OBJECT_CLASS (vd_secret_store_parent_class)->finalize (object);
+}
+
+static void
+vd_secret_store_class_init (VdSecretStoreClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_secret_store_finalize;
+}
+
+static void
+vd_secret_store_init (VdSecretStore *self)
+{
+}
+
+VdSecretStore *
+vd_secret_store_new (const gchar *dir)
+{
+  VdSecretStore *self = g_object_new (VD_TYPE_SECRET_STORE, NULL);
+
+  self->dir = g_strdup (dir);
+  return self;
+}
+
+static gboolean
+check_name (const gchar *name, GError **error)
+{
+  if (vivarium_secret_name_is_valid (name))
+    return TRUE;
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+               "“%s” is not a secret's name: a letter or '_' and then at most 63 letters, digits or '_'",
+               g_utf8_validate (name, -1, NULL) && strlen (name) <= 80 ? name : "(not shown)");
+  return FALSE;
+}
+
+static gchar *
+path_of (VdSecretStore *self, const gchar *name)
+{
+  g_autofree gchar *file = g_strconcat (name, SECRET_SUFFIX, NULL);
+
+  return g_build_filename (self->dir, file, NULL);
+}
+
+/* The directory is root's and 0700 whatever was there: a store another
+ * user could list would tell which hosts have tokens. */
+static gboolean
+ensure_dir (VdSecretStore *self, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+
+  if (!vd_fs_mkdir (self->dir, SECRETS_DIR_MODE, 0, 0, &local) || chmod (self->dir, SECRETS_DIR_MODE) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot prepare the secret store %s: %s", self->dir,
+                 local != NULL ? local->message : g_strerror (errno));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static VivariumSecret *
+load_secret (VdSecretStore *self, const gchar *name, GError **error)
+{
+  g_autofree gchar *path = path_of (self, name);
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GPtrArray) secrets = NULL;
+
+  if (!g_file_test (path, G_FILE_TEST_EXISTS)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND, "There is no secret named “%s”", name);
+    return NULL;
+  }
+  secrets = vivarium_secrets_load (path, &local);
+  if (secrets == NULL || secrets->len != 1 ||
+      g_strcmp0 (((VivariumSecret *) secrets->pdata[0])->name, name) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The stored secret “%s” cannot be read: %s", name,
+                 local != NULL ? local->message : "its file holds another secret");
+    return NULL;
+  }
+  return g_ptr_array_steal_index (secrets, 0);
+}
+
+gboolean
+vd_secret_store_add (VdSecretStore *self, VivariumSecret *secret, gboolean replace, GError **error)
+{
+  g_autoptr(GPtrArray) one = g_ptr_array_new ();
+  g_autofree gchar *path = NULL;
+  g_autoptr(GError) local = NULL;
+
+  g_return_val_if_fail (secret->placeholder == NULL, FALSE);
+  if (!check_name (secret->name, error))
+    return FALSE;
+  secret->added_at = g_get_real_time () / G_USEC_PER_SEC;
+  if (!vivarium_secret_check (secret, &local)) {
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, local->message);
+    return FALSE;
+  }
+  if (!ensure_dir (self, error))
+    return FALSE;
+  path = path_of (self, secret->name);
+  if (!replace && g_file_test (path, G_FILE_TEST_EXISTS)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS,
+                 "A secret named “%s” is stored already (replace it with the option “replace”)", secret->name);
+    return FALSE;
+  }
+  g_ptr_array_add (one, secret);
+  if (!vivarium_secrets_save (one, path, SECRET_FILE_MODE, &local)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot store the secret “%s”: %s", secret->name,
+                 local->message);
+    return FALSE;
+  }
+  g_message ("secret %s stored for %u hosts", secret->name, g_strv_length (secret->hosts));
+  return TRUE;
+}
+
+gboolean
+vd_secret_store_remove (VdSecretStore *self, const gchar *name, GError **error)
+{
+  g_autofree gchar *path = NULL;
+
+  if (!check_name (name, error))
+    return FALSE;
+  path = path_of (self, name);
+  if (g_unlink (path) != 0) {
+    int saved = errno;
+    g_set_error (error, VIVARIUM_ERROR, saved == ENOENT ? VIVARIUM_ERROR_NOT_FOUND : VIVARIUM_ERROR_FAILED,
+                 saved == ENOENT ? "There is no secret named “%s”" : "Cannot remove the secret “%s”", name);
+    return FALSE;
+  }
+  vd_fs_fsync_dir (self->dir, NULL);
+  g_message ("secret %s removed", name);
+  return TRUE;
+}
+
+static gint
+by_name (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 ((*(VivariumSecret * const *) a)->name, (*(VivariumSecret * const *) b)->name);
+}
+
+GPtrArray *
+vd_secret_store_list (VdSecretStore *self, GError **error)
+{
+  g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) vivarium_secret_free);
+  g_auto(GStrv) names = vd_fs_list_dir (self->dir);
+
+  for (guint i = 0; names != NULL && names[i] != NULL; i++) {
+    g_autofree gchar *name = NULL;
+    VivariumSecret *secret;
+
+    if (!g_str_has_suffix (names[i], SECRET_SUFFIX))
+      continue;
+    name = g_strndup (names[i], strlen (names[i]) - strlen (SECRET_SUFFIX));
+    if (!vivarium_secret_name_is_valid (name))
+      continue;
+    secret = load_secret (self, name, error);
+    if (secret == NULL)
+      return NULL;
+    g_clear_pointer (&secret->value, g_bytes_unref);
+    g_ptr_array_add (out, secret);
+  }
+  g_ptr_array_sort (out, by_name);
+  return g_steal_pointer (&out);
+}
+
+GPtrArray *
+vd_secret_store_for_session (VdSecretStore *self, const gchar * const *names, GError **error)
+{
+  g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) vivarium_secret_free);
+  guint n = names != NULL ? g_strv_length ((gchar **) names) : 0;
+
+  if (n > VIVARIUM_SECRET_MAX_PER_SESSION) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "%u secrets were named; a session may hold at most %d", n, VIVARIUM_SECRET_MAX_PER_SESSION);
+    return NULL;
+  }
+  for (guint i = 0; i < n; i++) {
+    VivariumSecret *secret;
+
+    if (!check_name (names[i], error))
+      return NULL;
+    if (g_strv_contains ((const gchar * const *) names + i + 1, names[i])) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The secret “%s” is named twice", names[i]);
+      return NULL;
+    }
+    secret = load_secret (self, names[i], error);
+    if (secret == NULL)
+      return NULL;
+    secret->placeholder = vivarium_secret_placeholder_new ();
+    g_ptr_array_add (out, secret);
+  }
+  return g_steal_pointer (&out);
+}
+
+/* ---- Manager's verbs ---------------------------------------------------- */
+
+/* The value: everything the descriptor gives until its end, at most
+ * VIVARIUM_SECRET_MAX_VALUE bytes and one newline more. */
+static GBytes *
+read_value (int fd, GError **error)
+{
+  g_autoptr(GByteArray) buf = g_byte_array_new ();
+  guint8 chunk[4096];
+  gint64 deadline = g_get_monotonic_time () + VALUE_READ_TIMEOUT_MS * 1000;
+
+  for (;;) {
+    GPollFD pfd = { fd, G_IO_IN | G_IO_HUP | G_IO_ERR, 0 };
+    gint64 left = (deadline - g_get_monotonic_time ()) / 1000;
+    gssize n;
+
+    if (left <= 0 || g_poll (&pfd, 1, (gint) left) == 0) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                   "The secret's value did not end within %d seconds (close the descriptor after writing it)",
+                   VALUE_READ_TIMEOUT_MS / 1000);
+      break;
+    }
+    n = read (fd, chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (n < 0) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "Cannot read the secret's value: %s",
+                   g_strerror (errno));
+      break;
+    }
+    if (n == 0 && buf->len > 0 && buf->data[buf->len - 1] == '\n')
+      g_byte_array_set_size (buf, buf->len - 1);
+    if (n == 0 && buf->len <= VIVARIUM_SECRET_MAX_VALUE)
+      return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
+    if (n == 0 || buf->len + (gsize) n > VIVARIUM_SECRET_MAX_VALUE + 1) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "A secret's value is at most %d bytes",
+                   VIVARIUM_SECRET_MAX_VALUE);
+      break;
+    }
+    g_byte_array_append (buf, chunk, (guint) n);
+  }
+  memset (buf->data, 0, buf->len);
+  memset (chunk, 0, sizeof chunk);
+  return NULL;
+}
+
+static gboolean
+lookup_string_option (GVariantDict *dict, const gchar *key, const gchar *fallback, gchar **out, GError **error)
+{
+  GVariant *v = g_variant_dict_lookup_value (dict, key, NULL);
+
+  if (v != NULL && !g_variant_is_of_type (v, G_VARIANT_TYPE_STRING)) {
+    g_variant_unref (v);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The option “%s” must be a string", key);
+    return FALSE;
+  }
+  *out = g_strdup (v != NULL ? g_variant_get_string (v, NULL) : fallback);
+  g_clear_pointer (&v, g_variant_unref);
+  return TRUE;
+}
+
+static gboolean
+parse_add_options (GVariant *options, VivariumSecret *secret, gboolean *replace, GError **error)
+{
+  g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
+  const gchar *known[] = { "header", "format", "replace", NULL };
+  GVariantIter iter;
+  const gchar *key;
+
+  g_variant_iter_init (&iter, options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, NULL)) {
+    if (!g_strv_contains (known, key)) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                   "Unknown secret option “%s” (known: header, format, replace)", key);
+      return FALSE;
+    }
+  }
+  *replace = FALSE;
+  if (g_variant_dict_contains (dict, "replace") && !g_variant_dict_lookup (dict, "replace", "b", replace)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The option “replace” must be a boolean");
+    return FALSE;
+  }
+  return lookup_string_option (dict, "header", VIVARIUM_SECRET_DEFAULT_HEADER, &secret->header, error) &&
+         lookup_string_option (dict, "format", VIVARIUM_SECRET_DEFAULT_FORMAT, &secret->format, error);
+}
+
+/* The value's descriptor: a pipe, a socket or a regular file, readable. */
+static int
+take_value_fd (GDBusMethodInvocation *invocation, GVariant *handle, GError **error)
+{
+  GUnixFDList *fds = g_dbus_message_get_unix_fd_list (g_dbus_method_invocation_get_message (invocation));
+  gint32 index = g_variant_get_handle (handle);
+  struct stat st;
+  int fd;
+
+  if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length (fds)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "AddSecret needs the value as a descriptor passed with the call");
+    return -1;
+  }
+  fd = g_unix_fd_list_get (fds, index, NULL);
+  if (fd < 0 || fstat (fd, &st) != 0 || !(S_ISFIFO (st.st_mode) || S_ISSOCK (st.st_mode) || S_ISREG (st.st_mode)) ||
+      (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
+    if (fd >= 0)
+      close (fd);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The secret's descriptor is not a readable pipe, socket or regular file");
+    return -1;
+  }
+  return fd;
+}
+
+/* An AddSecret call while its value is read and stored, off the main
+ * loop: a caller whose descriptor says nothing holds its own call (up to
+ * VALUE_READ_TIMEOUT_MS), never the daemon. */
+typedef struct {
+  GDBusMethodInvocation *invocation;
+  VivariumSecret        *secret;
+  gboolean               replace;
+  int                    fd;
+} AddCall;
+
+static void
+add_call_free (AddCall *call)
+{
+  g_object_unref (call->invocation);
+  vivarium_secret_free (call->secret);
+  if (call->fd >= 0)
+    close (call->fd);
+  g_free (call);
+}
+
+static void
+add_in_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  AddCall *call = data;
+  GError *error = NULL;
+
+  call->secret->value = read_value (call->fd, &error);
+  if (call->secret->value == NULL || !vd_secret_store_add (source, call->secret, call->replace, &error))
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+}
+
+static void
+added_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  AddCall *call = g_task_get_task_data (G_TASK (res));
+  GError *error = NULL;
+
+  if (!g_task_propagate_boolean (G_TASK (res), &error))
+    g_dbus_method_invocation_take_error (g_object_ref (call->invocation), error);
+  else
+    vivarium_dbus_manager_complete_add_secret (NULL, g_object_ref (call->invocation));
+}
+
+static gboolean
+handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name,
+                   const gchar * const *hosts, GVariant *options, GVariant *value, gpointer user_data)
+{
+  VdSecretStore *self = user_data;
+  g_autoptr(GTask) task = NULL;
+  AddCall *call = g_new0 (AddCall, 1);
+  GError *error = NULL;
+
+  call->invocation = g_object_ref (invocation);
+  call->secret = g_new0 (VivariumSecret, 1);
+  call->secret->name = g_strdup (name);
+  call->secret->hosts = g_strdupv ((gchar **) hosts);
+  call->fd = -1;
+  if (!check_name (name, &error) || !parse_add_options (options, call->secret, &call->replace, &error) ||
+      (call->fd = take_value_fd (invocation, value, &error)) < 0) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    add_call_free (call);
+    return TRUE;
+  }
+  task = g_task_new (self, NULL, added_cb, NULL);
+  g_task_set_task_data (task, call, (GDestroyNotify) add_call_free);
+  g_task_run_in_thread (task, add_in_thread);
+  return TRUE;
+}
+
+static GVariant *
+describe (const VivariumSecret *secret)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&b, "{sv}", "name", g_variant_new_string (secret->name));
+  g_variant_builder_add (&b, "{sv}", "hosts", g_variant_new_strv ((const gchar * const *) secret->hosts, -1));
+  g_variant_builder_add (&b, "{sv}", "header", g_variant_new_string (secret->header));
+  g_variant_builder_add (&b, "{sv}", "format", g_variant_new_string (secret->format));
+  g_variant_builder_add (&b, "{sv}", "added_at", g_variant_new_uint64 ((guint64) MAX (secret->added_at, 0)));
+  return g_variant_builder_end (&b);
+}
+
+static gboolean
+handle_list_secrets (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdSecretStore *self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) secrets = vd_secret_store_list (self, &error);
+  GVariantBuilder b;
+
+  if (secrets == NULL) {
+    g_dbus_method_invocation_return_gerror (invocation, error);
+    return TRUE;
+  }
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < secrets->len; i++)
+    g_variant_builder_add_value (&b, describe (secrets->pdata[i]));
+  vivarium_dbus_manager_complete_list_secrets (iface, invocation, g_variant_builder_end (&b));
+  return TRUE;
+}
+
+static gboolean
+handle_remove_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name,
+                      gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_secret_store_remove (user_data, name, &error)) {
+    g_dbus_method_invocation_return_gerror (invocation, error);
+    return TRUE;
+  }
+  vivarium_dbus_manager_complete_remove_secret (iface, invocation);
+  return TRUE;
+}
+
+void
+vd_secret_store_connect (VdSecretStore *self, VivariumDBusManager *manager)
+{
+  g_signal_connect (manager, "handle-add-secret", G_CALLBACK (handle_add_secret), self);
+  g_signal_connect (manager, "handle-list-secrets", G_CALLBACK (handle_list_secrets), self);
+  g_signal_connect (manager, "handle-remove-secret", G_CALLBACK (handle_remove_secret), self);
+}
