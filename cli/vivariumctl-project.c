@@ -506,10 +506,16 @@ set_egress (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, P
   g_autofree gchar *shown_mode = NULL;
   g_autofree gchar *shown_groups = NULL;
 
+  /* The key not given keeps the project's value, which must be read first:
+   * the proxy was made without its properties (a NULL list crashed here). */
+  if ((o->mode == NULL || o->groups == NULL) && !vctl_ensure_properties (ctx, project, error))
+    return FALSE;
   if (o->mode == NULL)
     o->mode = g_strdup (vivarium_dbus_project_get_egress_mode (project));
   if (o->groups == NULL)
     o->groups = g_strdupv ((gchar **) vivarium_dbus_project_get_egress_groups (project));
+  if (o->groups == NULL)
+    o->groups = g_new0 (gchar *, 1);
   ret = vctl_call (ctx, project, "SetEgress", g_variant_new ("(s^as)", o->mode != NULL ? o->mode : "", o->groups), -1,
                    NULL, error);
   if (ret == NULL)

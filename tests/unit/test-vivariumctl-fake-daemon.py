@@ -120,6 +120,8 @@ def main():
             'UsedBytes': GLib.Variant('t', 1 << 20), 'Head': GLib.Variant('s', 'a' * 40),
             'Remote': GLib.Variant('s', ''), 'LastTask': GLib.Variant('o', '/'),
             'DeployKey': GLib.Variant('s', 'ssh-ed25519 AAAAfake vivarium-project-demo'),
+            'EgressMode': GLib.Variant('s', 'allowlist'), 'EgressGroups': GLib.Variant('as', ['debian']),
+            'Secrets': GLib.Variant('as', ['GH_TOKEN', 'PYPI\x1b[2J']),
         },
         BASE + '/reports/r1': {
             'Id': GLib.Variant('s', 'r1'), 'Task': GLib.Variant('o', task_path('t-done')),

@@ -456,6 +456,29 @@ expect 0 task submit demo tiny --script "$tmp/script.sh" --secret TOKEN
 call_is SubmitTask "a[3]['secrets'] == ['TOKEN'] and a[4]['secrets'] == 'as'"
 expect 0 session show s1
 out_has "TOKEN, GH_TOKEN"
+expect 0 project set demo secrets=GH_TOKEN,PYPI
+call_is SetSecrets "a == [['GH_TOKEN', 'PYPI']]"
+out_is "Project “demo”: secrets GH_TOKEN,PYPI."
+expect 0 project set demo secrets=
+call_is SetSecrets "a == [[]]"
+out_is "Project “demo”: secrets none."
+set_egress_before=$(grep -c '"method": "SetEgress"' "$tmp/calls")
+expect 0 project set demo secrets=GH_TOKEN
+checks=$((checks + 1))
+[ "$(grep -c '"method": "SetEgress"' "$tmp/calls")" -eq "$set_egress_before" ] ||
+  fail "project set NAME secrets=… also called SetEgress"
+expect 0 project set demo egress=allowlist secrets=GH_TOKEN
+call_is SetEgress "a == ['allowlist', ['debian']]"
+# One key keeps the other's value, read from the daemon (a NULL list crashed).
+expect 0 project set demo egress=none
+call_is SetEgress "a == ['none', ['debian']]"
+expect 0 project set demo groups=pypi
+call_is SetEgress "a == ['allowlist', ['pypi']]"
+expect 2 project set demo secrets=bad-name
+err_has "is not a secret's name"
+expect 0 project show demo
+out_has "GH_TOKEN,PYPI\x1b[2J"
+no_escape_bytes out
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failures in $checks checks" >&2
