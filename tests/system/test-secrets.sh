@@ -273,8 +273,20 @@ assert_eq "$PI_TOKEN scheme=https host=other.test sni=other.test addr=$PI_ADDR" 
 assert_success "other.test saw OTHER's value (the stdin-added secret, no newline to drop)" -- \
   auth_seen https other.test "Bearer $OTHER_VALUE"
 
+# Positive controls for the refusals below: the same requests without the
+# placeholder go through, so a refusal is the placeholder's doing.
+out=$(guest "$sid" 'timeout 30 wget -q -O - "https://allowed.test/token?key=nothing"')
+assert_ne "" "$(token_line "$out")" "(control: a URL with a query, no placeholder, gets the page)" "$out"
+out=$(guest "$sid" 'timeout 30 wget -q -O - --post-data "key=nothing" https://allowed.test/token')
+assert_ne "" "$(token_line "$out")" "(control: a POST with a body, no placeholder, gets the page)" "$out"
+out=$(guest "$sid" 'timeout 30 wget -q -O - --header "Authorization: Bearer nothing" http://other.test/token')
+assert_ne "" "$(token_line "$out")" "(control: plain HTTP to other.test with an Authorization header gets the page)" "$out"
+
 # The placeholder anywhere else: refused before any server sees it.
 before=$(auth_lines)
+# shellcheck disable=SC2016
+out=$(guest "$sid" 'timeout 30 wget -q -O - --header "Authorization: Bearer $TOKEN" http://allowed.test/token')
+assert_eq "" "$(token_line "$out")" "TOKEN's placeholder to its own host over plain HTTP: no page (the value goes only inside TLS)" "$out"
 # shellcheck disable=SC2016
 out=$(guest "$sid" 'timeout 30 wget -q -O - --header "Authorization: Bearer $TOKEN" https://other.test/token')
 assert_eq "" "$(token_line "$out")" "TOKEN's placeholder to other.test over HTTPS: no page" "$out"
@@ -314,6 +326,9 @@ assert_ne none "$r" "egress-log --json: TOKEN's placeholder sent to other.test:4
 assert_contains "$r" "refused" "(says refused)"
 r=$(refusal "$tmpd/session-log.json" TOKEN other.test:80 "Authorization")
 assert_ne none "$r" "to other.test:80 ($r)"
+r=$(refusal "$tmpd/session-log.json" TOKEN allowed.test:80 "Authorization")
+assert_ne none "$r" "to allowed.test:80, plain HTTP ($r)"
+assert_success "the value never went over plain HTTP" -- sh -c "! grep -a -F -f '$tmpd/values' '$PI_DIR/auth.log' | grep -q '^http '"
 r=$(refusal "$tmpd/session-log.json" TOKEN allowed.test:443 URL)
 assert_ne none "$r" "in the URL ($r)"
 r=$(refusal "$tmpd/session-log.json" TOKEN allowed.test:443 body)
@@ -428,7 +443,8 @@ get_text "$report" "$tmpd/report.txt"
 assert_success "vivariumctl report verify accepts the task's report" -- vivariumctl report verify "$tmpd/report.json"
 assert_eq "pass caller" "$(report_field "$tmpd/report.json" "r['verification']['verdict'] + ' ' + r['verification']['whose']")" \
   "the verification re-run passes: it had no \$TOKEN and no /run/vivarium-secrets/TOKEN"
-assert_contains "$(cat "$tmpd/report.txt")" "TOKEN" "the report names the secret the session held"
+policy=$(report_field "$tmpd/report.json" "r['egress']['policy']")
+assert_contains "$policy" "secrets TOKEN for allowed.test" "the signed report names the secret the session held and its host ($policy)"
 summary=$(report_field "$tmpd/report.json" "r['egress']['summary']")
 assert_contains "$summary" "placeholder" "the report's Egress summary quotes the placeholder's refusal ($summary)"
 assert_contains "$summary" "other.test" "naming other.test"
