@@ -352,6 +352,19 @@ assert_contains "$(cat "$tmpd/dump/run/vivarium-secrets/TOKEN" 2>&1)" "$ph" "(it
 assert_ne 0 "$(find "$tmpd/dump/etc" -type f | wc -l)" "(and /etc: $(find "$tmpd/dump/etc" -type f | wc -l) files)"
 assert_eq "" "$(found_tree "$tmpd/dump")" "no value anywhere in the guest's environment, /proc/*/environ, cmdline, /etc, /run, /root"
 
+"$PY" - "$(session_path "$sid")" > "$tmpd/session-commands.json" 2>&1 <<'PYEOF'
+import json, sys
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+r = bus.call_sync('org.vivarium.Vivarium1', sys.argv[1], 'org.vivarium.Vivarium1.Session', 'GetCommandLog',
+                  GLib.Variant('(tu)', (0, 1000)), None, 0, 30000, None)
+print(json.dumps(r.unpack(), default=repr))
+PYEOF
+assert_contains "$(cat "$tmpd/session-commands.json")" "wget" "Session.GetCommandLog has the session's commands"
+ctl session log "$sid" > "$tmpd/session-log.txt" 2>&1
+assert_eq "" "$(found "$tmpd/session-commands.json" "$tmpd/session-log.txt")" \
+  "neither Session.GetCommandLog nor vivariumctl session log holds a value"
+
 # Removed while the session runs: the session keeps what it was given.
 out=$(ctl secret remove OTHER 2>&1)
 assert_eq 0 "$?" "vivariumctl secret remove OTHER ($out)"
