@@ -80,7 +80,7 @@ restart_daemon () {
   retry_until 40 0.5 busctl call "$BUS" "$OBJ" "$MGR" ListSessions
 }
 
-install -m 0644 "$PI_CA" "$UPSTREAM_CA" || bail_out "cannot install the pretend internet's CA as $UPSTREAM_CA"
+install -D -m 0644 "$PI_CA" "$UPSTREAM_CA" || bail_out "cannot install the pretend internet's CA as $UPSTREAM_CA"
 at_exit rm -f "$UPSTREAM_CA"
 mkdir -p "$(dirname "$CONF")"
 at_exit rm -f "$CONF"
