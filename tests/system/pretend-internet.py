@@ -16,6 +16,8 @@
 #   DIR/auth.log         "http|https HOST PATH AUTHORIZATION" (the header's
 #                        value as it arrived, "-" without one: the secrets
 #                        test's proof of what the server saw)
+#   DIR/bodies.log       "http|https HOST PATH RECEIVED/DECLARED BODY" (a
+#                        POST's body as it arrived, backslash-escaped)
 #
 # On port 3128 a plain CONNECT proxy (no policy: it tunnels to any of the
 # names given, or an address) lets a test prove its own CONNECT client works,
@@ -69,7 +71,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if length < 0 or length > BODY_MAX:
             self.send_error(413)
             return
-        self.rfile.read(length)
+        try:
+            body = self.rfile.read(length)
+        except OSError:
+            body = b''
+        log('bodies.log', self.server.scheme, self.headers.get('Host', ''), self.path,
+            '%d/%d' % (len(body), length), body.decode('latin-1').encode('unicode_escape').decode('ascii'))
         self.do_GET()
 
     def do_GET(self):
@@ -258,7 +265,7 @@ def main():
     servers = [Server(80, 'http'), Server(443, 'https', tls_context()),
                UdpServer((dns_addr, 53), DnsUdp), TcpServer((dns_addr, 53), DnsTcp),
                TcpServer(('0.0.0.0', 3128), Tunnel)]
-    for name in ('connections.log', 'requests.log', 'dns.log', 'tunnels.log', 'auth.log'):
+    for name in ('connections.log', 'requests.log', 'dns.log', 'tunnels.log', 'auth.log', 'bodies.log'):
         open(os.path.join(directory, name), 'a').close()
     for s in servers[1:]:
         threading.Thread(target=s.serve_forever, daemon=True).start()
