@@ -482,9 +482,12 @@ assert_eq "" "$(found "$tmpd/report.json" "$tmpd/report.txt")" "the report holds
 egress_log_task=$(ctl task egress-log "${task##*/}" --json 2>&1)
 assert_contains "$egress_log_task" "placeholder (TOKEN)" "task egress-log names the refusal"
 printf '%s' "$egress_log_task" > "$tmpd/task-log.json"
+ctl task transcript "${task##*/}" > "$tmpd/transcript.txt" 2>&1
+diag "task transcript: $(head -c 300 "$tmpd/transcript.txt")"
 journalctl --no-pager -u "vivarium-worker-*" -o cat > "$tmpd/worker-journal.txt" 2>&1
 assert_contains "$(cat "$tmpd/worker-journal.txt")" "worker: the guest said" "(the worker's output is in the journal)"
-assert_eq "" "$(found "$tmpd/task-log.json" "$tmpd/worker-journal.txt")" "no value in the task's decision log or the worker's output"
+assert_eq "" "$(found "$tmpd/task-log.json" "$tmpd/worker-journal.txt" "$tmpd/transcript.txt")" \
+  "no value in the task's decision log, transcript or the worker's output"
 
 # --- 5. nowhere on the host but the store ---------------------------------------
 
