@@ -211,10 +211,10 @@ mint (VivariumEgressCa *ca, const gchar *name, GError **error)
   return cert;
 }
 
-GTlsCertificate *
-vivarium_egress_ca_certificate_for (VivariumEgressCa *ca, const gchar *name, GError **error)
+/* With the lock held. */
+static GTlsCertificate *
+cached_or_minted (VivariumEgressCa *ca, const gchar *name, GError **error)
 {
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&ca->lock);
   GTlsCertificate *cert = g_hash_table_lookup (ca->cache, name);
 
   if (cert != NULL)
@@ -227,4 +227,32 @@ vivarium_egress_ca_certificate_for (VivariumEgressCa *ca, const gchar *name, GEr
     g_hash_table_remove_all (ca->cache);
   g_hash_table_insert (ca->cache, g_strdup (name), g_object_ref (cert));
   return cert;
+}
+
+GTlsCertificate *
+vivarium_egress_ca_certificate_for (VivariumEgressCa *ca, const gchar *name, GError **error)
+{
+  GTlsCertificate *cert;
+
+  g_mutex_lock (&ca->lock);
+  cert = cached_or_minted (ca, name, error);
+  g_mutex_unlock (&ca->lock);
+  return cert;
+}
+
+guint
+vivarium_egress_ca_get_n_cached (VivariumEgressCa *ca)
+{
+  guint n;
+
+  g_mutex_lock (&ca->lock);
+  n = g_hash_table_size (ca->cache);
+  g_mutex_unlock (&ca->lock);
+  return n;
+}
+
+const gchar *
+vivarium_egress_ca_get_pem (VivariumEgressCa *ca)
+{
+  return ca->pem;
 }

@@ -36,6 +36,11 @@ GTlsCertificate  *vivarium_egress_ca_certificate_for (VivariumEgressCa  *ca,
                                                       const gchar       *name,
                                                       GError           **error);
 
+/* The CA's certificate, PEM. */
+const gchar      *vivarium_egress_ca_get_pem         (VivariumEgressCa *ca);
+/* Names cached now (for the test of the bound). */
+guint             vivarium_egress_ca_get_n_cached    (VivariumEgressCa *ca);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VivariumEgressCa, vivarium_egress_ca_free)
 
 G_END_DECLS

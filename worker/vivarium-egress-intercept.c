@@ -13,6 +13,8 @@
 /* Room for a whole request head and what came after it in the same read. */
 #define READ_BUF (VIVARIUM_EGRESS_MAX_HEAD + 64 * 1024)
 #define PUMP_BUF (64 * 1024)
+/* A header's name in a reason is the guest's text: cut to this. */
+#define HEADER_NAME_SHOWN 64
 /* What the guest is told it speaks inside. */
 static const gchar *const http11[] = { "http/1.1", NULL };
 
@@ -282,16 +284,24 @@ send_line (Intercept *ic, gsize len)
   return ok;
 }
 
+/* 1*HEXDIG, then at most spaces and an extension: nothing a server could
+ * read as another size ("0x5", "+5", " 5") than the proxy does. */
 static gboolean
 chunk_size (const guint8 *line, gsize len, guint64 *size)
 {
-  g_autofree gchar *text = g_strndup ((const gchar *) line, len - 2);
-  gchar *semi = strchr (text, ';');
+  gsize i = 0;
 
-  if (semi != NULL)
-    *semi = '\0';
-  g_strstrip (text);
-  return text[0] != '\0' && strlen (text) <= 15 && g_ascii_string_to_unsigned (text, 16, 0, G_MAXINT64, size, NULL);
+  *size = 0;
+  for (; i < len - 2 && g_ascii_isxdigit (line[i]); i++) {
+    if (i >= 15)
+      return FALSE;
+    *size = *size << 4 | (guint64) g_ascii_xdigit_value (line[i]);
+  }
+  if (i == 0)
+    return FALSE;
+  while (i < len - 2 && (line[i] == ' ' || line[i] == '\t'))
+    i++;
+  return i == len - 2 || line[i] == ';';
 }
 
 static gboolean
@@ -416,7 +426,7 @@ add_header (Intercept *ic, GString *out, const gchar *name, const gchar *value)
     left = vivarium_placeholders_find (ic->ctx->placeholders, (const guint8 *) name, strlen (name));
   if (left != NULL) {
     where = vivarium_placeholders_find (ic->ctx->placeholders, (const guint8 *) name, strlen (name)) != NULL
-                ? g_strdup ("header name") : g_strdup_printf ("header %s", name);
+                ? g_strdup ("header name") : g_strdup_printf ("header %.*s", HEADER_NAME_SHOWN, name);
     memset (v->str, 0, v->len);
     return refuse (ic, vivarium_placeholder_reason (left, ic->host, 443, where));
   }

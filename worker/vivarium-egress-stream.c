@@ -98,7 +98,7 @@ placeholder_in_head (Flow *f, gsize used, gboolean connect)
                                                          "header name")) != NULL)
       return g_steal_pointer (&why);
     else
-      where = g_strdup_printf ("header %.*s", (int) (colon - lines[i]), lines[i]);
+      where = g_strdup_printf ("header %.*s", (int) MIN (colon - lines[i], 64), lines[i]);
     why = vivarium_egress_context_placeholder (f->ctx, lines[i], strlen (lines[i]), f->host, f->port, where);
     if (why != NULL)
       return g_steal_pointer (&why);

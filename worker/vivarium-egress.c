@@ -199,6 +199,9 @@ static gboolean
 load (Options *o, GError **error)
 {
   g_mutex_init (&ctx.policy_lock);
+  /* First: whatever else fails, the secrets file does not stay on disk. */
+  if (!vivarium_egress_load_secrets (&ctx, o->dir, o->secrets, o->upstream_ca, error))
+    return FALSE;
   ctx.policy = vivarium_egress_policy_load (o->policy, error);
   if (ctx.policy == NULL)
     return FALSE;
@@ -207,7 +210,7 @@ load (Options *o, GError **error)
     return FALSE;
   ctx.budget = vivarium_egress_budget_new ((guint64) o->limit_up, (guint64) o->limit_down);
   ctx.log = vivarium_egress_log_new (o->dir, (guint) o->log_max_entries, ctx.budget, error);
-  return ctx.log != NULL && vivarium_egress_load_secrets (&ctx, o->dir, o->secrets, o->upstream_ca, error);
+  return ctx.log != NULL;
 }
 
 /* Like the gateway: the reason in the journal and in StatusText=, which

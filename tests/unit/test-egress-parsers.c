@@ -9,7 +9,10 @@
 #include <errno.h>
 #include <string.h>
 #include <gnutls/gnutls.h>
+#include <gio/gio.h>
+#include <glib/gstdio.h>
 
+#include "vivarium-egress-ca.h"
 #include "vivarium-egress-dns.h"
 #include "vivarium-egress-http.h"
 #include "vivarium-egress-placeholder.h"
@@ -711,6 +714,62 @@ test_placeholder_stream (void)
   }
 }
 
+/* --- the session CA ------------------------------------------------------------------ */
+
+static GTlsCertificateFlags
+verify_for (GTlsDatabase *db, GTlsCertificate *cert, const gchar *name)
+{
+  g_autoptr(GSocketConnectable) identity = g_network_address_new (name, 443);
+
+  return g_tls_database_verify_chain (db, cert, G_TLS_DATABASE_PURPOSE_AUTHENTICATE_SERVER, identity, NULL,
+                                      G_TLS_DATABASE_VERIFY_NONE, NULL, NULL);
+}
+
+/* What the guest's TLS library will do with a minted certificate: it
+ * verifies against the session CA for its name, not for another; a name
+ * outside the CA's constraints does not verify even when minted; the cache
+ * keeps at most its bound. */
+static void
+test_ca_mint (void)
+{
+  const gchar *hosts[] = { "api.example.org", "*.wild.example", NULL };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumEgressCa) ca = vivarium_egress_ca_new ("s-1", hosts, &error);
+  g_autofree gchar *dir = g_dir_make_tmp ("test-egress-ca-XXXXXX", &error);
+  g_autofree gchar *path = g_build_filename (dir, "ca.pem", NULL);
+  g_autoptr(GTlsDatabase) db = NULL;
+  g_autoptr(GTlsCertificate) api = NULL;
+  g_autoptr(GTlsCertificate) again = NULL;
+  g_autoptr(GTlsCertificate) wild = NULL;
+  g_autoptr(GTlsCertificate) outside = NULL;
+
+  g_assert_no_error (error);
+  g_assert_true (vivarium_egress_ca_write (ca, path, &error));
+  g_assert_no_error (error);
+  db = g_tls_file_database_new (path, &error);
+  g_assert_no_error (error);
+  api = vivarium_egress_ca_certificate_for (ca, "api.example.org", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (verify_for (db, api, "api.example.org"), ==, 0);
+  g_assert_cmpuint (verify_for (db, api, "other.example.org") & G_TLS_CERTIFICATE_BAD_IDENTITY, !=, 0);
+  again = vivarium_egress_ca_certificate_for (ca, "api.example.org", &error);
+  g_assert_true (again == api);
+  wild = vivarium_egress_ca_certificate_for (ca, "a.wild.example", &error);
+  g_assert_cmpuint (verify_for (db, wild, "a.wild.example"), ==, 0);
+  /* The CA can be made to sign it; no client takes it. */
+  outside = vivarium_egress_ca_certificate_for (ca, "evil.example", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (verify_for (db, outside, "evil.example"), !=, 0);
+  for (guint i = 0; i < VIVARIUM_EGRESS_CA_MAX_CACHED + 10; i++) {
+    g_autofree gchar *name = g_strdup_printf ("n%u.wild.example", i);
+    g_autoptr(GTlsCertificate) cert = vivarium_egress_ca_certificate_for (ca, name, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (vivarium_egress_ca_get_n_cached (ca), <=, VIVARIUM_EGRESS_CA_MAX_CACHED);
+  }
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -734,5 +793,6 @@ main (int argc, char **argv)
   g_test_add_func ("/egress/http/request-line-breaks", test_http_request_line_breaks);
   g_test_add_func ("/egress/placeholder/forms", test_placeholder_forms);
   g_test_add_func ("/egress/placeholder/stream", test_placeholder_stream);
+  g_test_add_func ("/egress/ca/mint", test_ca_mint);
   return g_test_run ();
 }

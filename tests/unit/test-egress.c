@@ -24,6 +24,7 @@
 #include <gio/gio.h>
 #include <gio/gunixsocketaddress.h>
 #include <glib/gstdio.h>
+#include <gnutls/x509.h>
 #include <json-glib/json-glib.h>
 
 #include "vivarium-denylist.h"
@@ -153,6 +154,7 @@ typedef struct {
   guint        log_max_entries;  /* 0: the default */
   guint64      limit_up;
   gboolean     secrets;          /* --secrets and --upstream-ca, an HTTPS upstream */
+  gboolean     foreign_ca;       /* --upstream-ca names a CA that did not sign the upstream's */
 } ProxyConfig;
 
 static gchar *write_secrets (Fixture *f);
@@ -262,7 +264,8 @@ proxy_start (Fixture *f, const ProxyConfig *config)
     g_ptr_array_add (argv, g_strdup ("--secrets"));
     g_ptr_array_add (argv, write_secrets (f));
     g_ptr_array_add (argv, g_strdup ("--upstream-ca"));
-    g_ptr_array_add (argv, g_strdup (test_ca_pem));
+    g_ptr_array_add (argv, config->foreign_ca ? g_build_filename (certs_dir, "foreign-ca.pem", NULL)
+                                              : g_strdup (test_ca_pem));
   }
   g_ptr_array_add (argv, NULL);
   g_subprocess_launcher_setenv (launcher, "NOTIFY_SOCKET", notify_path, TRUE);
@@ -424,6 +427,7 @@ static const ProxyConfig small_download = { FALSE, 100000 };
 static const ProxyConfig short_log = { FALSE, 0, 2 };
 static const ProxyConfig small_upload = { FALSE, 0, 0, 50000 };
 static const ProxyConfig with_secrets = { FALSE, 0, 0, 0, TRUE };
+static const ProxyConfig foreign_upstream_ca = { FALSE, 0, 0, 0, TRUE, TRUE };
 
 static gchar *
 connect_request (const gchar *host, guint16 port)
@@ -1128,6 +1132,22 @@ https_read_request (GInputStream *in, GString *req, GCancellable *cancel)
   }
 }
 
+/* GET /bytes/N: N bytes of 'x' after the head. */
+static gboolean
+send_bytes (GOutputStream *out, const gchar *req, GCancellable *cancel)
+{
+  g_autofree gchar *chunk = g_strnfill (65536, 'x');
+  guint64 n = g_str_has_prefix (req, "GET /bytes/") ? g_ascii_strtoull (req + 11, NULL, 10) : 0;
+
+  while (n > 0) {
+    gsize len = MIN (n, 65536);
+    if (!g_output_stream_write_all (out, chunk, len, NULL, cancel, NULL))
+      return FALSE;
+    n -= len;
+  }
+  return TRUE;
+}
+
 static gpointer
 https_conn_thread (gpointer data)
 {
@@ -1147,8 +1167,14 @@ https_conn_thread (gpointer data)
     g_string_append (hc->up->seen, req->str);
     g_mutex_unlock (&hc->up->lock);
     reply = g_strdup ("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nseen");
+    if (g_str_has_prefix (req->str, "GET /bytes/")) {
+      g_free (reply);
+      reply = g_strdup_printf ("HTTP/1.1 200 OK\r\nContent-Length: %" G_GUINT64_FORMAT "\r\n\r\n",
+                               g_ascii_strtoull (req->str + 11, NULL, 10));
+    }
     if (!g_output_stream_write_all (g_io_stream_get_output_stream (tls), reply, strlen (reply), NULL, hc->up->stop,
-                                    NULL))
+                                    NULL) ||
+        !send_bytes (g_io_stream_get_output_stream (tls), req->str, hc->up->stop))
       break;
   }
   g_io_stream_close (tls, NULL, NULL);
@@ -1332,6 +1358,45 @@ get_with (const gchar *host, const gchar *path, const gchar *header)
   return g_strdup_printf ("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path, host, header);
 }
 
+/* The session CA as docs/secrets.md has it: named after the session (the
+ * last component of DIR), a CA of path length 0, its name constraints the
+ * secrets' hosts and no address. */
+static void
+check_session_ca (Fixture *f, const gchar *pem)
+{
+  gnutls_x509_crt_t crt;
+  gnutls_x509_name_constraints_t nc;
+  gnutls_datum_t in = { (guchar *) pem, (guint) strlen (pem) }, name = { NULL, 0 };
+  g_autofree gchar *base = g_path_get_basename (f->dir);
+  g_autofree gchar *expected = g_strdup_printf ("CN=Vivarium session CA %s", base);
+  g_autoptr(GPtrArray) permitted = g_ptr_array_new_with_free_func (g_free);
+  unsigned int critical = 0, type = 0, ca = 0;
+  int pathlen = -1, is_ca;
+
+  g_assert_cmpint (gnutls_x509_crt_init (&crt), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_import (crt, &in, GNUTLS_X509_FMT_PEM), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_get_dn3 (crt, &name, 0), ==, 0);
+  g_assert_cmpstr ((const gchar *) name.data, ==, expected);
+  gnutls_free (name.data);
+  is_ca = gnutls_x509_crt_get_basic_constraints (crt, &critical, &ca, &pathlen);
+  g_assert_cmpint (is_ca, ==, 1);
+  g_assert_cmpint (pathlen, ==, 0);
+  g_assert_cmpint (gnutls_x509_name_constraints_init (&nc), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_get_name_constraints (crt, nc, 0, &critical), ==, 0);
+  g_assert_cmpuint (critical, ==, 1);
+  for (guint i = 0; gnutls_x509_name_constraints_get_permitted (nc, i, &type, &name) == 0; i++) {
+    g_assert_cmpuint (type, ==, GNUTLS_SAN_DNSNAME);
+    g_ptr_array_add (permitted, g_strndup ((const gchar *) name.data, name.size));
+  }
+  g_ptr_array_add (permitted, NULL);
+  g_assert_cmpstrv (permitted->pdata, ((const gchar *const[]) { "api.test", "other.test", "bad.test", "noint.test",
+                                                                NULL }));
+  g_assert_cmpint (gnutls_x509_name_constraints_get_excluded (nc, 0, &type, &name), ==, 0);
+  g_assert_cmpuint (type, ==, GNUTLS_SAN_IPADDRESS);
+  gnutls_x509_name_constraints_deinit (nc);
+  gnutls_x509_crt_deinit (crt);
+}
+
 /* The session CA is written before READY=1; the secrets file is gone; a
  * placeholder in its header reaches the server as the value, request
  * after request on one connection (keep-alive), through both doors. */
@@ -1357,6 +1422,7 @@ test_secret_swapped (Fixture *f, gconstpointer data)
   g_assert_cmpuint (st.st_mode & 0777, ==, 0644);
   g_assert_true (g_file_get_contents (ca, &ca_text, NULL, NULL));
   g_assert_true (g_str_has_prefix (ca_text, "-----BEGIN CERTIFICATE-----"));
+  check_session_ca (f, ca_text);
   g_assert_false (g_file_test (secrets, G_FILE_TEST_EXISTS));
 
   tls = tls_open (f, "tls.sock", "api.test", ca, &error);
@@ -1497,6 +1563,27 @@ test_secret_refused (Fixture *f, gconstpointer data)
                          "%zx\r\n%s\r\n%zx\r\n%s\r\n0\r\n\r\n", strlen (half), half, strlen (f->ph_a + 20),
                          f->ph_a + 20);
   assert_refused (f, "api.test", req, strlen (req), "(A) was sent to api.test:443 in the body");
+  /* Where the proxy could read a request otherwise than the server, or
+   * the request is not for this server: refused, before anything goes. */
+  {
+    const gchar *const cases[][2] = {
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n",
+        "the chunked body has a chunk size that is not a number" },
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n 3\r\nabc\r\n0\r\n\r\n",
+        "the chunked body has a chunk size that is not a number" },
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        "the request's Transfer-Encoding is not chunked alone" },
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "the request has both Transfer-Encoding and Content-Length" },
+      { "POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: 3, 4\r\n\r\nabcd",
+        "the request's Content-Length is not one number" },
+      { "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n", "the request's Host header is not api.test" },
+      { "CONNECT other.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n",
+        "CONNECT inside an intercepted connection is not proxied" },
+    };
+    for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+      assert_refused (f, "api.test", cases[i][0], strlen (cases[i][0]), cases[i][1]);
+  }
 }
 
 /* Plain HTTP (both HTTP doors), CONNECT, SNI, DNS: refused anywhere. */
@@ -1629,6 +1716,58 @@ test_secret_untrusted (Fixture *f, gconstpointer data)
   find_decision (f, "tls", "denied", "the certificate of bad.test is not trusted: it is not for bad.test");
 }
 
+/* --upstream-ca is what upstream certificates are checked against: a CA
+ * that did not sign the server's makes it untrusted. */
+static void
+test_secret_foreign_ca (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *ca = session_ca (f);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GIOStream) tls = tls_open (f, "proxy.sock", "api.test", ca, &error);
+
+  g_assert_null (tls);
+  find_decision (f, "proxy", "denied",
+                 "the certificate of api.test is not trusted: it is not signed by an authority the proxy trusts");
+}
+
+/* What interception costs, side by side with a tunnel to the same server
+ * (the numbers go to the test's log; only that both work is asserted):
+ * connection set-up with a first small request, and a download. */
+static gdouble
+measure (Fixture *f, const gchar *host, const gchar *ca, guint rounds, guint64 bytes)
+{
+  g_autofree gchar *req = g_strdup_printf ("GET /bytes/%" G_GUINT64_FORMAT " HTTP/1.1\r\nHost: %s\r\n\r\n", bytes,
+                                           host);
+  gint64 start = g_get_monotonic_time ();
+
+  for (guint i = 0; i < rounds; i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GIOStream) tls = tls_open (f, "tls.sock", host, ca, &error);
+    g_autofree gchar *answer = NULL;
+    g_assert_no_error (error);
+    answer = exchange (tls, req, strlen (req));
+    g_assert_nonnull (answer);
+    g_assert_true (g_str_has_prefix (answer, "HTTP/1.1 200 OK\r\n"));
+    g_io_stream_close (tls, NULL, NULL);
+  }
+  return (g_get_monotonic_time () - start) / 1000.0 / rounds;
+}
+
+static void
+test_secret_cost (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *ca = session_ca (f);
+  const guint mib = 8;
+  gdouble tunnel_ms = measure (f, "plain.test", test_ca_pem, 5, 10);
+  gdouble intercept_ms = measure (f, "api.test", ca, 5, 10);
+  gdouble tunnel_big = measure (f, "plain.test", test_ca_pem, 1, mib * 1024 * 1024);
+  gdouble intercept_big = measure (f, "api.test", ca, 1, mib * 1024 * 1024);
+
+  g_test_message ("set-up and a small request: tunnelled %.1f ms, intercepted %.1f ms", tunnel_ms, intercept_ms);
+  g_test_message ("%u MiB down: tunnelled %.0f MiB/s, intercepted %.0f MiB/s", mib, mib / (tunnel_big / 1000),
+                  mib / (intercept_big / 1000));
+}
+
 /* A secrets file that does not load: no start, the file gone all the same. */
 static void
 test_secret_bad_file (void)
@@ -1723,6 +1862,8 @@ make_certificates (const gchar *dir)
                     "-subj /CN=api.test");
   run_openssl (dir, "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
                     "-extfile ext.cnf");
+  run_openssl (dir, "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout foreign-ca.key "
+                    "-out foreign-ca.pem -subj '/CN=a foreign CA' -days 2 -addext basicConstraints=critical,CA:TRUE");
   test_ca_pem = g_build_filename (dir, "ca.pem", NULL);
 }
 
@@ -1730,7 +1871,7 @@ static void
 remove_certificates (const gchar *dir)
 {
   const gchar *names[] = { "ext.cnf", "ca.key", "ca.pem", "ca.srl", "server.key", "server.csr", "server.pem", "hosts",
-                           NULL };
+                           "foreign-ca.key", "foreign-ca.pem", NULL };
 
   for (guint i = 0; names[i] != NULL; i++) {
     g_autofree gchar *path = g_build_filename (dir, names[i], NULL);
@@ -1782,6 +1923,8 @@ main (int argc, char **argv)
   ADD ("secret-refused-plain", with_secrets, test_secret_refused_plain);
   ADD ("secret-tunnelled", with_secrets, test_secret_tunnelled);
   ADD ("secret-untrusted", with_secrets, test_secret_untrusted);
+  ADD ("secret-foreign-ca", foreign_upstream_ca, test_secret_foreign_ca);
+  ADD ("secret-cost", with_secrets, test_secret_cost);
   g_test_add_func ("/egress/proxy/secret-bad-file", test_secret_bad_file);
   status = g_test_run ();
   remove_certificates (certs_dir);
