@@ -70,11 +70,18 @@ gboolean vctl_cmd_session_show    (VctlContext *ctx, const VctlCommand *cmd, gch
  * GetEgressLog with the same signature. */
 gboolean vctl_print_egress_log    (VctlContext *ctx, gpointer proxy, GError **error);
 
-/* --egress, --allow, --group of `session start` and `task submit`. */
+/* Secrets (docs/secrets.md): stored by an administrator, never shown. */
+gboolean vctl_cmd_secret_add      (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_secret_list     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_secret_remove   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
+/* --egress, --allow, --group and --secret of `session start` and `task
+ * submit` (secrets go with allowlist egress: the proxy holds them). */
 typedef struct {
   gchar  *mode;
   gchar **allow;
   gchar **groups;
+  gchar **secrets;
 } VctlEgressOptions;
 
 #define VCTL_EGRESS_OPTION_ENTRIES(o)                                                         \
@@ -83,11 +90,13 @@ typedef struct {
   { "allow", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).allow,                                     \
     N_("In allowlist mode, also allow HOST[:PORT] or *.DOMAIN[:PORT] (repeat)"), "RULE" },    \
   { "group", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).groups,                                    \
-    N_("In allowlist mode, use these rule groups instead of the default ones (repeat)"), "NAME" }
+    N_("In allowlist mode, use these rule groups instead of the default ones (repeat)"), "NAME" }, \
+  { "secret", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).secrets,                                  \
+    N_("In allowlist mode, give the guest a placeholder for this stored secret (repeat)"), "NAME" }
 
 void     vctl_egress_options_clear (VctlEgressOptions *o);
 /* Checks the flags (a usage error before the bus) and adds the options
- * "egress", "egress_groups" and "egress_allow" that were given. */
+ * "egress", "egress_groups", "egress_allow" and "secrets" that were given. */
 gboolean vctl_egress_options_add  (const VctlEgressOptions *o, GVariantBuilder *b, GError **error);
 
 gboolean vctl_cmd_report_list     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);

@@ -9,6 +9,7 @@
 #include "vivarium-egress-policy.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-secret.h"
 #include "vivariumctl-commands.h"
 
 /* Entries asked for per GetEgressLog call: the contract's most. */
@@ -20,6 +21,7 @@ vctl_egress_options_clear (VctlEgressOptions *o)
   g_clear_pointer (&o->mode, g_free);
   g_clear_pointer (&o->allow, g_strfreev);
   g_clear_pointer (&o->groups, g_strfreev);
+  g_clear_pointer (&o->secrets, g_strfreev);
 }
 
 /* The same grammar the daemon and the proxy use (common/), so that a typo
@@ -51,6 +53,27 @@ check_groups (gchar **groups, GError **error)
   return TRUE;
 }
 
+static gboolean
+check_secrets (gchar **secrets, GError **error)
+{
+  guint n = secrets != NULL ? g_strv_length (secrets) : 0;
+
+  if (n > VIVARIUM_SECRET_MAX_PER_SESSION) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("At most %d --secret names; %u were given"),
+                 VIVARIUM_SECRET_MAX_PER_SESSION, n);
+    return FALSE;
+  }
+  for (guint i = 0; i < n; i++) {
+    if (!vivarium_secret_name_is_valid (secrets[i])) {
+      g_autofree gchar *shown = vctl_escape_line (secrets[i]);
+      g_set_error (error, VCTL_USAGE_ERROR, 0,
+                   _("“%s” is not a secret's name (a letter or '_', then at most 63 letters, digits or '_')"), shown);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 static void
 add_strv (GVariantBuilder *b, const gchar *key, gchar **values)
 {
@@ -70,16 +93,17 @@ vctl_egress_options_add (const VctlEgressOptions *o, GVariantBuilder *b, GError 
   /* Without --egress the daemon's default decides, which may well be
    * allowlist; only an explicit other mode makes the rules pointless. */
   if (o->mode != NULL && g_strcmp0 (o->mode, VIVARIUM_EGRESS_MODE_ALLOWLIST) != 0 &&
-      (o->allow != NULL || o->groups != NULL)) {
-    g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--allow and --group apply only to --egress allowlist"));
+      (o->allow != NULL || o->groups != NULL || o->secrets != NULL)) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--allow, --group and --secret apply only to --egress allowlist"));
     return FALSE;
   }
-  if (!check_rules (o->allow, error) || !check_groups (o->groups, error))
+  if (!check_rules (o->allow, error) || !check_groups (o->groups, error) || !check_secrets (o->secrets, error))
     return FALSE;
   if (o->mode != NULL)
     g_variant_builder_add (b, "{sv}", "egress", g_variant_new_string (o->mode));
   add_strv (b, "egress_groups", o->groups);
   add_strv (b, "egress_allow", o->allow);
+  add_strv (b, "secrets", o->secrets);
   return TRUE;
 }
 

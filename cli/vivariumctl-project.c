@@ -8,6 +8,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-secret.h"
 #include "vivariumctl-commands.h"
 
 /* How many commits `project log` shows without -n, and the most Log() gives. */
@@ -243,6 +244,21 @@ print_bytes_field (const gchar *label, guint64 bytes)
   g_print ("%-12s %s\n", label, size);
 }
 
+/* A list property an older daemon may not have: shown only when it is there. */
+static void
+print_cached_list (VivariumDBusProject *project, const gchar *property, const gchar *label)
+{
+  g_autoptr(GVariant) value = g_dbus_proxy_get_cached_property (G_DBUS_PROXY (project), property);
+  g_autofree const gchar **items = NULL;
+  g_autofree gchar *joined = NULL;
+
+  if (value == NULL || !g_variant_is_of_type (value, G_VARIANT_TYPE_STRING_ARRAY))
+    return;
+  items = g_variant_get_strv (value, NULL);
+  joined = g_strjoinv (",", (gchar **) items);
+  print_field (label, joined);
+}
+
 static void
 print_project (VivariumDBusProject *project)
 {
@@ -255,6 +271,7 @@ print_project (VivariumDBusProject *project)
   print_field (_("Remote:"), vivarium_dbus_project_get_remote (project));
   print_field (_("Last task:"), g_strcmp0 (last_task, "/") == 0 ? "" : last_task);
   print_field (_("Deploy key:"), vivarium_dbus_project_get_deploy_key (project));
+  print_cached_list (project, "Secrets", _("Secrets:"));
 }
 
 gboolean
@@ -411,60 +428,142 @@ vctl_cmd_project_publish (VctlContext *ctx, const VctlCommand *cmd, gchar ***arg
   return TRUE;
 }
 
-/* KEY=VALUE: egress=MODE, groups=G1,G2 (empty: the configuration's). The
- * key not given keeps the project's current value. */
+typedef struct {
+  gchar *mode;
+  GStrv  groups;
+  GStrv  secrets;
+} ProjectSettings;
+
+static void
+project_settings_clear (ProjectSettings *o)
+{
+  g_free (o->mode);
+  g_strfreev (o->groups);
+  g_strfreev (o->secrets);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ProjectSettings, project_settings_clear)
+
+static GStrv
+split_list (const gchar *text)
+{
+  return text[0] != '\0' ? g_strsplit (text, ",", -1) : g_new0 (gchar *, 1);
+}
+
+/* KEY=VALUE: egress=MODE, groups=G1,G2 (empty: the configuration's),
+ * secrets=A,B (empty: none). A key not given keeps the project's value. */
 static gboolean
-parse_setting (const gchar *arg, gchar **mode, GStrv *groups, GError **error)
+parse_setting (const gchar *arg, ProjectSettings *o, GError **error)
 {
   const gchar *eq = strchr (arg, '=');
 
   if (eq != NULL && g_str_has_prefix (arg, "egress=")) {
-    g_free (*mode);
-    *mode = g_strdup (eq + 1);
+    g_free (o->mode);
+    o->mode = g_strdup (eq + 1);
     return TRUE;
   }
   if (eq != NULL && g_str_has_prefix (arg, "groups=")) {
-    g_strfreev (*groups);
-    *groups = eq[1] != '\0' ? g_strsplit (eq + 1, ",", -1) : g_new0 (gchar *, 1);
+    g_strfreev (o->groups);
+    o->groups = split_list (eq + 1);
+    return TRUE;
+  }
+  if (eq != NULL && g_str_has_prefix (arg, "secrets=")) {
+    g_strfreev (o->secrets);
+    o->secrets = split_list (eq + 1);
     return TRUE;
   }
   g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-               _("Unknown setting “%s” (known: egress=MODE, groups=G1,G2)"), arg);
+               _("Unknown setting “%s” (known: egress=MODE, groups=G1,G2, secrets=A,B)"), arg);
   return FALSE;
+}
+
+/* The same bounds as --secret, before the bus. */
+static gboolean
+check_secret_names (GStrv secrets, GError **error)
+{
+  guint n = secrets != NULL ? g_strv_length (secrets) : 0;
+
+  if (n > VIVARIUM_SECRET_MAX_PER_SESSION) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("At most %d secrets; %u were given"), VIVARIUM_SECRET_MAX_PER_SESSION, n);
+    return FALSE;
+  }
+  for (guint i = 0; i < n; i++) {
+    if (!vivarium_secret_name_is_valid (secrets[i])) {
+      g_autofree gchar *shown = vctl_escape_line (secrets[i]);
+      g_set_error (error, VCTL_USAGE_ERROR, 0,
+                   _("“%s” is not a secret's name (a letter or '_', then at most 63 letters, digits or '_')"), shown);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
+set_egress (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, ProjectSettings *o, GError **error)
+{
+  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *joined = NULL;
+  g_autofree gchar *shown_mode = NULL;
+  g_autofree gchar *shown_groups = NULL;
+
+  /* The key not given keeps the project's value, which must be read first:
+   * the proxy was made without its properties (a NULL list crashed here). */
+  if ((o->mode == NULL || o->groups == NULL) && !vctl_ensure_properties (ctx, project, error))
+    return FALSE;
+  if (o->mode == NULL)
+    o->mode = g_strdup (vivarium_dbus_project_get_egress_mode (project));
+  if (o->groups == NULL)
+    o->groups = g_strdupv ((gchar **) vivarium_dbus_project_get_egress_groups (project));
+  if (o->groups == NULL)
+    o->groups = g_new0 (gchar *, 1);
+  ret = vctl_call (ctx, project, "SetEgress", g_variant_new ("(s^as)", o->mode != NULL ? o->mode : "", o->groups), -1,
+                   NULL, error);
+  if (ret == NULL)
+    return FALSE;
+  joined = o->groups != NULL ? g_strjoinv (",", o->groups) : g_strdup ("");
+  shown_mode = vctl_escape_line (o->mode != NULL && o->mode[0] != '\0' ? o->mode : _("the configuration's"));
+  shown_groups = vctl_escape_line (joined[0] != '\0' ? joined : _("the configuration's"));
+  g_print (_("Project “%s”: egress %s, groups %s.\n"), name, shown_mode, shown_groups);
+  return TRUE;
+}
+
+static gboolean
+set_secrets (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, ProjectSettings *o, GError **error)
+{
+  g_autoptr(GVariant) ret = vctl_call (ctx, project, "SetSecrets", g_variant_new ("(^as)", o->secrets), -1, NULL,
+                                       error);
+  g_autofree gchar *joined = NULL;
+  g_autofree gchar *shown = NULL;
+
+  if (ret == NULL)
+    return FALSE;
+  joined = g_strjoinv (",", o->secrets);
+  shown = vctl_escape_line (joined[0] != '\0' ? joined : _("none"));
+  g_print (_("Project “%s”: secrets %s.\n"), name, shown);
+  return TRUE;
 }
 
 gboolean
 vctl_cmd_project_set (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusProject) project = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  g_autofree gchar *mode = NULL;
+  g_auto(ProjectSettings) o = { 0 };
   g_autofree gchar *name = NULL;
-  g_auto(GStrv) groups = NULL;
 
-  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 3, error))
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 4, error))
     return FALSE;
   for (guint i = 2; (*argv)[i] != NULL; i++) {
-    if (!vctl_check_text ("setting", (*argv)[i], 4096, error) || !parse_setting ((*argv)[i], &mode, &groups, error))
+    if (!vctl_check_text ("setting", (*argv)[i], 4096, error) || !parse_setting ((*argv)[i], &o, error))
       return FALSE;
   }
+  if (!check_secret_names (o.secrets, error))
+    return FALSE;
   project = vctl_project_for_call (ctx, (*argv)[1], error);
   if (project == NULL)
     return FALSE;
-  if (mode == NULL)
-    mode = g_strdup (vivarium_dbus_project_get_egress_mode (project));
-  if (groups == NULL)
-    groups = g_strdupv ((gchar **) vivarium_dbus_project_get_egress_groups (project));
-  ret = vctl_call (ctx, project, "SetEgress", g_variant_new ("(s^as)", mode != NULL ? mode : "", groups), -1, NULL,
-                   error);
-  if (ret == NULL)
-    return FALSE;
   name = vctl_escape_line ((*argv)[1]);
-  {
-    g_autofree gchar *joined = groups != NULL ? g_strjoinv (",", groups) : g_strdup ("");
-    g_autofree gchar *shown_mode = vctl_escape_line (mode != NULL && mode[0] != '\0' ? mode : _("the configuration's"));
-    g_autofree gchar *shown_groups = vctl_escape_line (joined[0] != '\0' ? joined : _("the configuration's"));
-    g_print (_("Project “%s”: egress %s, groups %s.\n"), name, shown_mode, shown_groups);
-  }
-  return TRUE;
+  /* Two methods (two polkit actions): each only when one of its keys was given. */
+  if ((o.mode != NULL || o.groups != NULL) && !set_egress (ctx, project, name, &o, error))
+    return FALSE;
+  return o.secrets == NULL || set_secrets (ctx, project, name, &o, error);
 }

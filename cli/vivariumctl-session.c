@@ -111,6 +111,21 @@ print_egress (VivariumDBusSession *session)
   }
 }
 
+/* Names only: the daemon never gives a value or a placeholder out. */
+static void
+print_secrets (VivariumDBusSession *session)
+{
+  g_autoptr(GVariant) secrets = g_dbus_proxy_get_cached_property (G_DBUS_PROXY (session), "Secrets");
+  g_autofree const gchar **names = NULL;
+  g_autofree gchar *joined = NULL;
+
+  if (secrets == NULL || !g_variant_is_of_type (secrets, G_VARIANT_TYPE_STRING_ARRAY))
+    return;
+  names = g_variant_get_strv (secrets, NULL);
+  joined = g_strjoinv (", ", (gchar **) names);
+  print_field (_("Secrets:"), joined);
+}
+
 static void
 print_session (VivariumDBusSession *session)
 {
@@ -126,6 +141,7 @@ print_session (VivariumDBusSession *session)
   print_field (_("Accelerator:"), vivarium_dbus_session_get_accelerator (session));
   g_print ("%-20s %s\n", _("Started:"), started);
   print_egress (session);
+  print_secrets (session);
 }
 
 gboolean

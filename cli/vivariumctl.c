@@ -35,10 +35,10 @@ static const VctlCommand commands[] = {
     vctl_cmd_image_recipes },
   { "session", "list", "", N_("List sessions"), vctl_cmd_session_list },
   { "session", "start", "IMAGE [--project P] [--memory MIB] [--cpus N] [--timeout SEC] "
-    "[--egress MODE] [--allow HOST[:PORT]]… [--group NAME]…",
+    "[--egress MODE] [--allow HOST[:PORT]]… [--group NAME]… [--secret NAME]…",
     N_("Boot a throwaway machine from a frozen image and print its id"),
     vctl_cmd_session_start },
-  { "session", "show", "ID [--json]", N_("Show a session's state, image and egress"),
+  { "session", "show", "ID [--json]", N_("Show a session's state, image, egress and secrets' names"),
     vctl_cmd_session_show, EXIT_HELP },
   { "session", "egress-log", "ID [--json]",
     N_("Show what a session's guest tried to reach and what the egress proxy decided"),
@@ -71,8 +71,8 @@ static const VctlCommand commands[] = {
     vctl_cmd_project_remote, EXIT_HELP },
   { "project", "publish", "NAME", N_("Push a project's commits to its remote"),
     vctl_cmd_project_publish, EXIT_HELP },
-  { "project", "set", "NAME egress=MODE|groups=G1,G2 …",
-    N_("Set a project's egress defaults (MODE none, allowlist, open; empty for the configuration's)"),
+  { "project", "set", "NAME egress=MODE|groups=G1,G2|secrets=A,B …",
+    N_("Set a project's egress and secrets defaults (MODE none, allowlist, open; empty for the configuration's)"),
     vctl_cmd_project_set, EXIT_HELP },
   { "task", "submit",
     "PROJECT IMAGE --script FILE | --agent --instructions TEXT|--instructions-file F [--verify CMD] [--timeout S] …",
@@ -124,6 +124,20 @@ static const VctlCommand commands[] = {
   { "worker", "finish", "[--summary TEXT|--summary-file F] [--verify CMD]",
     N_("Worker: say the work is done; the daemon commits, verifies and reports"),
     vctl_cmd_worker_finish, WORKER_HELP },
+  { "secret", "add", "NAME --host HOST… [--header H] [--format F] [--replace] [--value-file FILE]",
+    N_("Store a secret a guest gets only as a placeholder (the value from a file or standard input)"),
+    vctl_cmd_secret_add,
+    N_("The value is never an argument: it is read from --value-file FILE, or from standard input (a file or "
+       "a pipe is handed to the daemon as it is; from a terminal it is asked for, not shown). One trailing "
+       "newline is dropped. The session's egress proxy puts it into the header H (default Authorization), "
+       "as F renders it ({} is the value; default 'Bearer {}'), of requests to the hosts given, and refuses "
+       "the placeholder anywhere else. Needs an administrator (polkit secret-manage).\n"
+       "Exit status: 0 on success; 1 when it failed (the error's D-Bus name ends the line); 2 on a usage "
+       "error.") },
+  { "secret", "list", "[--json]", N_("List the stored secrets: names, hosts, header, format, when added; never values"),
+    vctl_cmd_secret_list, EXIT_HELP },
+  { "secret", "remove", "NAME", N_("Remove a stored secret (running sessions keep theirs until they end)"),
+    vctl_cmd_secret_remove, EXIT_HELP },
   { "egress", "check", "[--session ID | --group NAME… --allow RULE…] HOST[:PORT]",
     N_("Dry run: would the egress proxy let a guest reach HOST[:PORT] (port 443 if absent)?"),
     vctl_cmd_egress_check,

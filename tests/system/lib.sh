@@ -182,8 +182,9 @@ _dump_journal () {
 # "$PI_TOKEN scheme=… host=… sni=… addr=…") and a 4 MiB /big, and a DNS
 # server on 203.0.113.10:53 that logs every name it is asked for
 # ($PI_DIR/dns.log; connections.log and requests.log say what the web
-# servers saw). This host's /etc/hosts gets allowed.test, other.test,
-# big.test → 203.0.113.10 and rebind.test → 10.0.0.5 (a denied range), its
+# servers saw, auth.log the Authorization header of each request). This
+# host's /etc/hosts gets allowed.test, other.test, big.test → 203.0.113.10
+# and rebind.test → 10.0.0.5 (a denied range), its
 # /etc/resolv.conf names only the logger; both are restored by
 # pretend_internet_down, which the EXIT trap runs too. Start vivariumd after
 # this (its guard reads the host's addresses, its DNS relay resolv.conf, at

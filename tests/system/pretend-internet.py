@@ -13,6 +13,11 @@
 #   DIR/requests.log     "http|https LOCAL_ADDR SNI HOST PATH STATUS BYTES"
 #   DIR/dns.log          "NAME QTYPE udp|tcp"
 #   DIR/tunnels.log      "HOST:PORT"
+#   DIR/auth.log         "http|https HOST PATH AUTHORIZATION" (the header's
+#                        value as it arrived, "-" without one: the secrets
+#                        test's proof of what the server saw)
+#   DIR/bodies.log       "http|https HOST PATH RECEIVED/DECLARED BODY" (a
+#                        POST's body as it arrived, backslash-escaped)
 #
 # On port 3128 a plain CONNECT proxy (no policy: it tunnels to any of the
 # names given, or an address) lets a test prove its own CONNECT client works,
@@ -21,7 +26,8 @@
 #   pretend-internet.py DIR TOKEN CERT KEY DNS_ADDR NAME=ADDR...
 #
 # GET /token answers "TOKEN scheme=… host=… sni=… addr=…"; GET /big answers
-# BIG_BYTES bytes (for the byte limits). The DNS server answers A for the
+# BIG_BYTES bytes (for the byte limits); POST /token (a body of at most
+# BODY_MAX bytes) answers as GET does. The DNS server answers A for the
 # names given, an empty answer for their other types, NXDOMAIN for the rest.
 # Prints "ready" once every socket is bound.
 
@@ -36,6 +42,7 @@ import threading
 
 BIG_BYTES = 4 * 1024 * 1024
 IO_TIMEOUT = 10
+BODY_MAX = 65536
 DNS_MAX = 4096
 
 directory, token, cert, key, dns_addr = sys.argv[1:6]
@@ -56,12 +63,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
+    def do_POST(self):
+        try:
+            length = int(self.headers.get('Content-Length', '0'))
+        except ValueError:
+            length = -1
+        if length < 0 or length > BODY_MAX:
+            self.send_error(413)
+            return
+        try:
+            body = self.rfile.read(length)
+        except OSError:
+            body = b''
+        log('bodies.log', self.server.scheme, self.headers.get('Host', ''), self.path,
+            '%d/%d' % (len(body), length), body.decode('latin-1').encode('unicode_escape').decode('ascii'))
+        self.do_GET()
+
     def do_GET(self):
         scheme = self.server.scheme
         sni = getattr(self.connection, 'vt_sni', None) if scheme == 'https' else None
         host = self.headers.get('Host', '')
         local = self.connection.getsockname()[0]
-        if self.path == '/token':
+        log('auth.log', scheme, host, self.path, self.headers.get('Authorization', ''))
+        if self.path.split('?', 1)[0] == '/token':
             body = ('%s scheme=%s host=%s sni=%s addr=%s\n' % (token, scheme, host, sni or '-', local)).encode()
         elif self.path == '/big':
             body = None
@@ -241,7 +265,7 @@ def main():
     servers = [Server(80, 'http'), Server(443, 'https', tls_context()),
                UdpServer((dns_addr, 53), DnsUdp), TcpServer((dns_addr, 53), DnsTcp),
                TcpServer(('0.0.0.0', 3128), Tunnel)]
-    for name in ('connections.log', 'requests.log', 'dns.log', 'tunnels.log'):
+    for name in ('connections.log', 'requests.log', 'dns.log', 'tunnels.log', 'auth.log', 'bodies.log'):
         open(os.path.join(directory, name), 'a').close()
     for s in servers[1:]:
         threading.Thread(target=s.serve_forever, daemon=True).start()

@@ -21,9 +21,14 @@
 # Task t-agent's transcript grows by one entry per GetTranscript (the
 # second hostile) and the task ends DONE (FinishedAt set) after the third;
 # t-stuck's transcript stays one entry and the task never ends.
+# Secrets: AddSecret reads the value from the descriptor it is handed and
+# records it beside the arguments (Exists for the name TAKEN); ListSecrets
+# answers two, one with hostile text; RemoveSecret refuses GONE (NotFound);
+# session s1 holds the secrets TOKEN and GH_TOKEN.
 # Prints "ready" once it owns the name.
 
 import json
+import os
 import sys
 
 import gi
@@ -41,6 +46,14 @@ EXEC_STDERR = b'warning: \xfe\n'
 FILE_BYTES = b'\x00\xfffile\r\n\x1b]0;title\x07'
 EGRESS_T0 = 1764634860123000  # 2025-12-02T00:21:00.123Z
 HOSTILE_HOST = 'evil.example\x1b[2J\nallowed: forged'
+SECRETS = [
+    {'name': GLib.Variant('s', 'TOKEN'), 'hosts': GLib.Variant('as', ['api.example.org', '*.example.net']),
+     'header': GLib.Variant('s', 'Authorization'), 'format': GLib.Variant('s', 'Bearer {}'),
+     'added_at': GLib.Variant('t', 1764634860)},
+    {'name': GLib.Variant('s', 'EVIL'), 'hosts': GLib.Variant('as', ['x.example\x1b[2J\nTOKEN forged']),
+     'header': GLib.Variant('s', 'X-Key'), 'format': GLib.Variant('s', '{}\x1b]0;t\x07'),
+     'added_at': GLib.Variant('t', 0)},
+]
 
 
 TRANSCRIPT = [(1764583201000000, 'model', 'I will add a README.', False),
@@ -117,6 +130,8 @@ def main():
             'UsedBytes': GLib.Variant('t', 1 << 20), 'Head': GLib.Variant('s', 'a' * 40),
             'Remote': GLib.Variant('s', ''), 'LastTask': GLib.Variant('o', '/'),
             'DeployKey': GLib.Variant('s', 'ssh-ed25519 AAAAfake vivarium-project-demo'),
+            'EgressMode': GLib.Variant('s', 'allowlist'), 'EgressGroups': GLib.Variant('as', ['debian']),
+            'Secrets': GLib.Variant('as', ['GH_TOKEN', 'PYPI\x1b[2J']),
         },
         BASE + '/reports/r1': {
             'Id': GLib.Variant('s', 'r1'), 'Task': GLib.Variant('o', task_path('t-done')),
@@ -130,6 +145,7 @@ def main():
             'EgressStateReason': GLib.Variant('s', 'the proxy exited\x1b[2J with status 1'),
             'EgressRules': GLib.Variant('as', ['allow deb.debian.org (group debian)',
                                                'deny *.evil.example (session)']),
+            'Secrets': GLib.Variant('as', ['TOKEN', 'GH_TOKEN']),
         },
         BASE + '/sessions/s2': {'Id': GLib.Variant('s', 's2'), 'State': GLib.Variant('s', 'running')},
         BASE: {'Version': GLib.Variant('s', '0.0-fake'), 'State': GLib.Variant('s', 'running'),
@@ -155,6 +171,16 @@ def main():
             return reply(inv, '(o)', task_path('t-new'))
         if method == 'StartSession':
             return reply(inv, '(o)', BASE + '/sessions/s1')
+        if method == 'AddSecret' and args[0] == 'TAKEN':
+            return inv.return_dbus_error(ERROR + 'Exists', 'A secret named TAKEN exists already')
+        if method == 'AddSecret':
+            return reply(inv, None)
+        if method == 'ListSecrets':
+            return reply(inv, '(aa{sv})', SECRETS)
+        if method == 'RemoveSecret' and args[0] == 'GONE':
+            return inv.return_dbus_error(ERROR + 'NotFound', 'There is no secret named GONE')
+        if method == 'RemoveSecret':
+            return reply(inv, None)
         if method == 'CheckEgress':
             host = args[0].rsplit(':', 1)[0] if not args[0].startswith('[') else args[0]
             if host == 'deb.debian.org' or host in args[1].get('egress_allow', []):
@@ -218,6 +244,18 @@ def main():
     def report(inv, method, args):
         reply(inv, '(s)', report_json if method == 'GetJson' else REPORT_TEXT)
 
+    def read_handed_value(inv, index):
+        # What the client handed over: the value travels in the descriptor only.
+        fds = inv.get_message().get_unix_fd_list()
+        if fds is None or index >= fds.get_length():
+            return None
+        fd = fds.get(index)
+        try:
+            with os.fdopen(fd, 'rb') as f:
+                return f.read(65536).decode('utf-8', 'replace')
+        except OSError as e:
+            return 'unreadable: %s' % e
+
     def on_call(conn, sender, path, iface, method, params, inv):
         args = params.unpack()
         shown = [a.hex() if isinstance(a, bytes) else a for a in args]
@@ -233,6 +271,8 @@ def main():
             shown = list(args) + [{k: opts.lookup_value(k, None).get_type_string() for k in args[-1]}]
         if method == 'WriteFile':
             shown = [args[0], bytes(args[1]).hex()]
+        if method == 'AddSecret':
+            shown = list(args) + [read_handed_value(inv, args[3])]
         record(path, method, shown)
         kind = iface[len(IFACE):]
         if kind == 'Manager':

@@ -399,6 +399,129 @@ checks=$((checks + 1))
 /usr/bin/python3 -c "import json,sys; log=json.load(open(sys.argv[1])); assert log[1]['host'] == 'evil.example\x1b[2J\nallowed: forged', log" "$tmp/out" ||
   fail "task egress-log --json changed the host: $(cat "$tmp/out")"
 
+# --- secrets: the value only in the descriptor, the options sent, the listing escaped ---
+printf 'the value\n' >"$tmp/value"
+expect 0 secret add TOKEN --host api.example.org --value-file "$tmp/value"
+out_is "Stored the secret “TOKEN”."
+call_is AddSecret "a[:3] == ['TOKEN', ['api.example.org'], {}] and a[4] == 'the value\n'"
+checks=$((checks + 1))
+last_call AddSecret | grep -q 'the value' && [ "$(last_call AddSecret | grep -o 'the value' | wc -l)" -eq 1 ] ||
+  fail "the value is not (only) in what the descriptor carried: $(last_call AddSecret)"
+printf 'from stdin' >"$tmp/value2"
+input=$tmp/value2
+expect 0 secret add GH_TOKEN --host api.github.com --host '*.githubusercontent.com' --header X-Key --format 'token {}' --replace
+input=/dev/null
+call_is AddSecret "a[:3] == ['GH_TOKEN', ['api.github.com', '*.githubusercontent.com'], {'header': 'X-Key', 'format': 'token {}', 'replace': True}] and a[4] == 'from stdin'"
+checks=$((checks + 1))
+printf 'piped value' | "$ctl" secret add PIPED --host api.example.org >"$tmp/out" 2>"$tmp/err" ||
+  fail "secret add from a pipe: $(cat "$tmp/err")"
+call_is AddSecret "a[0] == 'PIPED' and a[4] == 'piped value'"
+# From a terminal: asked for, not echoed, handed over through a pipe.
+checks=$((checks + 1))
+/usr/bin/python3 - "$ctl" >"$tmp/tty.out" 2>&1 <<'PYEOF' || fail "secret add from a terminal: $(cat "$tmp/tty.out")"
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], 'secret', 'add', 'TYPED', '--host', 'api.example.org'])
+seen = b''
+def read_for(seconds, until=None):
+    global seen
+    end = time.time() + seconds
+    while time.time() < end and (until is None or until not in seen):
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                return
+read_for(10, b'not shown')
+os.write(fd, b'typed value\n')
+read_for(10, b'Stored')
+for _ in range(100):
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.1)
+else:
+    os.kill(pid, 9)
+    sys.exit('vivariumctl did not finish: %r' % seen)
+assert os.WEXITSTATUS(status) == 0, seen
+assert b'Value of the secret TYPED' in seen, seen
+assert b'typed value' not in seen, 'the value was echoed: %r' % seen
+PYEOF
+call_is AddSecret "a[0] == 'TYPED' and a[4] == 'typed value\n'"
+expect 1 secret add TAKEN --host api.example.org --value-file "$tmp/value"
+err_has "[org.vivarium.Vivarium1.Error.Exists]"
+calls_before=$(wc -l <"$tmp/calls")
+expect 2 secret add 1BAD --host api.example.org --value-file "$tmp/value"
+err_has "environment variable"
+expect 2 secret add NOHOST --value-file "$tmp/value"
+err_has "--host HOST is required"
+expect 2 secret add T --host 203.0.113.7 --value-file "$tmp/value"
+err_has "no IP address"
+expect 2 secret add T --host api.example.org:443 --value-file "$tmp/value"
+expect 2 secret add T --host api.example.org --format 'Bearer' --value-file "$tmp/value"
+err_has "exactly one {}"
+expect 2 secret add T --host api.example.org --header 'X Key' --value-file "$tmp/value"
+expect 2 secret add T --host api.example.org "the value"
+expect 1 secret add T --host api.example.org --value-file "$tmp"
+err_has "is not a file or a pipe"
+expect 2 secret remove 'not a name'
+expect 2 session start tiny --secret 'bad-name'
+err_has "is not a secret's name"
+expect 2 session start tiny --egress open --secret TOKEN
+err_has "apply only to --egress allowlist"
+many=()
+for i in $(seq 33); do many+=(--secret "S$i"); done
+expect 2 task submit demo tiny --script "$tmp/script.sh" "${many[@]}"
+err_has "At most 32 --secret names"
+checks=$((checks + 1))
+[ "$(wc -l <"$tmp/calls")" -eq "$calls_before" ] || fail "a refused secret verb still reached the bus: $(tail -n +$((calls_before + 1)) "$tmp/calls")"
+expect 0 secret list
+out_has "TOKEN"
+out_has "api.example.org,*.example.net"
+out_has "Bearer {}"
+no_escape_bytes out
+checks=$((checks + 1))
+grep -q '^TOKEN forged' "$tmp/out" && fail "a host drew a line of its own: $(cat "$tmp/out")"
+expect 0 secret list --json
+checks=$((checks + 1))
+/usr/bin/python3 -c "import json,sys; l=json.load(open(sys.argv[1])); assert l[0] == {'name': 'TOKEN', 'hosts': ['api.example.org', '*.example.net'], 'header': 'Authorization', 'format': 'Bearer {}', 'added_at': 1764634860}, l; assert l[1]['hosts'] == ['x.example\x1b[2J\nTOKEN forged'], l" "$tmp/out" ||
+  fail "secret list --json is not the list: $(cat "$tmp/out")"
+expect 0 secret remove TOKEN
+call_is RemoveSecret "a == ['TOKEN']"
+expect 1 secret remove GONE
+err_has "[org.vivarium.Vivarium1.Error.NotFound]"
+expect 0 session start tiny --egress allowlist --allow api.example.org --secret TOKEN --secret GH_TOKEN
+call_is StartSession "a[2]['secrets'] == ['TOKEN', 'GH_TOKEN'] and a[3]['secrets'] == 'as'"
+expect 0 task submit demo tiny --script "$tmp/script.sh" --secret TOKEN
+call_is SubmitTask "a[3]['secrets'] == ['TOKEN'] and a[4]['secrets'] == 'as'"
+expect 0 session show s1
+out_has "TOKEN, GH_TOKEN"
+expect 0 project set demo secrets=GH_TOKEN,PYPI
+call_is SetSecrets "a == [['GH_TOKEN', 'PYPI']]"
+out_is "Project “demo”: secrets GH_TOKEN,PYPI."
+expect 0 project set demo secrets=
+call_is SetSecrets "a == [[]]"
+out_is "Project “demo”: secrets none."
+set_egress_before=$(grep -c '"method": "SetEgress"' "$tmp/calls")
+expect 0 project set demo secrets=GH_TOKEN
+checks=$((checks + 1))
+[ "$(grep -c '"method": "SetEgress"' "$tmp/calls")" -eq "$set_egress_before" ] ||
+  fail "project set NAME secrets=… also called SetEgress"
+expect 0 project set demo egress=allowlist secrets=GH_TOKEN
+call_is SetEgress "a == ['allowlist', ['debian']]"
+# One key keeps the other's value, read from the daemon (a NULL list crashed).
+expect 0 project set demo egress=none
+call_is SetEgress "a == ['none', ['debian']]"
+expect 0 project set demo groups=pypi
+call_is SetEgress "a == ['allowlist', ['pypi']]"
+expect 2 project set demo secrets=bad-name
+err_has "is not a secret's name"
+expect 0 project show demo
+out_has "GH_TOKEN,PYPI\x1b[2J"
+no_escape_bytes out
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failures in $checks checks" >&2
   exit 1
