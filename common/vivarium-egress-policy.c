@@ -23,6 +23,8 @@
 #define POLICY_FILE_MAX (1024 * 1024)
 #define POLICY_FORMAT "vivarium-egress-policy"
 #define POLICY_VERSION 1
+/* The one option a rule may carry, after a space. */
+#define OPTION_NO_INTERCEPT "no-intercept"
 
 typedef enum {
   HOST_NAME,
@@ -38,6 +40,7 @@ typedef struct {
   guint16 port;  /* 0: 80 and 443 */
   gchar *text;   /* host[:port], as shown in reasons and descriptions */
   gchar *origin;
+  gboolean no_intercept;  /* TLS there is always tunnelled (docs/secrets.md) */
 } Rule;
 
 struct _VivariumEgressPolicy {
@@ -272,16 +275,48 @@ parse_rule (const gchar *rule, HostKind *kind, gchar **host, guint16 *port)
   return parse_host (rule, colon != NULL ? (gsize) (colon - rule) : len, TRUE, kind, host);
 }
 
+/* "host[:port]" or "host[:port] no-intercept": *bare is the destination
+ * part. Exactly one space and a known option, so that a rule reads one
+ * way only. */
+static const gchar *
+split_options (const gchar *rule, gchar **bare, gboolean *no_intercept)
+{
+  const gchar *space = strchr (rule, ' ');
+
+  *no_intercept = FALSE;
+  if (space == NULL) {
+    *bare = g_strdup (rule);
+    return NULL;
+  }
+  if (!g_str_equal (space + 1, OPTION_NO_INTERCEPT))
+    return "the only option a rule takes is “" OPTION_NO_INTERCEPT "”, after one space";
+  *bare = g_strndup (rule, space - rule);
+  *no_intercept = TRUE;
+  return NULL;
+}
+
+static const gchar *
+parse_rule_with_options (const gchar *rule, HostKind *kind, gchar **host, guint16 *port, gboolean *no_intercept)
+{
+  g_autofree gchar *bare = NULL;
+  const gchar *why = split_options (rule, &bare, no_intercept);
+
+  if (why != NULL)
+    return why;
+  return parse_rule (bare, kind, host, port);
+}
+
 gboolean
 vivarium_egress_rule_parse (const gchar *rule, gchar **host, guint16 *port, GError **error)
 {
   g_autofree gchar *parsed = NULL;
   HostKind kind;
   guint16 parsed_port = 0;
+  gboolean no_intercept;
   const gchar *why;
 
   g_return_val_if_fail (rule != NULL, FALSE);
-  why = parse_rule (rule, &kind, &parsed, &parsed_port);
+  why = parse_rule_with_options (rule, &kind, &parsed, &parsed_port, &no_intercept);
   if (why != NULL) {
     g_autofree gchar *quoted = quote_for_message (rule, strlen (rule));
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
@@ -375,6 +410,7 @@ vivarium_egress_policy_add_rule (VivariumEgressPolicy *policy, VivariumEgressAct
   g_autofree gchar *host = NULL;
   HostKind kind;
   guint16 port = 0;
+  gboolean no_intercept = FALSE;
   const gchar *why;
   Rule *rule;
 
@@ -389,7 +425,9 @@ vivarium_egress_policy_add_rule (VivariumEgressPolicy *policy, VivariumEgressAct
                  quoted, ORIGIN_MAX_LEN);
     return FALSE;
   }
-  why = parse_rule (rule_text, &kind, &host, &port);
+  why = parse_rule_with_options (rule_text, &kind, &host, &port, &no_intercept);
+  if (why == NULL && no_intercept && action != VIVARIUM_EGRESS_ALLOW)
+    why = "“" OPTION_NO_INTERCEPT "” is an option of allow rules";
   if (why != NULL) {
     g_autofree gchar *quoted = quote_for_message (rule_text, strlen (rule_text));
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
@@ -397,9 +435,13 @@ vivarium_egress_policy_add_rule (VivariumEgressPolicy *policy, VivariumEgressAct
     return FALSE;
   }
   /* Groups overlap (two groups may both allow github.com): the first
-   * definition stays and is the one reasons name. */
-  if (find_rule (policy, action, host, port) != NULL)
+   * definition stays and is the one reasons name; "no-intercept" said by
+   * any of them stays said (the narrower promise wins). */
+  rule = find_rule (policy, action, host, port);
+  if (rule != NULL) {
+    rule->no_intercept |= no_intercept;
     return TRUE;
+  }
   if (policy->rules->len >= VIVARIUM_EGRESS_POLICY_MAX_RULES) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                  "Too many egress rules: a policy holds at most %d", VIVARIUM_EGRESS_POLICY_MAX_RULES);
@@ -412,6 +454,7 @@ vivarium_egress_policy_add_rule (VivariumEgressPolicy *policy, VivariumEgressAct
   rule->text = port != 0 ? g_strdup_printf ("%s:%u", host, port) : g_strdup (host);
   rule->host = g_steal_pointer (&host);
   rule->origin = g_strdup (origin);
+  rule->no_intercept = no_intercept;
   g_ptr_array_add (policy->rules, rule);
   return TRUE;
 }
@@ -508,9 +551,10 @@ vivarium_egress_policy_describe (VivariumEgressPolicy *policy)
   g_return_val_if_fail (policy != NULL, NULL);
   for (guint i = 0; i < policy->rules->len; i++) {
     const Rule *rule = g_ptr_array_index (policy->rules, i);
-    g_autofree gchar *line = g_strdup_printf ("%s %s (%s)",
+    g_autofree gchar *line = g_strdup_printf ("%s %s%s (%s)",
                                               rule->action == VIVARIUM_EGRESS_ALLOW ? "allow" : "deny",
-                                              rule->text, rule->origin);
+                                              rule->text, rule->no_intercept ? " " OPTION_NO_INTERCEPT : "",
+                                              rule->origin);
     g_strv_builder_add (builder, line);
   }
   return g_strv_builder_end (builder);
@@ -556,7 +600,8 @@ policy_to_text (VivariumEgressPolicy *policy)
     const Rule *rule = g_ptr_array_index (policy->rules, i);
     g_autofree gchar *group = g_strdup_printf ("Rule %u", i);
     g_key_file_set_string (file, group, "Action", rule->action == VIVARIUM_EGRESS_ALLOW ? "allow" : "deny");
-    g_key_file_set_string (file, group, "Rule", rule->text);
+    g_autofree gchar *text = g_strdup_printf ("%s%s", rule->text, rule->no_intercept ? " " OPTION_NO_INTERCEPT : "");
+    g_key_file_set_string (file, group, "Rule", text);
     g_key_file_set_string (file, group, "Origin", rule->origin);
   }
   g_key_file_set_integer (file, "End", "Rules", (gint) policy->rules->len);
@@ -571,12 +616,26 @@ set_error_errno (GError **error, int saved, const gchar *what, const gchar *path
   return FALSE;
 }
 
-/* Until rules carry options, every allowed destination may be
- * intercepted. */
+/* Allowed, and no allow rule that matches says no-intercept: where two
+ * rules cover a host (a wildcard and the name), the one that promises
+ * not to look inside wins. */
 gboolean
 vivarium_egress_policy_may_intercept (VivariumEgressPolicy *policy, const gchar *host, guint16 port)
 {
-  return vivarium_egress_policy_decide (policy, host, port, NULL);
+  g_autofree gchar *normal = NULL;
+  HostKind kind;
+
+  g_return_val_if_fail (policy != NULL, FALSE);
+  if (!vivarium_egress_policy_decide (policy, host, port, NULL))
+    return FALSE;
+  normal = normalize_destination (host, &kind);
+  for (guint i = 0; i < policy->rules->len; i++) {
+    const Rule *rule = g_ptr_array_index (policy->rules, i);
+    if (rule->action == VIVARIUM_EGRESS_ALLOW && rule->no_intercept && port_matches (rule, port) &&
+        host_matches (rule, normal, kind))
+      return FALSE;
+  }
+  return TRUE;
 }
 
 /* The tree's one durable write (common/vivarium-file.h), so the proxy

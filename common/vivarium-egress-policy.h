@@ -17,6 +17,9 @@ G_BEGIN_DECLS
  *   literal (IPv4 dotted quad, or IPv6 in brackets `[2001:db8::1]:443`;
  *   an IPv4-mapped IPv6 address is taken as the IPv4 address).
  * - port: 1-65535; a rule without a port covers 80 and 443 only.
+ * - an allow rule may carry one option after one space, "no-intercept"
+ *   (`api.example.org:443 no-intercept`): TLS there is always tunnelled,
+ *   never terminated for a secret (docs/secrets.md).
  * - A deny rule that matches beats every allow rule; nothing is allowed
  *   unless a rule allows it (deny by default); there is no built-in
  *   carve-out.

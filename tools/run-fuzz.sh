@@ -22,6 +22,7 @@ harnesses=(
   "fuzz-egress-sni 17000"      # VIVARIUM_SNI_MAX_HELLO 16 KiB
   "fuzz-egress-dns 600"        # VIVARIUM_DNS_MAX_QUERY 512
   "fuzz-egress-request 17000"  # VIVARIUM_EGRESS_MAX_HEAD 16 KiB
+  "fuzz-egress-placeholder 70000"  # a body chunk is at most 64 KiB
   "fuzz-egress-rule 4096"      # 64 lines of rules (a rule is at most 300 bytes)
   "fuzz-egress-log 8192"       # lines of at most 4096 bytes; one page holds them all
 )

@@ -32,3 +32,15 @@ vivarium_egress_context_allows_name (VivariumEgressContext *ctx, const gchar *na
 
   return vivarium_egress_policy_allows_name (ctx->policy, name);
 }
+
+gchar *
+vivarium_egress_context_placeholder (VivariumEgressContext *ctx, const gchar *text, gsize len, const gchar *host,
+                                     guint16 port, const gchar *where)
+{
+  const VivariumSecret *secret;
+
+  if (ctx->placeholders == NULL || text == NULL)
+    return NULL;
+  secret = vivarium_placeholders_find (ctx->placeholders, (const guint8 *) text, len);
+  return secret != NULL ? vivarium_placeholder_reason (secret, host, port, where) : NULL;
+}

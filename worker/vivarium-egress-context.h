@@ -4,7 +4,9 @@
 #include <gio/gio.h>
 
 #include "vivarium-egress-budget.h"
+#include "vivarium-egress-ca.h"
 #include "vivarium-egress-log.h"
+#include "vivarium-egress-placeholder.h"
 #include "vivarium-egress-policy.h"
 #include "vivarium-egress-upstream.h"
 
@@ -20,6 +22,11 @@ typedef struct {
   VivariumEgressLog      *log;
   VivariumEgressBudget   *budget;
   GInetAddress           *guest_address; /* what the DNS answers for an allowed name */
+  /* Secrets (docs/secrets.md); all NULL without --secrets. */
+  GPtrArray              *secrets;      /* VivariumSecret*, with placeholders */
+  VivariumPlaceholders   *placeholders;
+  VivariumEgressCa       *ca;
+  GTlsDatabase           *upstream_ca;  /* --upstream-ca, or the system's */
 } VivariumEgressContext;
 
 /* The host as the policy takes it: an IPv6 literal in brackets. NULL when
@@ -31,5 +38,13 @@ gboolean  vivarium_egress_context_decide      (VivariumEgressContext  *ctx,
                                                gchar                 **reason);
 gboolean  vivarium_egress_context_allows_name (VivariumEgressContext  *ctx,
                                                const gchar            *name);
+/* A placeholder in text the guest sent to host:port (where: "URL", "SNI",
+ * …): NULL when there is none, else the reason to refuse it with. */
+gchar    *vivarium_egress_context_placeholder (VivariumEgressContext  *ctx,
+                                               const gchar            *text,
+                                               gsize                   len,
+                                               const gchar            *host,
+                                               guint16                 port,
+                                               const gchar            *where);
 
 G_END_DECLS

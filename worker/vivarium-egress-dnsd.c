@@ -2,6 +2,8 @@
 #define G_LOG_DOMAIN "VivariumEgress"
 #include "config.h"
 
+#include <string.h>
+
 #include "vivarium-egress-dns.h"
 #include "vivarium-egress-dnsd.h"
 #include "vivarium-egress-io.h"
@@ -16,6 +18,9 @@ decide (VivariumEgressContext *ctx, const VivariumDnsQuery *query, gint64 start)
 
   if (host == NULL)
     reason = g_strdup ("not a valid host name");
+  else if ((reason = vivarium_egress_context_placeholder (ctx, query->name, strlen (query->name), host, 53,
+                                                          "DNS name")) != NULL)
+    d.allowed = allowed = FALSE;
   else if (allowed)
     reason = g_strdup_printf ("the policy allows %s: answered with the proxy's address", host);
   else

@@ -48,6 +48,8 @@ took (State *st, Direction *d, gsize n)
 {
   guint64 up = d->up ? n : 0, down = d->up ? 0 : n;
 
+  if (d->up && st->splice->scan != NULL && !st->splice->scan (d->buf + d->len, n, &st->reason, st->splice->scan_data))
+    return FALSE;
   if (!vivarium_egress_budget_charge (st->splice->budget, up, down, &st->reason))
     return FALSE;
   st->splice->bytes_up += up;

@@ -29,6 +29,13 @@ typedef VivariumInspect (*VivariumSpliceInspect) (const guint8  *data,
                                                   gchar        **reason,
                                                   gpointer       user_data);
 
+/* Looks at every chunk the guest sends, as it comes (before it is counted
+ * or sent): FALSE cuts the connection (*reason). */
+typedef gboolean (*VivariumSpliceScan) (const guint8  *data,
+                                        gsize          len,
+                                        gchar        **reason,
+                                        gpointer       user_data);
+
 typedef struct {
   int                    client_fd;
   int                    upstream_fd;
@@ -36,6 +43,8 @@ typedef struct {
   VivariumSpliceInspect  inspect;          /* or NULL */
   gpointer               inspect_data;
   gint64                 inspect_deadline; /* monotonic µs */
+  VivariumSpliceScan     scan;             /* or NULL */
+  gpointer               scan_data;
   /* out */
   guint64                bytes_up;
   guint64                bytes_down;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "vivarium-egress-http.h"
+#include "vivarium-egress-intercept.h"
 #include "vivarium-egress-io.h"
 #include "vivarium-egress-sni.h"
 #include "vivarium-egress-splice.h"
@@ -27,6 +28,11 @@ typedef struct {
   guint64                bytes_up, bytes_down;
   guint8                 buf[FIRST_BYTES_MAX];
   gsize                  len;
+  /* Placeholders (docs/secrets.md) in what the guest sends on in plain. */
+  gboolean               scan_up;
+  const gchar           *scan_where;
+  gboolean               scan_refused;
+  VivariumPlaceholderScan scan;
 } Flow;
 
 static void
@@ -41,19 +47,81 @@ flow_log (Flow *f, gboolean allowed, const gchar *reason)
   vivarium_egress_log_record (f->ctx->log, &d);
 }
 
+static void
+answer_403 (Flow *f, const gchar *reason)
+{
+  g_autofree gchar *body = g_strdup_printf ("vivarium egress: %s\n", reason);
+  g_autofree gchar *answer = g_strdup_printf ("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                                              "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                                              strlen (body), body);
+
+  vivarium_egress_io_send_all (f->client, (const guint8 *) answer, strlen (answer));
+}
+
 /* The same refusal for the same cause: 403 and the reason on the explicit
  * proxy, a closed connection on the transparent ports. */
 static void
 refuse (Flow *f, const gchar *reason)
 {
   flow_log (f, FALSE, reason);
-  if (f->via == VIVARIUM_EGRESS_VIA_PROXY) {
-    g_autofree gchar *body = g_strdup_printf ("vivarium egress: %s\n", reason);
-    g_autofree gchar *answer = g_strdup_printf ("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                                                "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                                                strlen (body), body);
-    vivarium_egress_io_send_all (f->client, (const guint8 *) answer, strlen (answer));
+  if (f->via == VIVARIUM_EGRESS_VIA_PROXY)
+    answer_403 (f, reason);
+}
+
+/* A placeholder in a plain HTTP request is refused in HTTP on both HTTP
+ * doors: the client learns why (docs/secrets.md). */
+static void
+refuse_http (Flow *f, const gchar *reason)
+{
+  flow_log (f, FALSE, reason);
+  answer_403 (f, reason);
+}
+
+/* The guest's own head, line by line: the request line is the "URL", each
+ * other line a header (named by what comes before its ':'). Loose on
+ * purpose: whatever the guest wrote, a placeholder in it is seen. */
+static gchar *
+placeholder_in_head (Flow *f, gsize used, gboolean connect)
+{
+  g_autofree gchar *text = g_strndup ((const gchar *) f->buf, used);
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_autofree gchar *where = NULL;
+    g_autofree gchar *why = NULL;
+    gchar *colon = strchr (lines[i], ':');
+    if (i == 0)
+      where = g_strdup (connect ? "CONNECT target" : "URL");
+    else if (colon == NULL)
+      where = g_strdup ("header");
+    else if ((why = vivarium_egress_context_placeholder (f->ctx, lines[i], colon - lines[i], f->host, f->port,
+                                                         "header name")) != NULL)
+      return g_steal_pointer (&why);
+    else
+      where = g_strdup_printf ("header %.*s", (int) (colon - lines[i]), lines[i]);
+    why = vivarium_egress_context_placeholder (f->ctx, lines[i], strlen (lines[i]), f->host, f->port, where);
+    if (why != NULL)
+      return g_steal_pointer (&why);
   }
+  return NULL;
+}
+
+/* Every chunk the guest sends on in plain (an HTTP body, a tunnel that
+ * is not TLS), scanned with the overlap. */
+static gboolean
+scan_chunk (const guint8 *data, gsize len, gchar **reason, gpointer user_data)
+{
+  Flow *f = user_data;
+  const VivariumSecret *secret;
+
+  if (!f->scan_up)
+    return TRUE;
+  secret = vivarium_placeholder_scan_feed (&f->scan, data, len);
+  if (secret == NULL)
+    return TRUE;
+  *reason = vivarium_placeholder_reason (secret, f->host, f->port, f->scan_where);
+  f->scan_refused = TRUE;
+  return FALSE;
 }
 
 /* Reads until done() says the first bytes are whole; FALSE with *reason
@@ -144,9 +212,17 @@ check_sni (const guint8 *data, gsize len, gchar **reason, gpointer user_data)
   case VIVARIUM_SNI_NEED_MORE:
     return VIVARIUM_INSPECT_NEED_MORE;
   case VIVARIUM_SNI_NOT_TLS:
+    /* Plain bytes through the tunnel: the proxy sees them, these first
+     * ones included (they were held, not scanned, until now). */
+    f->scan_up = TRUE;
+    f->scan_where = "tunnelled data";
+    return scan_chunk (data, len, reason, f) ? VIVARIUM_INSPECT_PASS : VIVARIUM_INSPECT_CUT;
   case VIVARIUM_SNI_NONE:
     return VIVARIUM_INSPECT_PASS;
   case VIVARIUM_SNI_FOUND:
+    *reason = vivarium_egress_context_placeholder (f->ctx, name, strlen (name), f->host, f->port, "SNI");
+    if (*reason != NULL)
+      return VIVARIUM_INSPECT_CUT;
     normal = vivarium_egress_context_normalize (name);
     if (normal != NULL && g_str_equal (normal, f->host))
       return VIVARIUM_INSPECT_PASS;
@@ -220,12 +296,83 @@ relay (Flow *f, GSocket *upstream, gsize used, gboolean inspect, const gchar *al
     .client_fd = g_socket_get_fd (f->client), .upstream_fd = g_socket_get_fd (upstream),
     .budget = f->ctx->budget, .inspect = inspect ? check_sni : NULL, .inspect_data = f,
     .inspect_deadline = g_get_monotonic_time () + VIVARIUM_EGRESS_FIRST_BYTES_SEC * G_USEC_PER_SEC,
+    .scan = f->ctx->placeholders != NULL ? scan_chunk : NULL, .scan_data = f,
   };
-  gboolean whole = vivarium_egress_splice (&splice, f->buf + used, f->len - used, &cut);
+  gboolean whole;
 
+  vivarium_placeholder_scan_init (&f->scan, f->ctx->placeholders);
+  whole = vivarium_egress_splice (&splice, f->buf + used, f->len - used, &cut);
   f->bytes_up += splice.bytes_up;
   f->bytes_down += splice.bytes_down;
   flow_log (f, whole, whole ? allowed_by : cut);
+  /* A body refused before the server said anything: the client is told. */
+  if (f->scan_refused && f->via != VIVARIUM_EGRESS_VIA_TLS && splice.bytes_down == 0 && !inspect)
+    answer_403 (f, cut);
+}
+
+/* The TLS of a secret's host, opened up (vivarium-egress-intercept.h):
+ * f->buf[used..len) is the guest's ClientHello so far. */
+static void
+intercept (Flow *f, GSocketConnection *conn, gsize used, const gchar *allowed_by)
+{
+  g_auto(VivariumInterceptResult) result = { 0 };
+  g_autoptr(GBytes) hello = g_bytes_new (f->buf + used, f->len - used);
+  g_autofree gchar *summary = NULL;
+  gboolean ok = vivarium_egress_intercept (f->ctx, f->client, hello, f->host, conn, &result);
+
+  f->bytes_up += result.bytes_up;
+  f->bytes_down += result.bytes_down;
+  if (ok)
+    summary = g_strdup_printf ("%s; %s", allowed_by, result.summary);
+  flow_log (f, ok, ok ? summary : result.reason);
+}
+
+/* After CONNECT host:443 to a secret's host: the guest's ClientHello,
+ * which must name the CONNECT host (or none), before the proxy answers it. */
+static gboolean
+connect_hello_whole (Flow *f, gchar **reason)
+{
+  g_autofree gchar *name = NULL;
+  g_autofree gchar *normal = NULL;
+  VivariumSniResult result = vivarium_egress_sni_parse (f->buf, f->len, &name);
+
+  switch (result) {
+  case VIVARIUM_SNI_NEED_MORE:
+    return FALSE;
+  case VIVARIUM_SNI_NONE:
+    return TRUE;
+  case VIVARIUM_SNI_FOUND:
+    *reason = vivarium_egress_context_placeholder (f->ctx, name, strlen (name), f->host, f->port, "SNI");
+    if (*reason != NULL)
+      return FALSE;
+    normal = vivarium_egress_context_normalize (name);
+    if (normal != NULL && g_str_equal (normal, f->host))
+      return TRUE;
+    *reason = g_strdup_printf ("the TLS server name %s is not the CONNECT host %s",
+                               normal != NULL ? normal : "(invalid)", f->host);
+    return FALSE;
+  case VIVARIUM_SNI_NOT_TLS:
+    *reason = g_strdup_printf ("the bytes after CONNECT %s:443 are not TLS (the proxy holds a secret for it)",
+                               f->host);
+    return FALSE;
+  default:
+    *reason = g_strdup (sni_problem (result));
+    return FALSE;
+  }
+}
+
+static void
+intercept_connect (Flow *f, GSocketConnection *conn, gsize used, const gchar *allowed_by)
+{
+  g_autofree gchar *reason = NULL;
+
+  memmove (f->buf, f->buf + used, f->len - used);
+  f->len -= used;
+  if (!read_first (f, connect_hello_whole, "TLS ClientHello", &reason)) {
+    flow_log (f, FALSE, reason != NULL ? reason : "the guest left before its TLS ClientHello");
+    return;
+  }
+  intercept (f, conn, 0, allowed_by);
 }
 
 static const guint8 connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -242,16 +389,29 @@ serve_request (Flow *f, VivariumEgressRequest *request, gsize used)
 
   f->host = vivarium_egress_context_normalize (request->host);
   f->port = request->port;
+  if ((reason = placeholder_in_head (f, used, request->connect)) != NULL) {
+    refuse_http (f, reason);
+    return;
+  }
   if (!admit (f, &reason) || (conn = open_upstream (f, &reason)) == NULL) {
     refuse (f, reason);
     return;
   }
   upstream = g_socket_connection_get_socket (conn);
+  if (request->connect && vivarium_egress_intercepts (f->ctx, f->host, f->port)) {
+    vivarium_egress_io_send_all (f->client, connect_ok, sizeof connect_ok - 1);
+    intercept_connect (f, conn, used, reason);
+    return;
+  }
   if (request->connect)
     vivarium_egress_io_send_all (f->client, connect_ok, sizeof connect_ok - 1);
   else if (!send_head (f, upstream, request->head, &cut)) {
     refuse (f, cut);
     return;
+  }
+  if (!request->connect) {
+    f->scan_up = TRUE;
+    f->scan_where = "body";
   }
   relay (f, upstream, used, request->connect, reason);
 }
@@ -308,11 +468,20 @@ serve_tls (Flow *f)
       refuse (f, reason);
     return;
   }
+  if (f->host != NULL &&
+      (reason = vivarium_egress_context_placeholder (f->ctx, f->host, strlen (f->host), f->host, f->port, "SNI")) !=
+          NULL) {
+    refuse (f, reason);
+    return;
+  }
   if (!admit (f, &reason) || (conn = open_upstream (f, &reason)) == NULL) {
     refuse (f, reason);
     return;
   }
-  relay (f, g_socket_connection_get_socket (conn), 0, FALSE, reason);
+  if (vivarium_egress_intercepts (f->ctx, f->host, f->port))
+    intercept (f, conn, 0, reason);
+  else
+    relay (f, g_socket_connection_get_socket (conn), 0, FALSE, reason);
 }
 
 void

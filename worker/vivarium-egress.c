@@ -23,6 +23,7 @@
 
 #include "vivarium-egress-context.h"
 #include "vivarium-egress-dnsd.h"
+#include "vivarium-egress-secrets.h"
 #include "vivarium-egress-stream.h"
 
 /* Connections served at once; one more is closed at once (and said in the
@@ -55,6 +56,8 @@ typedef struct {
   gint64   limit_up;
   gint64   limit_down;
   gint64   log_max_entries;
+  gchar   *secrets;
+  gchar   *upstream_ca;
 } Options;
 
 typedef struct {
@@ -182,6 +185,8 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "limit-up", 0, 0, G_OPTION_ARG_INT64, &o->limit_up, "Bytes the session may send (0: no limit)", "BYTES" },
     { "limit-down", 0, 0, G_OPTION_ARG_INT64, &o->limit_down, "Bytes the session may receive (0: no limit)", "BYTES" },
     { "log-max-entries", 0, 0, G_OPTION_ARG_INT64, &o->log_max_entries, "Lines in the decision log at most", "N" },
+    { "secrets", 0, 0, G_OPTION_ARG_FILENAME, &o->secrets, "The session's secrets (removed once read)", "FILE" },
+    { "upstream-ca", 0, 0, G_OPTION_ARG_FILENAME, &o->upstream_ca, "Trusted CAs for intercepted hosts", "FILE" },
     { NULL }
   };
   g_autoptr(GOptionContext) context = g_option_context_new ("- a session's egress proxy");
@@ -202,7 +207,7 @@ load (Options *o, GError **error)
     return FALSE;
   ctx.budget = vivarium_egress_budget_new ((guint64) o->limit_up, (guint64) o->limit_down);
   ctx.log = vivarium_egress_log_new (o->dir, (guint) o->log_max_entries, ctx.budget, error);
-  return ctx.log != NULL;
+  return ctx.log != NULL && vivarium_egress_load_secrets (&ctx, o->dir, o->secrets, o->upstream_ca, error);
 }
 
 /* Like the gateway: the reason in the journal and in StatusText=, which

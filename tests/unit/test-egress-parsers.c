@@ -12,6 +12,7 @@
 
 #include "vivarium-egress-dns.h"
 #include "vivarium-egress-http.h"
+#include "vivarium-egress-placeholder.h"
 #include "vivarium-egress-sni.h"
 
 /* --- ClientHello --------------------------------------------------------------- */
@@ -566,6 +567,150 @@ test_http_request_line_breaks (void)
   }
 }
 
+/* --- placeholders ---------------------------------------------------------------- */
+
+static VivariumSecret *
+secret_of (const gchar *name, const gchar *placeholder)
+{
+  VivariumSecret *secret = g_new0 (VivariumSecret, 1);
+  const gchar *hosts[] = { "api.example.org", NULL };
+
+  secret->name = g_strdup (name);
+  secret->hosts = g_strdupv ((GStrv) hosts);
+  secret->header = g_strdup ("Authorization");
+  secret->format = g_strdup ("Bearer {}");
+  secret->placeholder = g_strdup (placeholder);
+  secret->value = g_bytes_new_static ("v", 1);
+  return secret;
+}
+
+static GPtrArray *
+two_secrets (void)
+{
+  GPtrArray *secrets = g_ptr_array_new_with_free_func ((GDestroyNotify) vivarium_secret_free);
+
+  g_ptr_array_add (secrets, secret_of ("A", "vivarium-secret-0123456789abcdef0123456789abcdef"));
+  g_ptr_array_add (secrets, secret_of ("B", "vivarium-secret-fedcba9876543210fedcba9876543210"));
+  return secrets;
+}
+
+static const gchar *
+found_in (VivariumPlaceholders *set, const gchar *text)
+{
+  const VivariumSecret *secret = vivarium_placeholders_find (set, (const guint8 *) text, strlen (text));
+
+  return secret != NULL ? secret->name : NULL;
+}
+
+static gchar *
+percent_all (const gchar *text)
+{
+  GString *out = g_string_new (NULL);
+
+  for (const gchar *p = text; *p != '\0'; p++)
+    g_string_append_printf (out, "%%%02X", (guchar) *p);
+  return g_string_free (out, FALSE);
+}
+
+static gchar *
+json_all (const gchar *text)
+{
+  GString *out = g_string_new (NULL);
+
+  for (const gchar *p = text; *p != '\0'; p++)
+    g_string_append_printf (out, "\\u%04x", (guchar) *p);
+  return g_string_free (out, FALSE);
+}
+
+static void
+test_placeholder_forms (void)
+{
+  g_autoptr(GPtrArray) secrets = two_secrets ();
+  g_autoptr(VivariumPlaceholders) set = vivarium_placeholders_new (secrets);
+  const gchar *a = ((VivariumSecret *) secrets->pdata[0])->placeholder;
+  const gchar *b = ((VivariumSecret *) secrets->pdata[1])->placeholder;
+  g_autofree gchar *upper = g_ascii_strup (a, -1);
+  g_autofree gchar *raw = g_strdup_printf ("{\"token\":\"%s\"}", b);
+  g_autofree gchar *pct = percent_all (a);
+  g_autofree gchar *pct2 = NULL;
+  g_autofree gchar *json = json_all (b);
+  g_autofree gchar *partial = g_strndup (a, strlen (a) - 1);
+  g_autofree gchar *other = g_strdup ("vivarium-secret-00000000000000000000000000000000");
+
+  g_assert_cmpstr (found_in (set, raw), ==, "B");
+  g_assert_cmpstr (found_in (set, upper), ==, "A");
+  g_assert_cmpstr (found_in (set, pct), ==, "A");
+  /* Encoded twice: "%25" is '%'. */
+  {
+    g_autoptr(GString) twice = g_string_new (NULL);
+    for (const gchar *p = pct; *p != '\0'; p++)
+      *p == '%' ? g_string_append (twice, "%25") : g_string_append_c (twice, *p);
+    pct2 = g_strdup (twice->str);
+  }
+  g_assert_cmpstr (found_in (set, pct2), ==, "A");
+  g_assert_cmpstr (found_in (set, json), ==, "B");
+  /* base64 and base64url, each at the three alignments, inside other text. */
+  for (guint align = 0; align < 3; align++) {
+    g_autofree gchar *plain = g_strdup_printf ("%.*s%s:x", align, "uv", a);
+    g_autofree gchar *encoded = g_base64_encode ((const guchar *) plain, strlen (plain));
+    g_autofree gchar *text = g_strdup_printf ("Basic %s and more", encoded);
+    g_assert_cmpstr (found_in (set, text), ==, "A");
+    g_strdelimit (text, "+", '-');
+    g_strdelimit (text, "/", '_');
+    g_strdelimit (text, "=", '.');
+    g_assert_cmpstr (found_in (set, text), ==, "A");
+  }
+  /* At the very end of the text, padded or not. */
+  for (guint align = 0; align < 3; align++) {
+    g_autofree gchar *plain = g_strdup_printf ("%.*s%s", align, "uv", a);
+    g_autofree gchar *encoded = g_base64_encode ((const guchar *) plain, strlen (plain));
+    g_assert_cmpstr (found_in (set, encoded), ==, "A");
+    *strchrnul (encoded, '=') = '\0';
+    g_assert_cmpstr (found_in (set, encoded), ==, "A");
+  }
+  /* Benign: a cut placeholder, a placeholder of no secret, plain text. */
+  g_assert_null (found_in (set, partial));
+  g_assert_null (found_in (set, other));
+  g_assert_null (found_in (set, "GET /index.html HTTP/1.1 %41%42 \\u0041"));
+  g_assert_null (vivarium_placeholders_find (set, (const guint8 *) "", 0));
+}
+
+/* Split across reads at every place, fed in two and in one-byte chunks:
+ * the scan finds it when its last byte comes, never before, with only the
+ * overlap in memory. */
+static void
+test_placeholder_stream (void)
+{
+  g_autoptr(GPtrArray) secrets = two_secrets ();
+  g_autoptr(VivariumPlaceholders) set = vivarium_placeholders_new (secrets);
+  const gchar *b = ((VivariumSecret *) secrets->pdata[1])->placeholder;
+  g_autofree gchar *json = json_all (b);
+  g_autofree gchar *filler = g_strnfill (100000, 'x');
+  g_autofree gchar *text = g_strdup_printf ("%s%s%s", filler, json, filler);
+  gsize len = strlen (text), at = strlen (filler), end = at + strlen (json);
+
+  for (gsize cut = at - 3; cut <= end + 3; cut += 7) {
+    VivariumPlaceholderScan scan;
+    const VivariumSecret *first, *second;
+    vivarium_placeholder_scan_init (&scan, set);
+    first = vivarium_placeholder_scan_feed (&scan, (const guint8 *) text, cut);
+    second = vivarium_placeholder_scan_feed (&scan, (const guint8 *) text + cut, len - cut);
+    g_assert_true (cut >= end ? first != NULL : first == NULL);
+    if (cut < end)
+      g_assert_nonnull (second);
+    g_assert_cmpuint (scan.tail_len, <=, VIVARIUM_PLACEHOLDER_OVERLAP);
+  }
+  {
+    VivariumPlaceholderScan scan;
+    gsize found_at = 0;
+    vivarium_placeholder_scan_init (&scan, set);
+    for (gsize i = at - 10; i < len && found_at == 0; i++)
+      if (vivarium_placeholder_scan_feed (&scan, (const guint8 *) text + i, 1) != NULL)
+        found_at = i + 1;
+    g_assert_cmpuint (found_at, ==, end);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -587,5 +732,7 @@ main (int argc, char **argv)
   g_test_add_func ("/egress/http/host-and-named", test_http_host_and_named);
   g_test_add_func ("/egress/http/refused", test_http_refused);
   g_test_add_func ("/egress/http/request-line-breaks", test_http_request_line_breaks);
+  g_test_add_func ("/egress/placeholder/forms", test_placeholder_forms);
+  g_test_add_func ("/egress/placeholder/stream", test_placeholder_stream);
   return g_test_run ();
 }

@@ -569,6 +569,82 @@ test_random_rules (void)
   g_assert_cmpuint (parsed, >, 100);
 }
 
+/* The rule option of docs/secrets.md: kept through describe() and
+ * save/load, and what may_intercept() answers from. */
+static void
+test_no_intercept (void)
+{
+  const gchar *allow[] = { "api.example.org:443 no-intercept", "*.example.org", "git.example.net", NULL };
+  const gchar *deny[] = { "bad.example.org", NULL };
+  g_autoptr(VivariumEgressPolicy) policy = policy_of (allow, deny);
+  g_autoptr(VivariumEgressPolicy) loaded = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = make_tmpdir ();
+  g_autofree gchar *path = g_build_filename (dir, "policy", NULL);
+  g_auto(GStrv) lines = vivarium_egress_policy_describe (policy);
+  g_auto(GStrv) after = NULL;
+  g_autofree gchar *host = NULL;
+  guint16 port = 0;
+  const gchar *expected[] = {
+    "allow api.example.org:443 no-intercept (group test)",
+    "allow *.example.org (group test)",
+    "allow git.example.net (group test)",
+    "deny bad.example.org (session)",
+    NULL,
+  };
+  const gchar *bad[] = { "api.example.org:443 no-intercept ", "api.example.org  no-intercept",
+                         "api.example.org no-inspect", "api.example.org:443 NO-INTERCEPT", " no-intercept", NULL };
+
+  g_assert_cmpstrv (lines, expected);
+  /* The rule still allows; the option only says "do not look inside". */
+  assert_decision (policy, "api.example.org", 443, TRUE, "allowed by api.example.org:443 (group test)");
+  /* The wildcard covers api.example.org too: the no-intercept rule wins. */
+  g_assert_false (vivarium_egress_policy_may_intercept (policy, "api.example.org", 443));
+  g_assert_false (vivarium_egress_policy_may_intercept (policy, "API.example.org.", 443));
+  g_assert_true (vivarium_egress_policy_may_intercept (policy, "www.example.org", 443));
+  g_assert_true (vivarium_egress_policy_may_intercept (policy, "git.example.net", 443));
+  g_assert_false (vivarium_egress_policy_may_intercept (policy, "bad.example.org", 443));
+  g_assert_false (vivarium_egress_policy_may_intercept (policy, "other.example", 443));
+  g_assert_false (vivarium_egress_policy_may_intercept (policy, "git.example.net", 8443));
+  g_assert_false (vivarium_egress_policy_may_intercept (policy, "not a name", 443));
+
+  g_assert_true (vivarium_egress_rule_parse ("api.example.org:443 no-intercept", &host, &port, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (host, ==, "api.example.org");
+  g_assert_cmpuint (port, ==, 443);
+  for (guint i = 0; bad[i] != NULL; i++) {
+    g_autoptr(GError) local = NULL;
+    g_autoptr(VivariumEgressPolicy) p = vivarium_egress_policy_new ();
+    g_assert_false (vivarium_egress_rule_parse (bad[i], NULL, NULL, &local));
+    g_assert_error (local, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+    g_assert_false (vivarium_egress_policy_add_rule (p, VIVARIUM_EGRESS_ALLOW, bad[i], "session", NULL));
+  }
+  /* A deny rule has nothing to tunnel. */
+  g_assert_false (vivarium_egress_policy_add_rule (policy, VIVARIUM_EGRESS_DENY, "x.example:443 no-intercept",
+                                                   "session", &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  /* The same rule again with the option: the option sticks, the first
+   * origin stays, no second rule. */
+  g_assert_true (vivarium_egress_policy_add_rule (policy, VIVARIUM_EGRESS_ALLOW, "git.example.net no-intercept",
+                                                  "session", &error));
+  g_assert_cmpuint (vivarium_egress_policy_get_n_rules (policy), ==, 4);
+  g_assert_false (vivarium_egress_policy_may_intercept (policy, "git.example.net", 443));
+
+  g_assert_true (vivarium_egress_policy_save (policy, path, 0600, &error));
+  g_assert_no_error (error);
+  loaded = vivarium_egress_policy_load (path, &error);
+  g_assert_no_error (error);
+  g_clear_pointer (&lines, g_strfreev);
+  lines = vivarium_egress_policy_describe (policy);
+  after = vivarium_egress_policy_describe (loaded);
+  g_assert_cmpstrv (lines, after);
+  g_assert_cmpstr (after[2], ==, "allow git.example.net no-intercept (group test)");
+  g_assert_false (vivarium_egress_policy_may_intercept (loaded, "api.example.org", 443));
+  g_assert_true (vivarium_egress_policy_may_intercept (loaded, "www.example.org", 443));
+  remove_tmpdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -585,6 +661,7 @@ main (int argc, char **argv)
   g_test_add_func ("/egress-policy/max-rules", test_max_rules);
   g_test_add_func ("/egress-policy/describe", test_describe);
   g_test_add_func ("/egress-policy/allows-name", test_allows_name);
+  g_test_add_func ("/egress-policy/no-intercept", test_no_intercept);
   g_test_add_func ("/egress-policy/save-load", test_save_load);
   g_test_add_func ("/egress-policy/load-refuses", test_load_refuses);
   g_test_add_func ("/egress-policy/load-refuses-bad-escapes", test_load_refuses_bad_escapes);

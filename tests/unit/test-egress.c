@@ -9,7 +9,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <net/if.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -23,6 +28,7 @@
 
 #include "vivarium-denylist.h"
 #include "vivarium-egress-policy.h"
+#include "vivarium-secret.h"
 
 /* Seconds anything in here may take before the test fails (more than the
  * proxy's own 10 s bounds). */
@@ -131,10 +137,14 @@ upstream_last_head (Upstream *up)
 
 /* --- the proxy ------------------------------------------------------------------ */
 
+typedef struct _HttpsUpstream HttpsUpstream;
+
 typedef struct {
-  gchar       *dir;
-  Upstream     up;
-  GSubprocess *proxy;
+  gchar         *dir;
+  Upstream       up;
+  GSubprocess   *proxy;
+  HttpsUpstream *https;       /* with secrets: the TLS "internet" on 127.0.0.1:443 */
+  gchar         *ph_a, *ph_b; /* the secrets' placeholders */
 } Fixture;
 
 typedef struct {
@@ -142,7 +152,16 @@ typedef struct {
   guint64      limit_down;
   guint        log_max_entries;  /* 0: the default */
   guint64      limit_up;
+  gboolean     secrets;          /* --secrets and --upstream-ca, an HTTPS upstream */
 } ProxyConfig;
+
+static gchar *write_secrets (Fixture *f);
+static void https_start (Fixture *f);
+static void https_stop (Fixture *f);
+/* The test's own CA, its server certificate, and the session CA's hosts
+ * (made once in main(), with openssl, in a temporary directory). */
+static gchar *test_ca_pem;
+static gchar *certs_dir;
 
 static gchar *
 write_policy (Fixture *f)
@@ -153,6 +172,14 @@ write_policy (Fixture *f)
   gchar *path = g_build_filename (f->dir, "policy", NULL);
 
   g_assert_true (vivarium_egress_policy_add_rule (policy, VIVARIUM_EGRESS_ALLOW, rule, "group test", &error));
+  /* The secrets' hosts, a host without a secret, and one whose rule says
+   * no-intercept (its secret must then be tunnelled, never opened). */
+  if (f->https != NULL) {
+    const gchar *rules[] = { "api.test:443", "other.test:443", "plain.test:443", "bad.test:443",
+                             "noint.test:443 no-intercept", NULL };
+    for (guint i = 0; rules[i] != NULL; i++)
+      g_assert_true (vivarium_egress_policy_add_rule (policy, VIVARIUM_EGRESS_ALLOW, rules[i], "session", &error));
+  }
   g_assert_true (vivarium_egress_policy_save (policy, path, 0644, &error));
   g_assert_no_error (error);
   return path;
@@ -224,13 +251,23 @@ proxy_start (Fixture *f, const ProxyConfig *config)
   g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
   g_autoptr(GSocket) notify = notify_socket (notify_path);
   g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  const gchar *fixed[] = { g_getenv ("VIVARIUM_EGRESS"), "--dir", f->dir, "--policy", policy, "--deny", deny,
+                           "--peer-uid", uid, "--limit-down", limit, "--limit-up", limit_up,
+                           "--log-max-entries", entries, NULL };
 
+  for (guint i = 0; fixed[i] != NULL; i++)
+    g_ptr_array_add (argv, g_strdup (fixed[i]));
+  if (config->secrets) {
+    g_ptr_array_add (argv, g_strdup ("--secrets"));
+    g_ptr_array_add (argv, write_secrets (f));
+    g_ptr_array_add (argv, g_strdup ("--upstream-ca"));
+    g_ptr_array_add (argv, g_strdup (test_ca_pem));
+  }
+  g_ptr_array_add (argv, NULL);
   g_subprocess_launcher_setenv (launcher, "NOTIFY_SOCKET", notify_path, TRUE);
   g_subprocess_launcher_set_child_setup (launcher, die_with_test, NULL, NULL);
-  f->proxy = g_subprocess_launcher_spawn (launcher, &error, g_getenv ("VIVARIUM_EGRESS"), "--dir", f->dir,
-                                          "--policy", policy, "--deny", deny, "--peer-uid", uid,
-                                          "--limit-down", limit, "--limit-up", limit_up,
-                                          "--log-max-entries", entries, NULL);
+  f->proxy = g_subprocess_launcher_spawnv (launcher, (const gchar *const *) argv->pdata, &error);
   g_assert_no_error (error);
   wait_ready (notify);
 }
@@ -245,6 +282,8 @@ fixture_set_up (Fixture *f, gconstpointer data)
   /* Like the daemon's DIR: others may pass through to the sockets. */
   g_assert_cmpint (g_chmod (f->dir, 0711), ==, 0);
   upstream_start (&f->up);
+  if (((const ProxyConfig *) data)->secrets)
+    https_start (f);
   proxy_start (f, data);
 }
 
@@ -259,6 +298,10 @@ fixture_tear_down (Fixture *f, gconstpointer data)
   g_subprocess_force_exit (f->proxy);
   g_subprocess_wait (f->proxy, NULL, NULL);
   g_object_unref (f->proxy);
+  if (f->https != NULL)
+    https_stop (f);
+  g_free (f->ph_a);
+  g_free (f->ph_b);
   g_cancellable_cancel (f->up.stop);
   g_thread_join (f->up.thread);
   g_socket_listener_close (f->up.listener);
@@ -380,6 +423,7 @@ static const ProxyConfig real_deny_list = { TRUE, 0 };
 static const ProxyConfig small_download = { FALSE, 100000 };
 static const ProxyConfig short_log = { FALSE, 0, 2 };
 static const ProxyConfig small_upload = { FALSE, 0, 0, 50000 };
+static const ProxyConfig with_secrets = { FALSE, 0, 0, 0, TRUE };
 
 static gchar *
 connect_request (const gchar *host, guint16 port)
@@ -992,9 +1036,779 @@ test_bad_policy (void)
   g_rmdir (dir);
 }
 
+/* --- secrets: the TLS "internet" and its certificates ------------------------------ */
+
+/* Everything below runs in a network and mount namespace of the test's
+ * own (main() makes them as root): 127.0.0.1:443 is ours, and the names
+ * api.test, other.test, plain.test, bad.test, noint.test resolve to it
+ * through an /etc/hosts seen only here. Nothing leaves loopback. */
+static gboolean isolated;
+
+#define VALUE_A "real-value-A-0123456789"
+#define VALUE_B "real-value-B-abcdef"
+
+struct _HttpsUpstream {
+  GSocketListener *listener;
+  GCancellable    *stop;
+  GThread         *thread;
+  GTlsCertificate *cert;
+  GMutex           lock;
+  GString         *seen;      /* every request, head and (de-chunked) body */
+  GPtrArray       *threads;
+};
+
+typedef struct {
+  HttpsUpstream     *up;
+  GSocketConnection *conn;
+} HttpsConn;
+
+static gchar *
+stream_line (GInputStream *in, GCancellable *cancel)
+{
+  g_autoptr(GString) line = g_string_new (NULL);
+  gchar c;
+
+  while (line->len < 65536 && !g_str_has_suffix (line->str, "\r\n")) {
+    if (g_input_stream_read (in, &c, 1, cancel, NULL) != 1)
+      return NULL;
+    g_string_append_c (line, c);
+  }
+  return g_string_free (g_steal_pointer (&line), FALSE);
+}
+
+static gboolean
+stream_body (GInputStream *in, gsize n, GString *out, GCancellable *cancel)
+{
+  g_autofree gchar *buf = g_malloc (n + 1);
+  gsize got = 0;
+
+  if (n > 0 && !g_input_stream_read_all (in, buf, n, &got, cancel, NULL))
+    return FALSE;
+  g_string_append_len (out, buf, (gssize) got);
+  return got == n;
+}
+
+/* A request: its head, then its body de-chunked (what the server sees). */
+static gboolean
+https_read_request (GInputStream *in, GString *req, GCancellable *cancel)
+{
+  gboolean chunked = FALSE;
+  gsize length = 0;
+
+  for (;;) {
+    g_autofree gchar *line = stream_line (in, cancel);
+    if (line == NULL)
+      return FALSE;
+    g_string_append (req, line);
+    if (g_ascii_strncasecmp (line, "Content-Length:", 15) == 0)
+      length = g_ascii_strtoull (line + 15, NULL, 10);
+    if (g_ascii_strncasecmp (line, "Transfer-Encoding: chunked", 26) == 0)
+      chunked = TRUE;
+    if (g_str_equal (line, "\r\n"))
+      break;
+  }
+  if (!chunked)
+    return stream_body (in, length, req, cancel);
+  for (;;) {
+    g_autofree gchar *size = stream_line (in, cancel);
+    g_autofree gchar *crlf = NULL;
+    gsize n;
+    if (size == NULL)
+      return FALSE;
+    n = g_ascii_strtoull (size, NULL, 16);
+    if (n == 0)
+      break;
+    if (!stream_body (in, n, req, cancel) || (crlf = stream_line (in, cancel)) == NULL)
+      return FALSE;
+  }
+  for (;;) {
+    g_autofree gchar *trailer = stream_line (in, cancel);
+    if (trailer == NULL || g_str_equal (trailer, "\r\n"))
+      return trailer != NULL;
+  }
+}
+
+/* GET /bytes/N: N bytes of 'x' after the head. */
+static gboolean
+send_bytes (GOutputStream *out, const gchar *req, GCancellable *cancel)
+{
+  g_autofree gchar *chunk = g_strnfill (65536, 'x');
+  guint64 n = g_str_has_prefix (req, "GET /bytes/") ? g_ascii_strtoull (req + 11, NULL, 10) : 0;
+
+  while (n > 0) {
+    gsize len = MIN (n, 65536);
+    if (!g_output_stream_write_all (out, chunk, len, NULL, cancel, NULL))
+      return FALSE;
+    n -= len;
+  }
+  return TRUE;
+}
+
+static gpointer
+https_conn_thread (gpointer data)
+{
+  g_autofree HttpsConn *hc = data;
+  g_autoptr(GSocketConnection) conn = hc->conn;
+  g_autoptr(GIOStream) tls = g_tls_server_connection_new (G_IO_STREAM (conn), hc->up->cert, NULL);
+
+  g_socket_set_timeout (g_socket_connection_get_socket (conn), WAIT_SEC);
+  if (tls == NULL || !g_tls_connection_handshake (G_TLS_CONNECTION (tls), hc->up->stop, NULL))
+    return NULL;
+  for (;;) {
+    g_autoptr(GString) req = g_string_new (NULL);
+    g_autofree gchar *reply = NULL;
+    if (!https_read_request (g_io_stream_get_input_stream (tls), req, hc->up->stop))
+      break;
+    g_mutex_lock (&hc->up->lock);
+    g_string_append (hc->up->seen, req->str);
+    g_mutex_unlock (&hc->up->lock);
+    reply = g_strdup ("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nseen");
+    if (g_str_has_prefix (req->str, "GET /bytes/")) {
+      g_free (reply);
+      reply = g_strdup_printf ("HTTP/1.1 200 OK\r\nContent-Length: %" G_GUINT64_FORMAT "\r\n\r\n",
+                               g_ascii_strtoull (req->str + 11, NULL, 10));
+    }
+    if (!g_output_stream_write_all (g_io_stream_get_output_stream (tls), reply, strlen (reply), NULL, hc->up->stop,
+                                    NULL) ||
+        !send_bytes (g_io_stream_get_output_stream (tls), req->str, hc->up->stop))
+      break;
+  }
+  g_io_stream_close (tls, NULL, NULL);
+  return NULL;
+}
+
+static gpointer
+https_thread (gpointer data)
+{
+  HttpsUpstream *up = data;
+
+  for (;;) {
+    GSocketConnection *conn = g_socket_listener_accept (up->listener, NULL, up->stop, NULL);
+    HttpsConn *hc;
+    if (conn == NULL)
+      return NULL;
+    hc = g_new0 (HttpsConn, 1);
+    hc->up = up;
+    hc->conn = conn;
+    g_mutex_lock (&up->lock);
+    g_ptr_array_add (up->threads, g_thread_new ("https-conn", https_conn_thread, hc));
+    g_mutex_unlock (&up->lock);
+  }
+}
+
+static void
+https_start (Fixture *f)
+{
+  g_autoptr(GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  g_autoptr(GSocketAddress) address = g_inet_socket_address_new (lo, 443);
+  g_autofree gchar *cert = g_build_filename (certs_dir, "server.pem", NULL);
+  g_autofree gchar *key = g_build_filename (certs_dir, "server.key", NULL);
+  g_autoptr(GError) error = NULL;
+  HttpsUpstream *up = g_new0 (HttpsUpstream, 1);
+
+  g_assert_true (isolated);
+  g_mutex_init (&up->lock);
+  up->seen = g_string_new (NULL);
+  up->threads = g_ptr_array_new ();
+  up->stop = g_cancellable_new ();
+  up->cert = g_tls_certificate_new_from_files (cert, key, &error);
+  g_assert_no_error (error);
+  up->listener = g_socket_listener_new ();
+  g_assert_true (g_socket_listener_add_address (up->listener, address, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP,
+                                                NULL, NULL, &error));
+  g_assert_no_error (error);
+  up->thread = g_thread_new ("https", https_thread, up);
+  f->https = up;
+}
+
+static void
+https_stop (Fixture *f)
+{
+  HttpsUpstream *up = f->https;
+
+  g_cancellable_cancel (up->stop);
+  g_thread_join (up->thread);
+  g_socket_listener_close (up->listener);
+  for (guint i = 0; i < up->threads->len; i++)
+    g_thread_join (up->threads->pdata[i]);
+  g_ptr_array_unref (up->threads);
+  g_object_unref (up->listener);
+  g_object_unref (up->stop);
+  g_object_unref (up->cert);
+  g_string_free (up->seen, TRUE);
+  g_mutex_clear (&up->lock);
+  g_free (up);
+  f->https = NULL;
+}
+
+static gchar *
+https_seen (Fixture *f)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&f->https->lock);
+  return g_strdup (f->https->seen->str);
+}
+
+static VivariumSecret *
+new_secret (const gchar *name, const gchar *host, const gchar *header, const gchar *format, const gchar *value)
+{
+  VivariumSecret *secret = g_new0 (VivariumSecret, 1);
+  const gchar *hosts[] = { host, NULL };
+
+  secret->name = g_strdup (name);
+  secret->hosts = g_strdupv ((GStrv) hosts);
+  secret->header = g_strdup (header);
+  secret->format = g_strdup (format);
+  secret->value = g_bytes_new (value, strlen (value));
+  secret->placeholder = vivarium_secret_placeholder_new ();
+  secret->added_at = 1;
+  return secret;
+}
+
+/* A for api.test in Authorization, B for other.test in X-Api-Key, C for
+ * bad.test (whose certificate does not name it), D for noint.test (its
+ * rule says no-intercept). Written as the daemon does, 0400. */
+static gchar *
+write_secrets (Fixture *f)
+{
+  g_autoptr(GPtrArray) secrets = g_ptr_array_new_with_free_func ((GDestroyNotify) vivarium_secret_free);
+  g_autoptr(GError) error = NULL;
+  gchar *path = g_build_filename (f->dir, "secrets", NULL);
+
+  g_ptr_array_add (secrets, new_secret ("A", "api.test", "Authorization", "Bearer {}", VALUE_A));
+  g_ptr_array_add (secrets, new_secret ("B", "other.test", "X-Api-Key", "{}", VALUE_B));
+  g_ptr_array_add (secrets, new_secret ("C", "bad.test", "Authorization", "Bearer {}", "value-c"));
+  g_ptr_array_add (secrets, new_secret ("D", "noint.test", "Authorization", "Bearer {}", "value-d"));
+  f->ph_a = g_strdup (((VivariumSecret *) secrets->pdata[0])->placeholder);
+  f->ph_b = g_strdup (((VivariumSecret *) secrets->pdata[1])->placeholder);
+  g_assert_true (vivarium_secrets_save (secrets, path, 0400, &error));
+  g_assert_no_error (error);
+  return path;
+}
+
+/* --- secrets: a guest's TLS ------------------------------------------------------------ */
+
+/* A TLS client through one of the proxy's doors (tls.sock, or proxy.sock
+ * after CONNECT name:443), trusting only ca (a PEM file). */
+static GIOStream *
+tls_open (Fixture *f, const gchar *door, const gchar *name, const gchar *ca, GError **error)
+{
+  g_autoptr(GSocket) socket = connect_door (f, door);
+  g_autoptr(GSocketConnection) conn = NULL;
+  g_autoptr(GSocketConnectable) identity = g_network_address_new (name, 443);
+  g_autoptr(GTlsDatabase) db = g_tls_file_database_new (ca, error);
+  g_autoptr(GIOStream) tls = NULL;
+
+  g_assert_nonnull (db);
+  if (g_str_equal (door, "proxy.sock")) {
+    g_autofree gchar *req = connect_request (name, 443);
+    g_autofree gchar *head = NULL;
+    send_text (socket, req, strlen (req));
+    head = read_reply_head (socket);
+    g_assert_cmpstr (head, ==, "HTTP/1.1 200 Connection established\r\n\r\n");
+  }
+  conn = g_socket_connection_factory_create_connection (socket);
+  tls = g_tls_client_connection_new (G_IO_STREAM (conn), identity, error);
+  g_assert_nonnull (tls);
+  g_tls_connection_set_database (G_TLS_CONNECTION (tls), db);
+  /* As curl does: h2 first. An intercepted host answers http/1.1 only. */
+  g_tls_connection_set_advertised_protocols (G_TLS_CONNECTION (tls), (const gchar *const[]) { "h2", "http/1.1", NULL });
+  if (!g_tls_connection_handshake (G_TLS_CONNECTION (tls), NULL, error))
+    return NULL;
+  return g_steal_pointer (&tls);
+}
+
+static gchar *
+session_ca (Fixture *f)
+{
+  return g_build_filename (f->dir, "ca.pem", NULL);
+}
+
+/* One request, one answer (its head and Content-Length body). */
+static gchar *
+exchange (GIOStream *tls, const gchar *request, gsize len)
+{
+  GInputStream *in = g_io_stream_get_input_stream (tls);
+  g_autoptr(GString) answer = g_string_new (NULL);
+  gsize length = 0;
+
+  if (!g_output_stream_write_all (g_io_stream_get_output_stream (tls), request, len, NULL, NULL, NULL))
+    return NULL;
+  for (;;) {
+    g_autofree gchar *line = stream_line (in, NULL);
+    if (line == NULL)
+      return NULL;
+    g_string_append (answer, line);
+    if (g_ascii_strncasecmp (line, "Content-Length:", 15) == 0)
+      length = g_ascii_strtoull (line + 15, NULL, 10);
+    if (g_str_equal (line, "\r\n"))
+      break;
+  }
+  if (!stream_body (in, length, answer, NULL))
+    return NULL;
+  return g_string_free (g_steal_pointer (&answer), FALSE);
+}
+
+static gchar *
+get_with (const gchar *host, const gchar *path, const gchar *header)
+{
+  return g_strdup_printf ("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path, host, header);
+}
+
+/* The session CA is written before READY=1; the secrets file is gone; a
+ * placeholder in its header reaches the server as the value, request
+ * after request on one connection (keep-alive), through both doors. */
+static void
+test_secret_swapped (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *ca = session_ca (f);
+  g_autofree gchar *secrets = g_build_filename (f->dir, "secrets", NULL);
+  g_autofree gchar *auth = g_strdup_printf ("Authorization: Bearer %s\r\n", f->ph_a);
+  g_autofree gchar *req1 = get_with ("api.test", "/one", auth);
+  g_autofree gchar *post = g_strdup_printf ("POST /two HTTP/1.1\r\nHost: api.test\r\n%sContent-Length: 5\r\n\r\nhello",
+                                            auth);
+  g_autofree gchar *chunked = g_strdup_printf ("POST /three HTTP/1.1\r\nHost: api.test:443\r\n%s"
+                                               "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", auth);
+  g_autofree gchar *answer = NULL;
+  g_autofree gchar *seen = NULL;
+  g_autofree gchar *ca_text = NULL;
+  g_autoptr(GIOStream) tls = NULL;
+  g_autoptr(GError) error = NULL;
+  struct stat st;
+
+  g_assert_cmpint (g_stat (ca, &st), ==, 0);
+  g_assert_cmpuint (st.st_mode & 0777, ==, 0644);
+  g_assert_true (g_file_get_contents (ca, &ca_text, NULL, NULL));
+  g_assert_true (g_str_has_prefix (ca_text, "-----BEGIN CERTIFICATE-----"));
+  g_assert_false (g_file_test (secrets, G_FILE_TEST_EXISTS));
+
+  tls = tls_open (f, "tls.sock", "api.test", ca, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (g_tls_connection_get_negotiated_protocol (G_TLS_CONNECTION (tls)), ==, "http/1.1");
+  for (guint i = 0; i < 3; i++) {
+    const gchar *req = i == 0 ? req1 : i == 1 ? post : chunked;
+    g_free (answer);
+    answer = exchange (tls, req, strlen (req));
+    g_assert_nonnull (answer);
+    g_assert_true (g_str_has_prefix (answer, "HTTP/1.1 200 OK\r\n"));
+  }
+  g_io_stream_close (tls, NULL, NULL);
+  seen = https_seen (f);
+  g_assert_nonnull (strstr (seen, "GET /one HTTP/1.1\r\n"));
+  g_assert_nonnull (strstr (seen, "Authorization: Bearer " VALUE_A "\r\n"));
+  g_assert_nonnull (strstr (seen, "\r\n\r\nhello"));
+  g_assert_nonnull (strstr (seen, "\r\n\r\nabc"));
+  g_assert_null (strstr (seen, f->ph_a));
+  g_assert_null (strstr (seen, "Bearer Bearer"));
+  find_decision (f, "tls", "allowed", "TLS intercepted: 3 requests, secrets swapped in: A");
+
+  /* CONNECT api.test:443 is intercepted the same way; a bare placeholder
+   * gets the format around it. */
+  g_clear_object (&tls);
+  tls = tls_open (f, "proxy.sock", "api.test", ca, &error);
+  g_assert_no_error (error);
+  g_free (auth);
+  auth = g_strdup_printf ("Authorization: %s\r\n", f->ph_a);
+  g_free (req1);
+  req1 = get_with ("api.test", "/four", auth);
+  g_free (answer);
+  answer = exchange (tls, req1, strlen (req1));
+  g_assert_true (g_str_has_prefix (answer, "HTTP/1.1 200 OK\r\n"));
+  g_io_stream_close (tls, NULL, NULL);
+  g_free (seen);
+  seen = https_seen (f);
+  g_assert_nonnull (strstr (seen, "GET /four HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " VALUE_A "\r\n"));
+  find_decision (f, "proxy", "allowed", "TLS intercepted: 1 requests, secrets swapped in: A");
+}
+
+static gchar *
+percent_all (const gchar *text)
+{
+  GString *out = g_string_new (NULL);
+
+  for (const gchar *p = text; *p != '\0'; p++)
+    g_string_append_printf (out, "%%%02X", (guchar) *p);
+  return g_string_free (out, FALSE);
+}
+
+static gchar *
+json_escaped (const gchar *text)
+{
+  GString *out = g_string_new (NULL);
+
+  for (const gchar *p = text; *p != '\0'; p++)
+    g_string_append_printf (out, "\\u%04x", (guchar) *p);
+  return g_string_free (out, FALSE);
+}
+
+/* One request on a new intercepted connection to host: refused with a 403
+ * and the reason, which the decision log has too; the server never saw it. */
+static void
+assert_refused (Fixture *f, const gchar *host, const gchar *request, gsize len, const gchar *reason)
+{
+  g_autofree gchar *ca = session_ca (f);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GIOStream) tls = tls_open (f, "tls.sock", host, ca, &error);
+  g_autofree gchar *answer = NULL;
+  g_autofree gchar *before = https_seen (f);
+  g_autofree gchar *after = NULL;
+  g_autoptr(JsonObject) d = NULL;
+
+  g_assert_no_error (error);
+  answer = exchange (tls, request, len);
+  g_assert_nonnull (answer);
+  if (!g_str_has_prefix (answer, "HTTP/1.1 403 Forbidden\r\n") || strstr (answer, reason) == NULL)
+    g_error ("expected a 403 with “%s” for %s, got: %s", reason, request, answer);
+  g_io_stream_close (tls, NULL, NULL);
+  d = find_decision (f, "tls", "denied", reason);
+  g_assert_cmpstr (json_object_get_string_member (d, "host"), ==, host);
+  after = https_seen (f);
+  g_assert_cmpstr (before, ==, after);
+}
+
+static void
+test_secret_refused (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *auth_a = g_strdup_printf ("Authorization: Bearer %s\r\n", f->ph_a);
+  g_autofree gchar *pct = percent_all (f->ph_a);
+  g_autofree gchar *json = json_escaped (f->ph_b);
+  g_autofree gchar *in_url = g_strdup_printf ("/x?token=%s", f->ph_a);
+  g_autofree gchar *req = NULL;
+  g_autofree gchar *hdr = NULL;
+  g_autofree gchar *half = NULL;
+
+  req = get_with ("api.test", in_url, "");
+  assert_refused (f, "api.test", req, strlen (req), "a secret's placeholder (A) was sent to api.test:443 in the URL");
+  g_free (req);
+  hdr = g_strdup_printf ("X-Other: a %s b\r\n", f->ph_a);
+  req = get_with ("api.test", "/", hdr);
+  assert_refused (f, "api.test", req, strlen (req), "(A) was sent to api.test:443 in the header X-Other");
+  /* A's placeholder to B's host, in the header A would have it in. */
+  g_free (req);
+  req = get_with ("other.test", "/", auth_a);
+  assert_refused (f, "other.test", req, strlen (req), "(A) was sent to other.test:443 in the header Authorization");
+  /* B's placeholder in B's own header on A's host: not B's host. */
+  g_free (hdr);
+  hdr = g_strdup_printf ("X-Api-Key: %s\r\n", f->ph_b);
+  g_free (req);
+  req = get_with ("api.test", "/", hdr);
+  assert_refused (f, "api.test", req, strlen (req), "(B) was sent to api.test:443 in the header X-Api-Key");
+  /* Bodies: raw, percent-encoded, JSON-escaped, base64 at each alignment. */
+  {
+    const gchar *bodies[6];
+    g_autofree gchar *raw = g_strdup_printf ("token=%s", f->ph_a);
+    g_autofree gchar *b64[3] = { NULL };
+    bodies[0] = raw;
+    bodies[1] = pct;
+    bodies[2] = json;
+    for (guint align = 0; align < 3; align++) {
+      g_autofree gchar *plain = g_strdup_printf ("%.*s%s", align, "xy", f->ph_a);
+      b64[align] = g_base64_encode ((const guchar *) plain, strlen (plain));
+      bodies[3 + align] = b64[align];
+    }
+    for (guint i = 0; i < G_N_ELEMENTS (bodies); i++) {
+      g_autofree gchar *post = g_strdup_printf ("POST / HTTP/1.1\r\nHost: api.test\r\n%sContent-Length: %zu\r\n\r\n%s",
+                                                auth_a, strlen (bodies[i]), bodies[i]);
+      assert_refused (f, "api.test", post, strlen (post), i == 2 ? "(B) was sent to api.test:443 in the body"
+                                                                 : "(A) was sent to api.test:443 in the body");
+    }
+  }
+  /* Split across two chunks of a chunked body. */
+  half = g_strndup (f->ph_a, 20);
+  g_free (req);
+  req = g_strdup_printf ("POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         "%zx\r\n%s\r\n%zx\r\n%s\r\n0\r\n\r\n", strlen (half), half, strlen (f->ph_a + 20),
+                         f->ph_a + 20);
+  assert_refused (f, "api.test", req, strlen (req), "(A) was sent to api.test:443 in the body");
+}
+
+/* Plain HTTP (both HTTP doors), CONNECT, SNI, DNS: refused anywhere. */
+static void
+test_secret_refused_plain (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *plain = g_strdup_printf ("GET / HTTP/1.1\r\nHost: localhost:%u\r\nX-T: %s\r\n\r\n", f->up.port,
+                                             f->ph_a);
+  g_autofree gchar *absolute = g_strdup_printf ("GET http://localhost:%u/?t=%s HTTP/1.1\r\nHost: localhost\r\n\r\n",
+                                                f->up.port, f->ph_b);
+  g_autofree gchar *body = g_strdup_printf ("POST / HTTP/1.1\r\nHost: localhost:%u\r\nContent-Length: 48\r\n\r\n%s",
+                                            f->up.port, f->ph_a);
+  g_autofree gchar *target = g_strdup_printf ("%s.test", f->ph_a);
+  g_autofree gchar *connect = connect_request (target, 443);
+  GString *answer = NULL;
+  g_autoptr(GString) rest = NULL;
+  g_autoptr(GSocket) c = NULL;
+  gsize hello_len;
+  const guint8 *hello;
+  guint8 query[128], reply[128];
+  gsize qlen = 0;
+
+  answer = ask (f, "http.sock", plain);
+  g_assert_true (g_str_has_prefix (answer->str, "HTTP/1.1 403 Forbidden\r\n"));
+  find_decision (f, "http", "denied", "(A) was sent to localhost:");
+  find_decision (f, "http", "denied", "in the header X-T: refused");
+  g_string_free (answer, TRUE);
+  answer = ask (f, "proxy.sock", absolute);
+  g_assert_true (g_str_has_prefix (answer->str, "HTTP/1.1 403 Forbidden\r\n"));
+  find_decision (f, "proxy", "denied", "(B) was sent to localhost");
+  find_decision (f, "proxy", "denied", "in the URL: refused");
+  g_string_free (answer, TRUE);
+  answer = ask (f, "http.sock", body);
+  g_assert_true (g_str_has_prefix (answer->str, "HTTP/1.1 403 Forbidden\r\n"));
+  find_decision (f, "http", "denied", "(A) was sent to localhost");
+  find_decision (f, "http", "denied", "in the body: refused");
+  g_string_free (answer, TRUE);
+  answer = ask (f, "proxy.sock", connect);
+  g_assert_true (g_str_has_prefix (answer->str, "HTTP/1.1 403 Forbidden\r\n"));
+  find_decision (f, "proxy", "denied", "in the CONNECT target: refused");
+  g_string_free (answer, TRUE);
+  /* In a header of the CONNECT request itself. */
+  {
+    g_autofree gchar *req = g_strdup_printf ("CONNECT localhost:%u HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n\r\n",
+                                             f->up.port, f->ph_b);
+    answer = ask (f, "proxy.sock", req);
+    g_assert_true (g_str_has_prefix (answer->str, "HTTP/1.1 403 Forbidden\r\n"));
+    find_decision (f, "proxy", "denied", "in the header Proxy-Authorization: refused");
+    g_string_free (answer, TRUE);
+  }
+  /* Through a tunnel that is not TLS, in its very first bytes. */
+  {
+    g_autoptr(GSocket) t = connect_door (f, "proxy.sock");
+    g_autofree gchar *req = connect_request ("localhost", f->up.port);
+    g_autofree gchar *head = NULL;
+    g_autofree gchar *first = g_strdup_printf ("GET /%s HTTP/1.1\r\nHost: x\r\n\r\n", f->ph_a);
+    g_autoptr(GString) left = NULL;
+    send_text (t, req, strlen (req));
+    head = read_reply_head (t);
+    g_assert_cmpstr (head, ==, "HTTP/1.1 200 Connection established\r\n\r\n");
+    send_text (t, first, strlen (first));
+    left = read_all (t);
+    g_assert_cmpuint (left->len, ==, 0);
+    find_decision (f, "proxy", "denied", "in the tunnelled data: refused");
+  }
+
+  c = connect_door (f, "tls.sock");
+  hello = hello_for (target, &hello_len);
+  send_text (c, (const gchar *) hello, hello_len);
+  rest = read_all (c);
+  g_assert_cmpuint (rest->len, ==, 0);
+  find_decision (f, "tls", "denied", "in the SNI: refused");
+
+  /* A DNS question for PLACEHOLDER.test: REFUSED, and logged. */
+  g_clear_object (&c);
+  c = connect_door (f, "dns.sock");
+  memcpy (query + 2, "\x12\x36\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00", 12);
+  qlen = 14;
+  query[qlen++] = 48;
+  memcpy (query + qlen, f->ph_a, 48);
+  qlen += 48;
+  memcpy (query + qlen, "\x04test\x00\x00\x01\x00\x01", 10);
+  qlen += 10;
+  query[0] = 0;
+  query[1] = qlen - 2;
+  send_text (c, (const gchar *) query, qlen);
+  read_exact (c, reply, 2 + 12);
+  g_assert_cmpuint (reply[2 + 3] & 0x0f, ==, 5);
+  find_decision (f, "dns", "denied", "in the DNS name: refused");
+}
+
+/* A host without a secret, and one whose rule says no-intercept: the
+ * client sees the server's own certificate (the test CA's), never one
+ * the proxy minted. */
+static void
+test_secret_tunnelled (Fixture *f, gconstpointer data)
+{
+  const gchar *hosts[] = { "plain.test", "noint.test" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (hosts); i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GIOStream) tls = tls_open (f, "tls.sock", hosts[i], test_ca_pem, &error);
+    g_autofree gchar *req = get_with (hosts[i], "/tunnel", "");
+    g_autofree gchar *answer = NULL;
+    g_autofree gchar *issuer = NULL;
+    GTlsCertificate *peer;
+    g_assert_no_error (error);
+    peer = g_tls_connection_get_peer_certificate (G_TLS_CONNECTION (tls));
+    g_object_get (peer, "issuer-name", &issuer, NULL);
+    g_assert_nonnull (strstr (issuer, "vivarium test CA"));
+    answer = exchange (tls, req, strlen (req));
+    g_assert_true (g_str_has_prefix (answer, "HTTP/1.1 200 OK\r\n"));
+    g_io_stream_close (tls, NULL, NULL);
+  }
+  find_decision (f, "tls", "allowed", "allowed by plain.test:443 (session)");
+  find_decision (f, "tls", "allowed", "allowed by noint.test:443 (session)");
+}
+
+/* bad.test has a secret, and the server's certificate does not name it:
+ * the guest's connection is closed, nothing of it reaches the server. */
+static void
+test_secret_untrusted (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *ca = session_ca (f);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GIOStream) tls = tls_open (f, "tls.sock", "bad.test", ca, &error);
+
+  g_assert_null (tls);
+  g_assert_nonnull (error);
+  find_decision (f, "tls", "denied", "the certificate of bad.test is not trusted: it is not for bad.test");
+}
+
+/* What interception costs, side by side with a tunnel to the same server
+ * (the numbers go to the test's log; only that both work is asserted):
+ * connection set-up with a first small request, and a download. */
+static gdouble
+measure (Fixture *f, const gchar *host, const gchar *ca, guint rounds, guint64 bytes)
+{
+  g_autofree gchar *req = g_strdup_printf ("GET /bytes/%" G_GUINT64_FORMAT " HTTP/1.1\r\nHost: %s\r\n\r\n", bytes,
+                                           host);
+  gint64 start = g_get_monotonic_time ();
+
+  for (guint i = 0; i < rounds; i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GIOStream) tls = tls_open (f, "tls.sock", host, ca, &error);
+    g_autofree gchar *answer = NULL;
+    g_assert_no_error (error);
+    answer = exchange (tls, req, strlen (req));
+    g_assert_nonnull (answer);
+    g_assert_true (g_str_has_prefix (answer, "HTTP/1.1 200 OK\r\n"));
+    g_io_stream_close (tls, NULL, NULL);
+  }
+  return (g_get_monotonic_time () - start) / 1000.0 / rounds;
+}
+
+static void
+test_secret_cost (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *ca = session_ca (f);
+  const guint64 big = 16 * 1024 * 1024;
+  gdouble tunnel_ms = measure (f, "plain.test", test_ca_pem, 20, 10);
+  gdouble intercept_ms = measure (f, "api.test", ca, 20, 10);
+  gdouble tunnel_big = measure (f, "plain.test", test_ca_pem, 1, big);
+  gdouble intercept_big = measure (f, "api.test", ca, 1, big);
+
+  g_test_message ("set-up and a small request: tunnelled %.1f ms, intercepted %.1f ms", tunnel_ms, intercept_ms);
+  g_test_message ("16 MiB down: tunnelled %.0f MiB/s, intercepted %.0f MiB/s", 16 / (tunnel_big / 1000),
+                  16 / (intercept_big / 1000));
+}
+
+/* A secrets file that does not load: no start, the file gone all the same. */
+static void
+test_secret_bad_file (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("test-egress-XXXXXX", &error);
+  g_autofree gchar *policy = g_build_filename (dir, "policy", NULL);
+  g_autofree gchar *deny = g_build_filename (dir, "deny", NULL);
+  g_autofree gchar *secrets = g_build_filename (dir, "secrets", NULL);
+  g_autofree gchar *err = NULL;
+  g_autoptr(VivariumEgressPolicy) p = vivarium_egress_policy_new ();
+  g_autoptr(GSubprocess) proxy = NULL;
+
+  g_assert_true (vivarium_egress_policy_save (p, policy, 0644, &error));
+  g_assert_true (g_file_set_contents (deny, "10.0.0.0/8\n", -1, NULL));
+  g_assert_true (g_file_set_contents (secrets, "[Secrets]\nnot=this\n", -1, NULL));
+  proxy = g_subprocess_new (G_SUBPROCESS_FLAGS_STDERR_PIPE, &error, g_getenv ("VIVARIUM_EGRESS"), "--dir", dir,
+                            "--policy", policy, "--deny", deny, "--peer-uid", "0", "--secrets", secrets, NULL);
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_communicate_utf8 (proxy, NULL, NULL, NULL, &err, &error));
+  g_assert_cmpint (g_subprocess_get_exit_status (proxy), ==, 1);
+  g_assert_nonnull (strstr (err, "the secrets file does not load"));
+  g_assert_false (g_file_test (secrets, G_FILE_TEST_EXISTS));
+  for (const gchar *const *n = (const gchar *const[]) { "policy", "deny", "decisions.jsonl", "usage", "proxy.sock",
+                                                          "http.sock", "tls.sock", "dns.sock", NULL };
+       *n != NULL; n++) {
+    g_autofree gchar *path = g_build_filename (dir, *n, NULL);
+    g_unlink (path);
+  }
+  g_rmdir (dir);
+}
+
+/* --- the namespace and the certificates ------------------------------------------------ */
+
+static void
+bring_up_loopback (void)
+{
+  struct ifreq ifr = { 0 };
+  int fd = socket (AF_INET, SOCK_DGRAM, 0);
+
+  g_assert_cmpint (fd, >=, 0);
+  strcpy (ifr.ifr_name, "lo");
+  g_assert_cmpint (ioctl (fd, SIOCGIFFLAGS, &ifr), ==, 0);
+  ifr.ifr_flags |= IFF_UP;
+  g_assert_cmpint (ioctl (fd, SIOCSIFFLAGS, &ifr), ==, 0);
+  close (fd);
+}
+
+static void
+isolate (const gchar *dir)
+{
+  g_autofree gchar *hosts = g_build_filename (dir, "hosts", NULL);
+
+  if (getuid () != 0)
+    return;   /* the secrets cases then fail, saying so */
+  g_assert_cmpint (unshare (CLONE_NEWNS | CLONE_NEWNET), ==, 0);
+  g_assert_cmpint (mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), ==, 0);
+  g_assert_true (g_file_set_contents (hosts, "127.0.0.1 localhost api.test other.test plain.test bad.test noint.test\n",
+                                      -1, NULL));
+  g_assert_cmpint (mount (hosts, "/etc/hosts", NULL, MS_BIND, NULL), ==, 0);
+  bring_up_loopback ();
+  isolated = TRUE;
+}
+
+static void
+run_openssl (const gchar *dir, const gchar *args)
+{
+  g_autofree gchar *cmd = g_strdup_printf ("cd '%s' && openssl %s", dir, args);
+  g_autofree gchar *out = NULL, *err = NULL;
+  gint status;
+  g_autoptr(GError) error = NULL;
+  const gchar *argv[] = { "/bin/sh", "-c", cmd, NULL };
+
+  g_assert_true (g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, &error));
+  if (!g_spawn_check_wait_status (status, NULL))
+    g_error ("openssl %s: %s", args, err);
+}
+
+/* A CA of the test's own (the "public" one the upstream's certificate is
+ * from) and a server certificate for every test name but bad.test. */
+static void
+make_certificates (const gchar *dir)
+{
+  g_autofree gchar *ext = g_build_filename (dir, "ext.cnf", NULL);
+
+  g_assert_true (g_file_set_contents (ext, "subjectAltName=DNS:api.test,DNS:other.test,DNS:plain.test,"
+                                      "DNS:noint.test\n", -1, NULL));
+  run_openssl (dir, "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem "
+                    "-subj '/CN=vivarium test CA' -days 2 -addext basicConstraints=critical,CA:TRUE "
+                    "-addext keyUsage=critical,keyCertSign");
+  run_openssl (dir, "req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key -out server.csr "
+                    "-subj /CN=api.test");
+  run_openssl (dir, "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
+                    "-extfile ext.cnf");
+  test_ca_pem = g_build_filename (dir, "ca.pem", NULL);
+}
+
+static void
+remove_certificates (const gchar *dir)
+{
+  const gchar *names[] = { "ext.cnf", "ca.key", "ca.pem", "ca.srl", "server.key", "server.csr", "server.pem", "hosts",
+                           NULL };
+
+  for (guint i = 0; names[i] != NULL; i++) {
+    g_autofree gchar *path = g_build_filename (dir, names[i], NULL);
+    g_unlink (path);
+  }
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
+  g_autoptr(GError) error = NULL;
+  int status;
+
+  certs_dir = g_dir_make_tmp ("test-egress-certs-XXXXXX", &error);
+  g_assert_no_error (error);
+  isolate (certs_dir);
+  make_certificates (certs_dir);
   g_test_init (&argc, &argv, NULL);
   signal (SIGPIPE, SIG_IGN);
   g_assert_nonnull (g_getenv ("VIVARIUM_EGRESS"));
@@ -1023,5 +1837,14 @@ main (int argc, char **argv)
   g_test_add_func ("/egress/relay/no-socket", test_relay_no_socket);
   g_test_add_func ("/egress/relay/no-socket-guest-stderr", test_relay_no_socket_guest);
   g_test_add_func ("/egress/proxy/bad-policy", test_bad_policy);
-  return g_test_run ();
+  ADD ("secret-swapped", with_secrets, test_secret_swapped);
+  ADD ("secret-refused", with_secrets, test_secret_refused);
+  ADD ("secret-refused-plain", with_secrets, test_secret_refused_plain);
+  ADD ("secret-tunnelled", with_secrets, test_secret_tunnelled);
+  ADD ("secret-untrusted", with_secrets, test_secret_untrusted);
+  ADD ("secret-cost", with_secrets, test_secret_cost);
+  g_test_add_func ("/egress/proxy/secret-bad-file", test_secret_bad_file);
+  status = g_test_run ();
+  remove_certificates (certs_dir);
+  return status;
 }
