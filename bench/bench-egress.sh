@@ -13,8 +13,9 @@
 # date has no %N): connection set-up, N sequential GETs of a tiny page
 # (per request: median, p90) and the throughput of a 64 MiB download
 # (median of RUNS), with the ratios allowlist / open. Then, on the host and
-# without a guest, where the added time goes: GETs direct, into the proxy's
-# socket, and through a relay spawned per connection.
+# without a guest, where the added time goes: GETs direct and into the
+# proxy's socket (the allowlist guest's network itself runs in the proxy:
+# docs/egress.md, "How allowlist is wired").
 #
 # The pretend internet (FIELD-NOTES): a network namespace behind a veth on
 # TEST-NET-3 (here 203.0.113.1, there 203.0.113.10) with a python3 HTTP
@@ -230,7 +231,7 @@ done
 
 if [ -n "${VIVARIUM_TEST_BENCH_PERF:-}" ]; then
   # A profile of one batch of GETs without DNS (transparent-hosts): the
-  # proxy, and QEMU (whose main loop spawns a relay per connection).
+  # proxy (its network's thread included), and QEMU's system calls.
   command -v perf >/dev/null || die "VIVARIUM_TEST_BENCH_PERF is set but perf is not installed"
   proxy_pid=$(systemctl show -P MainPID "vivarium-egress-${allow_s##*/}.service")
   qemu_pid=$(systemctl show -P MainPID "vivarium-session-${allow_s##*/}.service")
@@ -247,10 +248,9 @@ if [ -n "${VIVARIUM_TEST_BENCH_PERF:-}" ]; then
   kill -INT "$perf_proxy" "$perf_qemu" 2>/dev/null || true
   wait "$perf_proxy" "$perf_qemu" || true
   printf 'profiled batch (transparent-hosts): GET median %.2f ms\n' "$(median <"$work/gets-profiled")"
-  # libslirp's cmd: forward spawns with g_spawn_async_with_fds() and no
-  # G_SPAWN_DO_NOT_REAP_CHILD: glib forks QEMU, the intermediate child forks
-  # again and exits, and QEMU's main loop waits for it (wait4) before the
-  # guest's connection goes on.
+  # Before the guest's network moved into the proxy, libslirp's cmd:
+  # forward forked QEMU per connection (clone, then wait4 of glib's
+  # intermediate child); these lines show whether any such call is left.
   echo "--- perf trace: QEMU's system calls during the batch (per thread; calls, errors, total, min, avg, max ms, stddev)"
   awk '/^ .*\(.*\), [0-9]+ events/ { print } / (clone|clone3|vfork|execve|socketpair|accept4|connect|wait4) / { print }' \
     "$work/qemu.trace"
@@ -259,34 +259,21 @@ if [ -n "${VIVARIUM_TEST_BENCH_PERF:-}" ]; then
   perf report -i "$work/proxy.perf" --stdio --no-children -g none --sort comm,dso,sym 2>/dev/null | awk '/%/ && n++ < 30'
 fi
 echo "== where the time goes, on the host (no guest): GETs of the tiny page as the session's uid"
-# Direct to the server; into the proxy's http.sock; and through a fresh
-# vivarium-egress-relay per connection on a socketpair, spawned the way
-# libslirp's cmd: forward does (fork, setsid, exec), from this small
-# python3, not from QEMU's far larger process; and the spawn alone.
+# Direct to the server, and into the proxy's http.sock.
 cat >"$work/host-gets.py" <<'PYEOF'
-import socket, subprocess, sys, time
+import socket, sys, time
 mode, target, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-relay = "/usr/libexec/vivarium/vivarium-egress-relay"
 req = b"GET / HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n"
 def once():
-    child = None
     if mode == "direct":
         s = socket.create_connection((target, 80))
-    elif mode == "proxy":
+    else:
         s = socket.socket(socket.AF_UNIX)
         s.connect(target)
-    else:
-        s, theirs = socket.socketpair()
-        argv = ["/bin/true"] if mode == "spawn" else [relay, target]
-        child = subprocess.Popen(argv, stdin=theirs, stdout=theirs, start_new_session=True)
-        theirs.close()
-    if mode != "spawn":
-        s.sendall(req)
-        while s.recv(65536):
-            pass
+    s.sendall(req)
+    while s.recv(65536):
+        pass
     s.close()
-    if child is not None:
-        child.wait()
 once()
 for _ in range(n):
     t0 = time.perf_counter()
@@ -295,8 +282,8 @@ for _ in range(n):
 PYEOF
 egress_dir=/run/vivarium/egress/${allow_s##*/}
 qemu_uid=$(stat -c %u "/proc/$(systemctl show -P MainPID "vivarium-session-${allow_s##*/}.service")")
-for m in direct proxy relay spawn; do
-  case $m in direct) t=$FAR_ADDR ;; spawn) t=- ;; *) t=$egress_dir/http.sock ;; esac
+for m in direct proxy; do
+  case $m in direct) t=$FAR_ADDR ;; *) t=$egress_dir/http.sock ;; esac
   setpriv --reuid "$qemu_uid" --regid "$qemu_uid" --clear-groups "$PY" "$work/host-gets.py" "$m" "$t" "$((gets * runs))" \
     >"$work/host-$m" || die "the host-side GETs ($m) failed"
 done
@@ -318,9 +305,8 @@ row () {
 each row
 printf 'bare connection (nc, connect → close), median of %d: open %.2f ms, allowlist (to the proxy) %.2f ms\n' "$gets" \
   "$(median <"$work/connect-open")" "$(median <"$work/connect-allowlist")"
-printf 'on the host, median of %d GETs: direct %.2f ms, into the proxy %.2f ms, through a spawned relay + the proxy %.2f ms; spawning /bin/true alone %.2f ms\n' \
-  "$((gets * runs))" "$(median <"$work/host-direct")" "$(median <"$work/host-proxy")" "$(median <"$work/host-relay")" \
-  "$(median <"$work/host-spawn")"
+printf 'on the host, median of %d GETs: direct %.2f ms, into the proxy %.2f ms\n' \
+  "$((gets * runs))" "$(median <"$work/host-direct")" "$(median <"$work/host-proxy")"
 echo "ratios allowlist / open (per GET, median): $(for n in proxy transparent transparent-hosts; do
   printf '%s %.2f  ' "$n" "$(echo "$(median <"$work/gets-$n") / $open_med" | bc -l)"; done)"
 echo "the proxy's decision log for the allowlist session, by way in:"

@@ -33,6 +33,9 @@ G_BEGIN_DECLS
 #define VIVARIUM_EGRESS_MODE_NONE      "none"
 #define VIVARIUM_EGRESS_MODE_ALLOWLIST "allowlist"
 #define VIVARIUM_EGRESS_MODE_OPEN      "open"
+/* The explicit HTTP proxy's port at the proxy's guest address (the proxy's
+ * network forwards it; the self-test and the docs name it). */
+#define VIVARIUM_EGRESS_PROXY_PORT     3128
 
 /* At most this many rules in one policy (groups and extras together). */
 #define VIVARIUM_EGRESS_POLICY_MAX_RULES 1024

@@ -195,20 +195,13 @@ set_state (VdEgress *self, const gchar *state, const gchar *reason)
   g_signal_emit (self, signals[SIGNAL_STATE_CHANGED], 0);
 }
 
-/* One forward per proxy socket: QEMU starts the relay per guest
- * connection (docs/egress.md says why a chardev forward cannot do). */
+/* The proxy runs the guest's network itself (restricted libslirp, its
+ * forwards into its own sockets): QEMU only passes frames, and starts
+ * nothing per connection (docs/egress.md, "How allowlist is wired"). */
 gchar *
-vd_egress_netdev_options (VdEgress *self)
+vd_egress_net_socket (VdEgress *self)
 {
-  static const struct { guint port; const gchar *socket; } forwards[] = {
-    { VD_EGRESS_PROXY_PORT, "proxy.sock" }, { 80, "http.sock" }, { 443, "tls.sock" }, { 53, "dns.sock" },
-  };
-  GString *s = g_string_new ("restrict=on");
-
-  for (guint i = 0; i < G_N_ELEMENTS (forwards); i++)
-    g_string_append_printf (s, ",guestfwd=tcp:%s:%u-cmd:%s/vivarium/vivarium-egress-relay %s/%s", VD_EGRESS_GUEST_ADDRESS,
-                            forwards[i].port, VIVARIUM_LIBEXECDIR, self->dir, forwards[i].socket);
-  return g_string_free (s, FALSE);
+  return g_build_filename (self->dir, "net.sock", NULL);
 }
 
 void

@@ -12,7 +12,7 @@ G_BEGIN_DECLS
 /* A session's egress proxy (docs/egress.md): its directory under
  * /run/vivarium/egress/, its unit vivarium-egress-<session>.service, run
  * as its own uid, and what it decided. The session starts it before QEMU
- * and hands QEMU the forwards into its sockets. */
+ * and connects QEMU's network device to the proxy's network (net.sock). */
 
 typedef enum {
   VD_EGRESS_MODE_OPEN = 0,   /* the default of internal scratch sessions */
@@ -22,7 +22,7 @@ typedef enum {
 
 /* Where the guest finds the proxy on its user-mode network. */
 #define VD_EGRESS_GUEST_ADDRESS "10.0.2.100"
-#define VD_EGRESS_PROXY_PORT    3128
+#define VD_EGRESS_PROXY_PORT    VIVARIUM_EGRESS_PROXY_PORT
 
 const gchar *vd_egress_mode_to_string   (VdEgressMode  mode);
 gboolean     vd_egress_mode_from_string (const gchar  *text,
@@ -60,9 +60,9 @@ const gchar *vd_egress_get_dir      (VdEgress *self);
 const gchar *vd_egress_get_state    (VdEgress *self);
 const gchar *vd_egress_get_reason   (VdEgress *self);
 GStrv        vd_egress_describe_rules (VdEgress *self);
-/* The QEMU -netdev suboptions that forward into the proxy:
- * "restrict=on,guestfwd=…,…". */
-gchar       *vd_egress_netdev_options (VdEgress *self);
+/* The unix socket QEMU's `-netdev stream` connects to: the guest's
+ * user-mode network, run by the proxy (DIR/net.sock). */
+gchar       *vd_egress_net_socket   (VdEgress *self);
 VivariumEgressPolicy *vd_egress_get_policy (VdEgress *self);
 
 /* Returns once the proxy said READY=1 (its sockets are bound). */

@@ -21,13 +21,11 @@ typedef struct {
   gboolean     kvm;
   const gchar *vmgenid;        /* the guest's generation id (a UUID), or NULL */
   gboolean     incoming;       /* wait for a saved state (-incoming defer) */
-  /* user-mode network suboptions after "user,id=net0" ("restrict=on,
-   * guestfwd=…"), or NULL for the unrestricted network */
-  const gchar *netdev_options;
-  /* the forwards start a relay per connection (egress "allowlist"):
-   * QEMU's own seccomp must let it spawn, and libslirp's child calls
-   * setsid() (FIELD-NOTES) */
-  gboolean     spawns_relays;
+  /* the guest's network: QEMU's own user-mode stack (NULL), or the egress
+   * proxy's, a `-netdev stream` to this unix socket (egress "allowlist") */
+  const gchar *net_socket;
+  /* QEMU's own stack reaches nothing (restrict=on; egress "none") */
+  gboolean     net_restricted;
 } VdQemuCommand;
 
 /* Names the device list vd_qemu_command_build() produces when a share and

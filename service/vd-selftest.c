@@ -513,7 +513,7 @@ check_unit (VdSelfTest *self)
 }
 
 /* An allowlist session's unit has no deny list to count: it has a network
- * namespace of its own and denies every address but its loopback (as the
+ * namespace of its own and denies every address, allowing none (as the
  * session pool checked at start; read again here, as the result's own
  * evidence). Its proxy carries the deny list, and its uid is in the table. */
 static void
@@ -530,7 +530,7 @@ check_unit_closed (VdSelfTest *self)
   gboolean closed = vd_guard_check_unit_closed (self->guard, vd_session_get_unit (self->session), &error);
   gboolean proxy_denies = egress != NULL && vd_guard_check_unit (self->guard, vd_egress_get_unit (egress), &proxy_error);
 
-  add_host_check (self, "unit-closed-network", "PrivateNetwork, IPAddressDeny=any, IPAddressAllow= loopback only",
+  add_host_check (self, "unit-closed-network", "PrivateNetwork, IPAddressDeny=any, IPAddressAllow= empty",
                   closed ? "closed" : error->message, closed);
   add_host_check (self, "egress-proxy-ip-address-deny", "the deny list on the proxy's unit",
                   proxy_denies ? "the deny list" : egress == NULL ? "no egress proxy" : proxy_error->message,

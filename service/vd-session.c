@@ -356,29 +356,25 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
 
 /* --- the unit -------------------------------------------------------- */
 
-/* QEMU with user-mode networking: slirp's sockets are AF_INET(6), QMP and
- * the guest agent AF_UNIX; TCG writes the code it runs; QEMU installs its
- * own seccomp filter (-sandbox on) on top of this one. Of the runtime
- * directory it sees its own sockets' directory only, and in allowlist
- * mode its proxy's. With egress "none" or "allowlist" slirp reaches
- * nothing outside (restrict=on), and the unit has a network namespace of
- * its own with a loopback only (add_closed_network). */
+/* QEMU with user-mode networking (egress "open"): slirp's sockets are
+ * AF_INET(6), QMP and the guest agent AF_UNIX; TCG writes the code it
+ * runs; QEMU installs its own seccomp filter (-sandbox on) on top of this
+ * one. Of the runtime directory it sees its own sockets' directory only,
+ * and in allowlist mode its proxy's. With egress "none" QEMU's own stack
+ * reaches nothing (restrict=on); with "allowlist" the guest's network runs
+ * in the proxy and QEMU passes frames over a unix socket: either way QEMU
+ * opens no socket but AF_UNIX (add_closed_network). */
 static void
 add_sandbox (VdSession *self, GVariantBuilder *b)
 {
   const gchar *open_families[] = { "AF_UNIX", "AF_INET", "AF_INET6", NULL };
-  /* libslirp makes each cmd: forward's socketpair over TCP on 127.0.0.1
-   * (for out-of-band data): inside the unit's own network namespace. */
-  const gchar *relay_families[] = { "AF_UNIX", "AF_INET", NULL };
   const gchar *closed_families[] = { "AF_UNIX", NULL };
   const gchar *syscalls[] = { "@system-service", "seccomp", NULL };
   const gchar *denied[] = { "@privileged", NULL };
   const gchar *binds[] = { self->runtime_dir, self->egress != NULL ? vd_egress_get_dir (self->egress) : NULL, NULL };
   g_autofree gchar *runtime = g_path_get_dirname (g_path_get_dirname (self->runtime_dir));
   VdUnitSandbox sandbox = {
-    .address_families = self->options.egress_mode == VD_EGRESS_MODE_OPEN      ? open_families
-                      : self->options.egress_mode == VD_EGRESS_MODE_ALLOWLIST ? relay_families
-                                                                               : closed_families,
+    .address_families = self->options.egress_mode == VD_EGRESS_MODE_OPEN ? open_families : closed_families,
     .syscalls = syscalls,
     .denied_syscalls = denied,
     .writes_code = TRUE,
@@ -390,15 +386,15 @@ add_sandbox (VdSession *self, GVariantBuilder *b)
 }
 
 /* Egress "none" and "allowlist": QEMU needs no network of the host's at
- * all. Its own namespace has a loopback only (the relays' socketpairs);
- * every other address is denied besides. The way out, if any, is the
- * proxy's unix sockets, which no network namespace stops. */
+ * all, not even a loopback: every address is denied, none allowed. Its
+ * network namespace of its own keeps it from the host's abstract unix
+ * sockets too (they belong to a namespace). The way out, if any, is the
+ * proxy's net.sock, a path no network namespace stops. */
 static void
 add_closed_network (GVariantBuilder *b)
 {
   g_variant_builder_add (b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
   g_variant_builder_add (b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny_all ());
-  g_variant_builder_add (b, "(sv)", "IPAddressAllow", vd_unit_sandbox_ip_loopback ());
 }
 
 static GVariant *
@@ -461,8 +457,7 @@ qemu_argv (VdSession *self, gboolean kvm)
   g_autofree gchar *kernel = vd_image_get_file (self->image, "vmlinuz");
   g_autofree gchar *initrd = vd_image_get_file (self->image, "initrd.img");
   g_autofree gchar *cmdline = vd_image_get_cmdline (self->image);
-  g_autofree gchar *netdev = self->egress != NULL ? vd_egress_netdev_options (self->egress)
-                           : self->options.egress_mode == VD_EGRESS_MODE_NONE ? g_strdup ("restrict=on") : NULL;
+  g_autofree gchar *net_socket = self->egress != NULL ? vd_egress_net_socket (self->egress) : NULL;
   VdQemuCommand cmd = {
     .session_id = self->id,
     .overlay = self->overlay,
@@ -477,8 +472,8 @@ qemu_argv (VdSession *self, gboolean kvm)
     .kvm = kvm,
     .vmgenid = self->vmgenid,
     .incoming = self->restored,
-    .netdev_options = netdev,
-    .spawns_relays = self->egress != NULL,
+    .net_socket = net_socket,
+    .net_restricted = self->options.egress_mode == VD_EGRESS_MODE_NONE,
   };
   return vd_qemu_command_build (&cmd);
 }

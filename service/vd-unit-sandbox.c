@@ -159,16 +159,3 @@ vd_unit_sandbox_ip_deny_all (void)
   add_cidr (&b, any6, 0);
   return g_variant_builder_end (&b);
 }
-
-GVariant *
-vd_unit_sandbox_ip_loopback (void)
-{
-  g_autoptr(GInetAddress) lo4 = g_inet_address_new_from_string ("127.0.0.0");
-  g_autoptr(GInetAddress) lo6 = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV6);
-  GVariantBuilder b;
-
-  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(iayu)"));
-  add_cidr (&b, lo4, 8);
-  add_cidr (&b, lo6, 128);
-  return g_variant_builder_end (&b);
-}

@@ -36,8 +36,5 @@ void vd_unit_sandbox_add (GVariantBuilder     *properties,
 GVariant *vd_unit_sandbox_ip_deny     (GPtrArray *cidrs);
 /* IPAddressDeny=any: no IP traffic at all. */
 GVariant *vd_unit_sandbox_ip_deny_all (void);
-/* 127.0.0.0/8 and ::1/128, for IPAddressAllow= of a unit with a network
- * namespace of its own (PrivateNetwork=). */
-GVariant *vd_unit_sandbox_ip_loopback (void);
 
 G_END_DECLS

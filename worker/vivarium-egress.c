@@ -2,10 +2,10 @@
 #define G_LOG_DOMAIN "VivariumEgress"
 
 /* vivarium-egress: one session's way out in `allowlist` mode
- * (docs/egress.md). Four unix sockets in --dir, reached from the guest
- * through QEMU's cmd: forwards and vivarium-egress-relay: an explicit HTTP
- * proxy, transparent HTTP and TLS, and a DNS that answers only allowed
- * names. Every peer must be the session's uid; every destination a name the
+ * (docs/egress.md). The guest's user-mode network itself (net.sock, QEMU's
+ * stream netdev: vivarium-egress-net.c), whose only forwards lead into four
+ * unix sockets in --dir: an explicit HTTP proxy, transparent HTTP and TLS,
+ * and a DNS that answers only allowed names. Every peer must be the session's uid; every destination a name the
  * policy allows, resolved here, its addresses outside the guard's deny list;
  * every decision logged, every byte counted. Each connection runs on a
  * thread of its own (at most MAX_CONNECTIONS); the main loop only accepts. */
@@ -23,6 +23,7 @@
 
 #include "vivarium-egress-context.h"
 #include "vivarium-egress-dnsd.h"
+#include "vivarium-egress-net.h"
 #include "vivarium-egress-secrets.h"
 #include "vivarium-egress-stream.h"
 
@@ -46,6 +47,8 @@ typedef enum {
 } Door;
 
 static const gchar *const door_names[N_DOORS] = { "proxy.sock", "http.sock", "tls.sock", "dns.sock" };
+/* Where each door is in the guest, at --guest-address. */
+static const guint16 door_ports[N_DOORS] = { VIVARIUM_EGRESS_PROXY_PORT, 80, 443, 53 };
 
 typedef struct {
   gchar   *dir;
@@ -85,14 +88,15 @@ run_job (gpointer data, gpointer user_data)
   g_atomic_int_dec_and_test (&active);
 }
 
-/* SO_PEERCRED: who connected, as the kernel says. */
+/* SO_PEERCRED: who connected, as the kernel says. The guest's network in
+ * this process connects as the proxy's own uid. */
 static gboolean
 peer_allowed (GSocket *socket, uid_t *uid)
 {
   g_autoptr(GCredentials) creds = g_socket_get_credentials (socket, NULL);
 
   *uid = creds != NULL ? g_credentials_get_unix_user (creds, NULL) : (uid_t) -1;
-  return creds != NULL && *uid == peer_uid;
+  return creds != NULL && (*uid == peer_uid || *uid == geteuid ());
 }
 
 static gboolean
@@ -210,6 +214,15 @@ load (Options *o, GError **error)
   return ctx.log != NULL && vivarium_egress_load_secrets (&ctx, o->dir, o->secrets, o->upstream_ca, error);
 }
 
+static gboolean
+start_net (Options *o, GError **error)
+{
+  VivariumEgressNetConfig net = { .dir = o->dir, .peer_uid = peer_uid, .guest_address = o->guest_address,
+                                  .doors = door_names, .ports = door_ports, .n_doors = N_DOORS };
+
+  return vivarium_egress_net_start (&net, error);
+}
+
 /* Like the gateway: the reason in the journal and in StatusText=, which
  * systemd keeps while the unit stays failed, for the daemon to quote. */
 static int
@@ -241,6 +254,8 @@ main (int argc, char **argv)
   }
   for (guint i = 0; i < N_DOORS; i++)
     g_socket_service_start (doors[i]);
+  if (!start_net (&o, &error))
+    return refuse_to_start (error->message);
   g_message ("serving %s for uid %u: %u rules", o.dir, (guint) peer_uid,
              vivarium_egress_policy_get_n_rules (ctx.policy));
   sd_notifyf (0, "READY=1\nSTATUS=serving %u rules", vivarium_egress_policy_get_n_rules (ctx.policy));

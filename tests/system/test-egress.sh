@@ -274,8 +274,13 @@ assert_eq yes "$(systemctl show -P PrivateNetwork "$qemu_unit")" "the session's 
 assert_ne "$(readlink /proc/1/ns/net)" "$(readlink "/proc/$qemu_pid/ns/net" 2>&1)" "(read back from /proc: not the host's)"
 assert_contains "$(systemctl show -P IPAddressDeny "$qemu_unit")" "0.0.0.0/0" \
   "and IPAddressDeny=any ($(systemctl show -P IPAddressDeny "$qemu_unit"))"
+assert_eq "" "$(systemctl show -P IPAddressAllow "$qemu_unit")" "and no IPAddressAllow= (not even a loopback)"
+assert_eq AF_UNIX "$(systemctl show -P RestrictAddressFamilies "$qemu_unit")" "QEMU may open AF_UNIX sockets only"
 qemu_cmd=$(tr '\0' ' ' <"/proc/$qemu_pid/cmdline" 2>/dev/null)
-assert_contains "$qemu_cmd" "restrict=on" "its user-mode network runs restrict=on"
+assert_contains "$qemu_cmd" "-netdev stream,id=net0,server=off,addr.type=unix,addr.path=/run/vivarium/egress/$aid/net.sock" \
+  "its network device is the proxy's network, over net.sock"
+assert_not_contains "$qemu_cmd" "guestfwd" "QEMU forwards nothing itself"
+assert_contains "$qemu_cmd" "spawn=deny" "and may not spawn anything (-sandbox …,spawn=deny)"
 assert_ne "0" "$(systemctl show -P UID "$proxy_unit")" "the proxy does not run as root (uid $(systemctl show -P UID "$proxy_unit"))"
 assert_contains "$(systemctl show -P IPAddressDeny "$proxy_unit")" "10.0.0.0/8" \
   "the guard's deny list is on the proxy too (IPAddressDeny=)"

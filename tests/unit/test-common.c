@@ -186,6 +186,29 @@ test_qemu_command (void)
     g_assert_true (strv_has_pair (restored, "-device", "vmgenid,guid=2f0e3a57-6a1e-4f5c-9d1e-0c1b2a3d4e5f"));
     g_assert_true (strv_has_pair (restored, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"));
   }
+
+  /* Egress "allowlist": the guest's network is the proxy's, over a unix
+   * socket; a user-mode stack that reaches nothing and has no device takes
+   * a boot snapshot's "slirp" section in. QEMU spawns nothing. */
+  cmd.net_socket = "/run/vivarium/egress/abc123/net.sock";
+  {
+    g_auto(GStrv) allowlist = vd_qemu_command_build (&cmd);
+    g_autofree gchar *line = g_strjoinv (" ", allowlist);
+    g_assert_true (strv_has_pair (allowlist, "-netdev",
+                                  "stream,id=net0,server=off,addr.type=unix,addr.path=/run/vivarium/egress/abc123/net.sock"));
+    g_assert_true (strv_has_pair (allowlist, "-netdev", "user,id=vmstate0,restrict=on"));
+    g_assert_true (strv_has_pair (allowlist, "-device", "virtio-net-pci,netdev=net0"));
+    g_assert_true (strv_has_pair (allowlist, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"));
+    g_assert_null (strstr (line, "guestfwd"));
+  }
+  /* Egress "none": QEMU's own stack, reaching nothing. */
+  cmd.net_socket = NULL;
+  cmd.net_restricted = TRUE;
+  {
+    g_auto(GStrv) none = vd_qemu_command_build (&cmd);
+    g_assert_true (strv_has_pair (none, "-netdev", "user,id=net0,restrict=on"));
+    g_assert_false (strv_has_pair (none, "-netdev", "user,id=vmstate0,restrict=on"));
+  }
 }
 
 /* Every enum value spells itself and reads back as itself; an unknown
