@@ -104,20 +104,26 @@ vivarium_ssh_key_check (const VivariumSshKey *key, GError **error)
 }
 
 void
-vivarium_ssh_key_free (VivariumSshKey *key)
+vivarium_ssh_key_drop_private (VivariumSshKey *key)
 {
   gsize len = 0;
   gpointer data;
 
+  if (key->private_key == NULL)
+    return;
+  /* Our own copy (load or the store's read): wipe it. */
+  data = (gpointer) g_bytes_get_data (key->private_key, &len);
+  if (data != NULL)
+    memset (data, 0, len);
+  g_clear_pointer (&key->private_key, g_bytes_unref);
+}
+
+void
+vivarium_ssh_key_free (VivariumSshKey *key)
+{
   if (key == NULL)
     return;
-  if (key->private_key != NULL) {
-    /* Our own copy (load or the store's read): wipe it. */
-    data = (gpointer) g_bytes_get_data (key->private_key, &len);
-    if (data != NULL && g_bytes_get_size (key->private_key) > 0)
-      memset (data, 0, len);
-    g_bytes_unref (key->private_key);
-  }
+  vivarium_ssh_key_drop_private (key);
   g_free (key->name);
   g_free (key->public_key);
   g_free (key->fingerprint);

@@ -45,6 +45,8 @@ typedef struct {
 gboolean        vivarium_ssh_key_check       (const VivariumSshKey *key,
                                               GError              **error);
 void            vivarium_ssh_key_free        (VivariumSshKey *key);
+/* Wipes and drops the private key (a listing's record). */
+void            vivarium_ssh_key_drop_private (VivariumSshKey *key);
 /* The key's blob (the base64 field of "TYPE BASE64"), NULL if malformed. */
 GBytes         *vivarium_ssh_key_public_blob (const gchar *public_key);
 /* "SHA256:…" of a public key line, NULL if malformed. */
