@@ -70,11 +70,17 @@ gboolean vctl_cmd_session_show    (VctlContext *ctx, const VctlCommand *cmd, gch
  * GetEgressLog with the same signature. */
 gboolean vctl_print_egress_log    (VctlContext *ctx, gpointer proxy, GError **error);
 
-/* --egress, --allow, --group of `session start` and `task submit`. */
+/* SSH keys (docs/secrets.md, "SSH keys"): vivariumctl-ssh-key.c. */
+gboolean vctl_cmd_ssh_key_add     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_ssh_key_list    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_ssh_key_remove  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
+/* --egress, --allow, --group, --ssh-key of `session start` and `task submit`. */
 typedef struct {
   gchar  *mode;
   gchar **allow;
   gchar **groups;
+  gchar **ssh_keys;
 } VctlEgressOptions;
 
 #define VCTL_EGRESS_OPTION_ENTRIES(o)                                                         \
@@ -83,7 +89,9 @@ typedef struct {
   { "allow", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).allow,                                     \
     N_("In allowlist mode, also allow HOST[:PORT] or *.DOMAIN[:PORT] (repeat)"), "RULE" },    \
   { "group", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).groups,                                    \
-    N_("In allowlist mode, use these rule groups instead of the default ones (repeat)"), "NAME" }
+    N_("In allowlist mode, use these rule groups instead of the default ones (repeat)"), "NAME" }, \
+  { "ssh-key", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).ssh_keys,                                \
+    N_("In allowlist mode, a stored SSH key the guest's agent signs with (repeat)"), "NAME" }
 
 void     vctl_egress_options_clear (VctlEgressOptions *o);
 /* Checks the flags (a usage error before the bus) and adds the options

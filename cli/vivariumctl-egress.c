@@ -20,6 +20,7 @@ vctl_egress_options_clear (VctlEgressOptions *o)
   g_clear_pointer (&o->mode, g_free);
   g_clear_pointer (&o->allow, g_strfreev);
   g_clear_pointer (&o->groups, g_strfreev);
+  g_clear_pointer (&o->ssh_keys, g_strfreev);
 }
 
 /* The same grammar the daemon and the proxy use (common/), so that a typo
@@ -70,8 +71,9 @@ vctl_egress_options_add (const VctlEgressOptions *o, GVariantBuilder *b, GError 
   /* Without --egress the daemon's default decides, which may well be
    * allowlist; only an explicit other mode makes the rules pointless. */
   if (o->mode != NULL && g_strcmp0 (o->mode, VIVARIUM_EGRESS_MODE_ALLOWLIST) != 0 &&
-      (o->allow != NULL || o->groups != NULL)) {
-    g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--allow and --group apply only to --egress allowlist"));
+      (o->allow != NULL || o->groups != NULL || o->ssh_keys != NULL)) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("--allow, --group and --ssh-key apply only to --egress allowlist"));
     return FALSE;
   }
   if (!check_rules (o->allow, error) || !check_groups (o->groups, error))
@@ -80,6 +82,7 @@ vctl_egress_options_add (const VctlEgressOptions *o, GVariantBuilder *b, GError 
     g_variant_builder_add (b, "{sv}", "egress", g_variant_new_string (o->mode));
   add_strv (b, "egress_groups", o->groups);
   add_strv (b, "egress_allow", o->allow);
+  add_strv (b, "ssh_keys", o->ssh_keys);
   return TRUE;
 }
 
