@@ -63,7 +63,7 @@ assert_success "freeze it" -- ctl image freeze tiny
 
 out=$(ctl session start tiny --egress allowlist --allow example.test:443 --ssh-key A 2>&1)
 assert_eq 0 "$?" "start an allowlist session with --ssh-key A" "$out"
-sid=$(grep -o '[0-9a-f]\{32\}' <<<"$out" | tail -n 1)
+sid=$(tail -n 1 <<<"$out")
 [ -n "$sid" ] || bail_out "no session id in: $out"
 at_exit stop_quietly "$sid"
 edir=/run/vivarium/egress/$sid
@@ -75,7 +75,7 @@ agent () { guest "{ printf '$1'; sleep 3; } | timeout 8 nc $AGENT 7022 | od -An 
 
 # The agent's messages, built from the .pub files: escapes for printf in
 # the guest; and the answers judged.
-msg () {  # identities | sign PUB | add
+msg () {  # identities | sign PUB | add PRIVATE
   "$PY" - "$@" "$DATA" <<'PYEOF'
 import base64, struct, sys
 def s(b): return struct.pack('!I', len(b)) + b
@@ -87,8 +87,29 @@ elif kind == 'sign':
     blob = base64.b64decode(open(sys.argv[2]).read().split()[1])
     print(esc(b'\x0d' + s(blob) + s(sys.argv[3].encode()) + struct.pack('!I', 0)))
 elif kind == 'add':
-    # SSH2_AGENTC_ADD_IDENTITY: type, then a key (its shape does not matter: refused unread).
-    print(esc(b'\x11' + s(b'ssh-ed25519') + s(b'\0' * 32) + s(b'\0' * 64) + s(b'comment')))
+    # SSH2_AGENTC_ADD_IDENTITY with key B itself, taken from its openssh-key-v1
+    # file (unencrypted): a request a real agent would accept.
+    lines = open(sys.argv[2]).read().strip().split('\n')
+    raw = base64.b64decode(''.join(lines[1:-1]))
+    assert raw.startswith(b'openssh-key-v1\0')
+    i = len(b'openssh-key-v1\0')
+    def take():
+        global i
+        n = struct.unpack('!I', raw[i:i + 4])[0]
+        i += 4 + n
+        return raw[i - n:i]
+    take(); take(); take()            # cipher "none", kdf "none", kdf options
+    i += 4                            # one key
+    take()                            # its public blob
+    priv = take()
+    j = 8                             # two check words
+    def ptake():
+        global j
+        n = struct.unpack('!I', priv[j:j + 4])[0]
+        j += 4 + n
+        return priv[j - n:j]
+    ktype, pub, sk, comment = ptake(), ptake(), ptake(), ptake()
+    print(esc(b'\x11' + s(ktype) + s(pub) + s(sk) + s(comment)))
 PYEOF
 }
 judge () {  # identities PUB HEX | sign-ok PUB HEX | failure HEX(answers…)
@@ -152,8 +173,8 @@ hex=$(agent "$(msg sign "$tmpd/B.pub")")
 assert_eq "05" "$(judge failure "$hex")" "a sign request with B is SSH_AGENT_FAILURE" "$hex"
 
 # An add request, then the identities, on one connection.
-hex=$(agent "$(msg add)$(msg identities)")
-assert_eq "05" "$(judge failure "$hex" | awk '{ print $1 }')" "an add-identity request is SSH_AGENT_FAILURE" "$hex"
+hex=$(agent "$(msg add "$tmpd/B")$(msg identities)")
+assert_eq "05" "$(judge failure "$hex" | awk '{ print $1 }')" "an add-identity request with key B is SSH_AGENT_FAILURE" "$hex"
 assert_eq "count=1 match=True" "$(judge identities "$tmpd/A.pub" "$hex")" "and the agent still holds only A" "$hex"
 
 # --- 4. the decision log, the private key, the agent process ---------------------

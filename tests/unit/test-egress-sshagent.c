@@ -135,6 +135,7 @@ typedef struct {
   gchar       *public_a;
   gchar       *public_b;
   gchar       *private_a;
+  gchar       *private_b;
 } Fixture;
 
 static gchar *
@@ -282,6 +283,9 @@ fixture_set_up (Fixture *f, gconstpointer data)
   f->public_a = public_line (a);
   f->public_b = public_line (b);
   f->private_a = read_file (priv);
+  g_free (priv);
+  priv = g_build_filename (f->keys_dir, "B", NULL);
+  f->private_b = read_file (priv);
   proxy_start (f);
 }
 
@@ -308,6 +312,7 @@ fixture_tear_down (Fixture *f, gconstpointer data)
   g_free (f->public_a);
   g_free (f->public_b);
   g_free (f->private_a);
+  g_free (f->private_b);
 }
 
 static GSocket *
@@ -354,6 +359,53 @@ ask (GSocket *socket, const guint8 *body, gsize len)
   answer = g_malloc (n);
   read_exact (socket, answer, n);
   return g_bytes_new_take (answer, n);
+}
+
+/* One SSH string of @p at *off, bounds checked. */
+static const guint8 *
+take_string (const guint8 *p, gsize len, gsize *off, guint32 *n)
+{
+  g_assert_cmpuint (len - *off, >=, 4);
+  *n = get_u32 (p + *off);
+  g_assert_cmpuint (len - *off - 4, >=, *n);
+  *off += 4 + *n;
+  return p + *off - *n;
+}
+
+/* SSH2_AGENTC_ADD_IDENTITY with the key of an unencrypted openssh-key-v1
+ * file: a request a real agent accepts (the filter must keep it away). */
+static GByteArray *
+add_identity_request (const gchar *private_text)
+{
+  g_auto(GStrv) lines = g_strsplit (private_text, "\n", -1);
+  g_autoptr(GString) body = g_string_new (NULL);
+  g_autofree guint8 *raw = NULL;
+  GByteArray *a = g_byte_array_new ();
+  const guint8 *priv, *type, *pub, *secret, *comment;
+  guint32 n, priv_len, type_len, pub_len, secret_len, comment_len;
+  gsize len = 0, off = 15, poff = 8;
+  guint8 request = 17;
+
+  for (guint i = 1; lines[i] != NULL && !g_str_has_prefix (lines[i], "-----END"); i++)
+    g_string_append (body, lines[i]);
+  raw = g_base64_decode (body->str, &len);
+  g_assert_cmpmem (raw, 15, "openssh-key-v1\0", 15);
+  take_string (raw, len, &off, &n);   /* cipher */
+  take_string (raw, len, &off, &n);   /* kdf */
+  take_string (raw, len, &off, &n);   /* kdf options */
+  off += 4;                           /* one key */
+  take_string (raw, len, &off, &n);   /* its public blob */
+  priv = take_string (raw, len, &off, &priv_len);
+  type = take_string (priv, priv_len, &poff, &type_len);
+  pub = take_string (priv, priv_len, &poff, &pub_len);
+  secret = take_string (priv, priv_len, &poff, &secret_len);
+  comment = take_string (priv, priv_len, &poff, &comment_len);
+  g_byte_array_append (a, &request, 1);
+  put_string (a, type, type_len);
+  put_string (a, pub, pub_len);
+  put_string (a, secret, secret_len);
+  put_string (a, comment, comment_len);
+  return a;
 }
 
 static guint8
@@ -436,14 +488,13 @@ test_agent (Fixture *f, gconstpointer data)
   g_autoptr(GBytes) blob_b = vivarium_ssh_key_public_blob (f->public_b);
   g_autoptr(GByteArray) sign_a = sign_request (blob_a, "a session id and a user auth request");
   g_autoptr(GByteArray) sign_b = sign_request (blob_b, "a session id and a user auth request");
-  g_autoptr(GByteArray) add = g_byte_array_new ();
+  g_autoptr(GByteArray) add = add_identity_request (f->private_b);
   g_autoptr(GBytes) answer = NULL;
   g_autoptr(GBytes) refused_b = NULL;
   g_autoptr(GBytes) refused_add = NULL;
   g_autofree gchar *fingerprint = vivarium_ssh_key_fingerprint (f->public_a);
   g_autofree gchar *line = g_strdup_printf ("\"reason\":\"signed with ssh key A (%s)\"", fingerprint);
   g_autofree gchar *log = NULL;
-  guint8 type = 17;
 
   assert_only_identity (socket, blob_a);
   answer = ask (socket, sign_a->data, sign_a->len);
@@ -452,8 +503,6 @@ test_agent (Fixture *f, gconstpointer data)
   refused_b = ask (socket, sign_b->data, sign_b->len);
   g_assert_cmpuint (first_byte (refused_b), ==, VIVARIUM_SSH_AGENT_FAILURE);
   /* ADD_IDENTITY with key B's private half: refused, the agent unchanged. */
-  g_byte_array_append (add, &type, 1);
-  put_string (add, (const guint8 *) "ssh-ed25519", 11);
   refused_add = ask (socket, add->data, add->len);
   g_assert_cmpuint (first_byte (refused_add), ==, VIVARIUM_SSH_AGENT_FAILURE);
   assert_only_identity (socket, blob_a);
