@@ -55,6 +55,12 @@ assert_eq "$fp_a" "$(jq -r '.[] | select(.name == "A") | .fingerprint' <<<"$list
   "ssh-key list shows A's fingerprint as ssh-keygen -l prints it" "$listed"
 assert_not_contains "$listed" "$needle" "and never its private key"
 
+create_test_user user || bail_out "cannot create a test user"
+assert_dbus_error "$ERR.NotAuthorized" -- run_as_user "$user" vivariumctl --no-interaction ssh-key list
+assert_dbus_error "$ERR.NotAuthorized" -- run_as_user "$user" vivariumctl --no-interaction ssh-key remove A
+out=$(ctl ssh-key add A --key-file "$tmpd/B" 2>&1)
+assert_contains "$out" "$ERR.Exists" "a second key named A is Exists"
+
 # --- 2. a frozen tiny image, an allowlist session with A ----------------------
 
 build_out=$(ctl image build tiny tiny 2>&1)
@@ -187,8 +193,21 @@ assert_contains "$log" "\"verdict\":\"denied\",\"reason\":\"ssh-agent refused a 
   "and B's request denied"
 assert_contains "$log" "\"verdict\":\"denied\",\"reason\":\"ssh-agent refused a request to add a key" "and the add denied"
 
-out=$(guest "for d in /bin /etc /home /mnt /opt /root /run /sbin /srv /tmp /usr /var; do
-  [ -d \$d ] && grep -rlsF '$needle' \$d; done; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -c '$needle'")
+# The needle goes in as two halves joined in the guest, so that no command
+# line of the check holds it whole: the processes' environments and command
+# lines are copied first (by a cat whose own argv does not hold it), then
+# searched, then the files.
+find_key='n="'"${needle:0:20}"'""'"${needle:20}"'"
+cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline > /tmp/vt-procs 2>/dev/null
+grep -c "$n" /tmp/vt-procs
+for d in /bin /etc /home /mnt /opt /root /run /sbin /srv /tmp /usr /var; do
+  [ -d $d ] && grep -rlsF "$n" $d; done'
+# The positive control: the same search finds the key where it is.
+out=$(guest "printf '%s%s\n' '${needle:0:20}' '${needle:20}' > /root/vt-control
+$find_key")
+assert_contains "$out" "/root/vt-control" "the search finds the key in a file where it is put (the control)"
+guest 'rm -f /root/vt-control' >/dev/null
+out=$(guest "$find_key")
 assert_eq "0" "$out" "the private key is nowhere in the guest (files, environments, command lines)"
 
 apid=$(systemctl show -P MainPID "$unit")
