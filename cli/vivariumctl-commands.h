@@ -75,13 +75,21 @@ gboolean vctl_cmd_secret_add      (VctlContext *ctx, const VctlCommand *cmd, gch
 gboolean vctl_cmd_secret_list     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_secret_remove   (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 
-/* --egress, --allow, --group and --secret of `session start` and `task
- * submit` (secrets go with allowlist egress: the proxy holds them). */
+
+/* SSH keys (docs/secrets.md, "SSH keys"): vivariumctl-ssh-key.c. */
+gboolean vctl_cmd_ssh_key_add     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_ssh_key_list    (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+gboolean vctl_cmd_ssh_key_remove  (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
+/* --egress, --allow, --group, --secret and --ssh-key of `session start`
+ * and `task submit` (secrets and keys go with allowlist egress: the proxy
+ * holds them). */
 typedef struct {
   gchar  *mode;
   gchar **allow;
   gchar **groups;
   gchar **secrets;
+  gchar **ssh_keys;
 } VctlEgressOptions;
 
 #define VCTL_EGRESS_OPTION_ENTRIES(o)                                                         \
@@ -92,7 +100,9 @@ typedef struct {
   { "group", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).groups,                                    \
     N_("In allowlist mode, use these rule groups instead of the default ones (repeat)"), "NAME" }, \
   { "secret", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).secrets,                                  \
-    N_("In allowlist mode, give the guest a placeholder for this stored secret (repeat)"), "NAME" }
+    N_("In allowlist mode, give the guest a placeholder for this stored secret (repeat)"), "NAME" },
+  { "ssh-key", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).ssh_keys,                                \
+    N_("In allowlist mode, a stored SSH key the guest's agent signs with (repeat)"), "NAME" }
 
 void     vctl_egress_options_clear (VctlEgressOptions *o);
 /* Checks the flags (a usage error before the bus) and adds the options

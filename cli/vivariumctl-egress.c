@@ -22,6 +22,7 @@ vctl_egress_options_clear (VctlEgressOptions *o)
   g_clear_pointer (&o->allow, g_strfreev);
   g_clear_pointer (&o->groups, g_strfreev);
   g_clear_pointer (&o->secrets, g_strfreev);
+  g_clear_pointer (&o->ssh_keys, g_strfreev);
 }
 
 /* The same grammar the daemon and the proxy use (common/), so that a typo
@@ -93,8 +94,9 @@ vctl_egress_options_add (const VctlEgressOptions *o, GVariantBuilder *b, GError 
   /* Without --egress the daemon's default decides, which may well be
    * allowlist; only an explicit other mode makes the rules pointless. */
   if (o->mode != NULL && g_strcmp0 (o->mode, VIVARIUM_EGRESS_MODE_ALLOWLIST) != 0 &&
-      (o->allow != NULL || o->groups != NULL || o->secrets != NULL)) {
-    g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--allow, --group and --secret apply only to --egress allowlist"));
+      (o->allow != NULL || o->groups != NULL || o->secrets != NULL || o->ssh_keys != NULL)) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0,
+                         _("--allow, --group, --secret and --ssh-key apply only to --egress allowlist"));
     return FALSE;
   }
   if (!check_rules (o->allow, error) || !check_groups (o->groups, error) || !check_secrets (o->secrets, error))
@@ -104,6 +106,7 @@ vctl_egress_options_add (const VctlEgressOptions *o, GVariantBuilder *b, GError 
   add_strv (b, "egress_groups", o->groups);
   add_strv (b, "egress_allow", o->allow);
   add_strv (b, "secrets", o->secrets);
+  add_strv (b, "ssh_keys", o->ssh_keys);
   return TRUE;
 }
 

@@ -13,6 +13,7 @@ vd_egress_options_clear (VdEgressOptions *options)
   g_clear_pointer (&options->groups, g_strfreev);
   g_clear_pointer (&options->allow, g_strfreev);
   g_clear_pointer (&options->secrets, g_ptr_array_unref);
+  g_clear_pointer (&options->ssh_keys, g_ptr_array_unref);
 }
 
 static gboolean

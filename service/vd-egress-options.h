@@ -19,6 +19,7 @@ typedef struct {
   GStrv        groups;
   GStrv        allow;
   GPtrArray   *secrets;   /* VivariumSecret* with placeholders, or NULL */
+  GPtrArray   *ssh_keys;  /* VivariumSshKey*, or NULL (vd_ssh_key_store_parse_option) */
 } VdEgressOptions;
 
 typedef enum {

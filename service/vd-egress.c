@@ -16,6 +16,7 @@
 #include "vivarium-names.h"
 #include "vd-egress.h"
 #include "vivarium-secret.h"
+#include "vivarium-ssh-key.h"
 #include "vd-egress-log.h"
 #include "vd-egress-rules.h"
 #include "vd-fs.h"
@@ -42,6 +43,7 @@ struct _VdEgress {
   gchar                *reason;
   gchar                *resolv_conf;   /* the DNS relay's, or NULL */
   GPtrArray            *secrets;       /* VivariumSecret*, or NULL */
+  GPtrArray            *ssh_keys;      /* VivariumSshKey*, or NULL */
   guint                 unit_watch;
   guint                 exit_source;
   gint                  pidfd;         /* the proxy's process while it runs, or -1 */
@@ -105,6 +107,7 @@ vd_egress_finalize (GObject *object)
   g_free (self->reason);
   g_free (self->resolv_conf);
   g_clear_pointer (&self->secrets, g_ptr_array_unref);
+  g_clear_pointer (&self->ssh_keys, g_ptr_array_unref);
   G_OBJECT_CLASS (vd_egress_parent_class)->finalize (object);
 }
 
@@ -211,6 +214,13 @@ vd_egress_set_secrets (VdEgress *self, GPtrArray *secrets)
   self->secrets = secrets != NULL && secrets->len > 0 ? g_ptr_array_ref (secrets) : NULL;
 }
 
+void
+vd_egress_set_ssh_keys (VdEgress *self, GPtrArray *ssh_keys)
+{
+  g_clear_pointer (&self->ssh_keys, g_ptr_array_unref);
+  self->ssh_keys = ssh_keys != NULL && ssh_keys->len > 0 ? g_ptr_array_ref (ssh_keys) : NULL;
+}
+
 /* The CA's certificate is the proxy's writing: read as untrusted. */
 #define CA_PEM_MAX (64 * 1024)
 
@@ -259,6 +269,21 @@ write_secrets_file (VdEgress *self, GError **error)
   return TRUE;
 }
 
+/* Like the secrets: root writes, the proxy's uid may read and remove. */
+static gboolean
+write_ssh_keys_file (VdEgress *self, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (self->dir, "ssh-keys", NULL);
+
+  if (self->ssh_keys == NULL)
+    return TRUE;
+  if (!vivarium_ssh_keys_save (self->ssh_keys, path, 0400, error))
+    return FALSE;
+  if (lchown (path, self->proxy_uid, (gid_t) -1) != 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot give %s to the egress proxy", path);
+  return TRUE;
+}
+
 static gboolean
 write_deny_file (VdEgress *self, GError **error)
 {
@@ -284,7 +309,8 @@ prepare_dir (VdEgress *self, GError **error)
   return vd_fs_mkdir (parent, 0711, 0, 0, error) &&
          vd_fs_mkdir (self->dir, 0711, self->proxy_uid, grp != NULL ? grp->gr_gid : 0, error) &&
          vivarium_egress_policy_save (self->policy, policy, 0644, error) &&
-         write_deny_file (self, error) && write_secrets_file (self, error);
+         write_deny_file (self, error) && write_secrets_file (self, error) &&
+         write_ssh_keys_file (self, error);
 }
 
 static GVariant *
@@ -299,6 +325,7 @@ exec_start (VdEgress *self)
   g_autofree gchar *entries = g_strdup_printf ("%u", vd_config_get_egress_log_max_entries (self->config));
   g_autofree gchar *secrets = g_build_filename (self->dir, "secrets", NULL);
   g_autofree gchar *upstream_ca = vd_config_dup_egress_upstream_ca (self->config);
+  g_autofree gchar *ssh_keys = g_build_filename (self->dir, "ssh-keys", NULL);
   const gchar *argv[] = { binary, "--dir", self->dir, "--policy", policy, "--deny", deny, "--peer-uid", peer,
                           "--guest-address", VD_EGRESS_GUEST_ADDRESS, "--limit-up", up, "--limit-down", down,
                           "--log-max-entries", entries, NULL };
@@ -311,6 +338,8 @@ exec_start (VdEgress *self)
     if (upstream_ca != NULL)
       g_strv_builder_add_many (b, "--upstream-ca", upstream_ca, NULL);
   }
+  if (self->ssh_keys != NULL)
+    g_strv_builder_add_many (b, "--ssh-keys", ssh_keys, NULL);
   all = g_strv_builder_end (b);
   return g_variant_new_parsed ("[(%s, %^as, false)]", binary, all);
 }

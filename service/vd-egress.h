@@ -50,6 +50,11 @@ void         vd_egress_set_resolv_conf (VdEgress    *self,
  * the start. */
 void         vd_egress_set_secrets  (VdEgress    *self,
                                      GPtrArray   *secrets);
+/* The session's SSH keys (docs/secrets.md, "SSH keys"), or NULL: written
+ * for the proxy as DIR/ssh-keys (its uid, 0400; removed once read), whose
+ * agent then serves them on 10.0.2.100:7022. Before the start. */
+void         vd_egress_set_ssh_keys (VdEgress    *self,
+                                     GPtrArray   *ssh_keys);
 /* The session CA's certificate (PEM) the proxy wrote, once started with
  * secrets; NULL with an error otherwise. */
 gchar       *vd_egress_dup_ca_pem   (VdEgress    *self,

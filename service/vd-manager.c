@@ -27,6 +27,7 @@
 #include "vd-log.h"
 #include "vd-manager.h"
 #include "vd-secret-store.h"
+#include "vd-ssh-key-store.h"
 #include "vd-egress-options.h"
 #include "vd-egress-rules.h"
 #include "vd-progress.h"
@@ -67,6 +68,7 @@ struct _VdManager {
   VdWorkerGrants       *grants;
   VdTaskRunner         *runner;
   VdSecretStore        *secrets;
+  VdSshKeyStore        *ssh_keys;
   VdSelfTest           *self_test;    /* the run in progress, if any */
   VivariumDBusManager  *skeleton;
   GHashTable           *images;       /* name → VdImage */
@@ -91,6 +93,7 @@ vd_manager_finalize (GObject *object)
   g_clear_object (&self->projects);
   g_clear_object (&self->runner);
   g_clear_object (&self->secrets);
+  g_clear_object (&self->ssh_keys);
   g_clear_object (&self->reports);
   g_clear_object (&self->grants);
   g_clear_object (&self->guard);
@@ -767,7 +770,8 @@ parse_session_options (VdManager *self, const gchar *project, GVariant *options,
 {
   VdProject *p = project[0] != '\0' ? vd_project_store_lookup (self->projects, project, NULL) : NULL;
   g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
-  const gchar *known[] = { "memory", "cpus", "timeout", "egress", "egress_groups", "egress_allow", "secrets", NULL };
+  const gchar *known[] = { "memory", "cpus", "timeout", "egress", "egress_groups", "egress_allow", "secrets",
+                           "ssh_keys", NULL };
   GVariantIter iter;
   const gchar *key;
 
@@ -776,7 +780,7 @@ parse_session_options (VdManager *self, const gchar *project, GVariant *options,
     if (!g_strv_contains (known, key)) {
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                    "Unknown session option “%s” (known: memory, cpus, timeout, egress, egress_groups, egress_allow, "
-                   "secrets)", key);
+                   "secrets, ssh_keys)", key);
       return FALSE;
     }
   }
@@ -789,9 +793,11 @@ parse_session_options (VdManager *self, const gchar *project, GVariant *options,
       !parse_uint_option (dict, "cpus", 1, VIVARIUM_CPUS_MAX, &out->cpus, error) ||
       !parse_uint_option (dict, "timeout", 0, VIVARIUM_TIMEOUT_MAX_SEC, &out->timeout_sec, error) ||
       !vd_egress_options_parse (self->config, p, dict, VD_EGRESS_FOR_SESSION, egress, error) ||
-      !vd_egress_options_parse_secrets (self->config, self->secrets, p, dict, egress, error))
+      !vd_egress_options_parse_secrets (self->config, self->secrets, p, dict, egress, error) ||
+      !vd_ssh_key_store_parse_option (self->config, dict, egress->mode, &egress->ssh_keys, error))
     return FALSE;
   out->secrets = egress->secrets;
+  out->ssh_keys = egress->ssh_keys;
   out->egress_mode = egress->mode;
   out->egress_groups = (const gchar * const *) egress->groups;
   out->egress_allow = (const gchar * const *) egress->allow;
@@ -1561,6 +1567,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
   {
     g_autofree gchar *secrets = vd_config_build_state_path (config, "secrets", NULL);
     self->secrets = vd_secret_store_new (secrets);
+    self->ssh_keys = vd_ssh_key_store_new (secrets);
     vd_task_runner_set_secret_store (self->runner, self->secrets);
     vd_project_store_set_secret_store (self->projects, self->secrets);
   }
@@ -1603,6 +1610,7 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-start-session", G_CALLBACK (handle_start_session), self);
   g_signal_connect (s, "handle-check-egress", G_CALLBACK (handle_check_egress), self);
   vd_secret_store_connect (self->secrets, s);
+  vd_ssh_key_store_connect (self->ssh_keys, s);
   g_signal_connect (vd_guard_get_skeleton (self->guard), "handle-run-self-test", G_CALLBACK (handle_run_self_test), self);
   g_signal_connect (self->pool, "session-added", G_CALLBACK (session_added_cb), self);
   g_signal_connect (self->pool, "session-removed", G_CALLBACK (session_removed_cb), self);

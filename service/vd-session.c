@@ -26,6 +26,7 @@
 #include "vd-qmp-client.h"
 #include "vd-session.h"
 #include "vivarium-secret.h"
+#include "vivarium-ssh-key.h"
 #include "vd-unit-sandbox.h"
 #include "vd-session-snapshot.h"
 
@@ -83,6 +84,7 @@ struct _VdSession {
   GStrv                 egress_groups; /* the options' copies */
   GStrv                 egress_allow;
   GPtrArray            *secrets;       /* VivariumSecret* with placeholders, or NULL */
+  GPtrArray            *ssh_keys;      /* VivariumSshKey*, or NULL: the proxy's agent has them */
   guint32               egress_uid;
   VdEgress             *egress;        /* allowlist mode, once started */
 };
@@ -104,6 +106,7 @@ vd_session_finalize (GObject *object)
   g_strfreev (self->egress_groups);
   g_strfreev (self->egress_allow);
   g_clear_pointer (&self->secrets, g_ptr_array_unref);
+  g_clear_pointer (&self->ssh_keys, g_ptr_array_unref);
   g_clear_object (&self->qmp);
   g_clear_object (&self->agent);
   g_clear_object (&self->image);
@@ -317,6 +320,8 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   self->options.egress_allow = NULL;
   self->secrets = options->secrets != NULL && options->secrets->len > 0 ? g_ptr_array_ref (options->secrets) : NULL;
   self->options.secrets = NULL;
+  self->ssh_keys = options->ssh_keys != NULL && options->ssh_keys->len > 0 ? g_ptr_array_ref (options->ssh_keys) : NULL;
+  self->options.ssh_keys = NULL;
   self->deny_list = g_ptr_array_ref (deny_list);
   self->state_dir = vd_config_build_state_path (config, "sessions", self->id, NULL);
   self->runtime_dir = g_build_filename (vd_config_get_runtime_dir (config), "sessions", self->id, NULL);
@@ -790,6 +795,19 @@ start_done (GTask *task)
   "  shift 2\n" \
   "done\n"
 
+/* With SSH keys (docs/secrets.md, "SSH keys"), last: the agent is the
+ * proxy's door at 10.0.2.100:7022; a guest with socat gets it as the unix
+ * socket $SSH_AUTH_SOCK names too (a client speaks unix sockets only), in
+ * the background, waited for up to 2 s. Without socat the set-up still
+ * succeeds: the door is there for whatever speaks TCP. */
+#define SSH_AGENT_GUEST_SETUP \
+  "\nif command -v socat >/dev/null 2>&1; then\n" \
+  "  rm -f " VIVARIUM_SSH_AGENT_GUEST_SOCKET "\n" \
+  "  socat UNIX-LISTEN:" VIVARIUM_SSH_AGENT_GUEST_SOCKET ",fork,mode=0600 TCP:" VD_EGRESS_GUEST_ADDRESS ":7022 " \
+  "</dev/null >/dev/null 2>&1 &\n" \
+  "  i=0; while [ ! -S " VIVARIUM_SSH_AGENT_GUEST_SOCKET " ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n" \
+  "fi\n"
+
 /* argv of the guest's egress set-up: sh -c SCRIPT sh [CA NAME PLACEHOLDER…]. */
 static GStrv
 egress_guest_setup_argv (VdSession *self, GError **error)
@@ -797,15 +815,19 @@ egress_guest_setup_argv (VdSession *self, GError **error)
   g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
   g_autofree gchar *ca = NULL;
 
+  const gchar *ssh = self->ssh_keys != NULL ? SSH_AGENT_GUEST_SETUP : "";
+  g_autofree gchar *plain = g_strconcat (EGRESS_GUEST_SETUP, ssh, NULL);
+  g_autofree gchar *with_secrets = g_strconcat (EGRESS_GUEST_SETUP SECRETS_GUEST_SETUP, ssh, NULL);
+
   if (self->secrets == NULL) {
-    g_strv_builder_add_many (b, "/bin/sh", "-c", EGRESS_GUEST_SETUP, NULL);
+    g_strv_builder_add_many (b, "/bin/sh", "-c", plain, NULL);
     return g_strv_builder_end (b);
   }
   ca = vd_egress_dup_ca_pem (self->egress, error);
   if (ca == NULL)
     return NULL;
   g_strchomp (ca);
-  g_strv_builder_add_many (b, "/bin/sh", "-c", EGRESS_GUEST_SETUP SECRETS_GUEST_SETUP, "sh", ca, NULL);
+  g_strv_builder_add_many (b, "/bin/sh", "-c", with_secrets, "sh", ca, NULL);
   for (guint i = 0; i < self->secrets->len; i++) {
     VivariumSecret *secret = self->secrets->pdata[i];
     g_strv_builder_add_many (b, secret->name, secret->placeholder, NULL);
@@ -1097,6 +1119,7 @@ start_egress (GTask *task)
                                 self->deny_list);
   vd_egress_set_resolv_conf (self->egress, self->resolv_conf);
   vd_egress_set_secrets (self->egress, self->secrets);
+  vd_egress_set_ssh_keys (self->egress, self->ssh_keys);
   rules = vd_egress_describe_rules (self->egress);
   vivarium_dbus_session_set_egress_rules (self->skeleton, (const gchar * const *) rules);
   g_signal_connect_object (self->egress, "state-changed", G_CALLBACK (egress_state_changed_cb), self, 0);
@@ -1447,8 +1470,17 @@ validate_exec (const gchar * const *argv, const gchar * const *env, const gchar 
   return TRUE;
 }
 
-/* Every command sees the session's placeholders as $NAME; a caller's own
- * NAME= wins. */
+/* Every command sees the session's placeholders as $NAME, and with SSH
+ * keys SSH_AUTH_SOCK; a caller's own NAME= wins. */
+static gboolean
+env_has (const gchar * const *env, const gchar *prefix)
+{
+  for (guint j = 0; env != NULL && env[j] != NULL; j++)
+    if (g_str_has_prefix (env[j], prefix))
+      return TRUE;
+  return FALSE;
+}
+
 static GStrv
 exec_env (VdSession *self, const gchar * const *env)
 {
@@ -1467,6 +1499,8 @@ exec_env (VdSession *self, const gchar * const *env)
       g_strv_builder_add (b, entry);
     }
   }
+  if (self->ssh_keys != NULL && !env_has (env, "SSH_AUTH_SOCK="))
+    g_strv_builder_add (b, "SSH_AUTH_SOCK=" VIVARIUM_SSH_AGENT_GUEST_SOCKET);
   return g_strv_builder_end (b);
 }
 

@@ -29,6 +29,9 @@ typedef struct {
   /* allowlist: VivariumSecret* with placeholders, or NULL (vd_session_new
    * takes a reference) */
   GPtrArray           *secrets;
+  /* allowlist: VivariumSshKey*, or NULL (vd_session_new takes a reference;
+   * the proxy's agent gets them) */
+  GPtrArray           *ssh_keys;
 } VdSessionOptions;
 
 #define VD_TYPE_SESSION (vd_session_get_type ())

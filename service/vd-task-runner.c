@@ -14,6 +14,7 @@
 #include "vd-fs.h"
 #include "vd-egress-log.h"
 #include "vd-egress-options.h"
+#include "vd-ssh-key-store.h"
 #include "vd-gateway-client.h"
 #include "vd-log.h"
 #include "vd-task-runner.h"
@@ -386,10 +387,10 @@ opt_one (VdTaskRunner *self, Run *run, const gchar *key, GVariant *v, gchar **wo
     return opt_tools (run, v, error);
   /* Checked together, after the loop. */
   if (g_str_equal (key, "egress") || g_str_equal (key, "egress_groups") || g_str_equal (key, "egress_allow") ||
-      g_str_equal (key, "secrets"))
+      g_str_equal (key, "secrets") || g_str_equal (key, "ssh_keys"))
     return TRUE;
   return opt_fail (error, key, "is unknown (known: worker, script, verify, timeout, memory, cpus, tools, egress, "
-                   "egress_groups, egress_allow, secrets)");
+                   "egress_groups, egress_allow, secrets, ssh_keys)");
 }
 
 /* The work session and the verification re-run get the same egress. */
@@ -400,12 +401,14 @@ parse_egress (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
   VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
 
   if (!vd_egress_options_parse (self->config, project, dict, VD_EGRESS_FOR_TASK, &run->egress, error) ||
-      !vd_egress_options_parse_secrets (self->config, self->secrets, project, dict, &run->egress, error))
+      !vd_egress_options_parse_secrets (self->config, self->secrets, project, dict, &run->egress, error) ||
+      !vd_ssh_key_store_parse_option (self->config, dict, run->egress.mode, &run->egress.ssh_keys, error))
     return FALSE;
   run->session_options.egress_mode = run->egress.mode;
   run->session_options.egress_groups = (const gchar * const *) run->egress.groups;
   run->session_options.egress_allow = (const gchar * const *) run->egress.allow;
   run->session_options.secrets = run->egress.secrets;
+  run->session_options.ssh_keys = run->egress.ssh_keys;
   return TRUE;
 }
 
@@ -769,6 +772,7 @@ start_verification (Run *run)
 
   /* The verification judges the tree, not the hosts: no secrets. */
   opts.secrets = NULL;
+  opts.ssh_keys = NULL;
 
   run->verify_command = g_strdup (run->caller_verify != NULL ? run->caller_verify : run->worker_verify);
   run->verify_whose = run->caller_verify != NULL ? VIVARIUM_VERIFY_WHOSE_CALLER

@@ -25,6 +25,8 @@
 #include "vivarium-egress-dnsd.h"
 #include "vivarium-egress-net.h"
 #include "vivarium-egress-secrets.h"
+#include "vivarium-egress-sshagent.h"
+#include "vivarium-ssh-key.h"
 #include "vivarium-egress-stream.h"
 
 /* Connections served at once; one more is closed at once (and said in the
@@ -43,12 +45,15 @@ typedef enum {
   DOOR_HTTP,
   DOOR_TLS,
   DOOR_DNS,
+  DOOR_SSH_AGENT,   /* last: opened only with --ssh-keys */
   N_DOORS,
 } Door;
 
-static const gchar *const door_names[N_DOORS] = { "proxy.sock", "http.sock", "tls.sock", "dns.sock" };
+static const gchar *const door_names[N_DOORS] = { "proxy.sock", "http.sock", "tls.sock", "dns.sock",
+                                                    VIVARIUM_EGRESS_SSH_AGENT_DOOR };
 /* Where each door is in the guest, at --guest-address. */
-static const guint16 door_ports[N_DOORS] = { VIVARIUM_EGRESS_PROXY_PORT, 80, 443, 53 };
+static const guint16 door_ports[N_DOORS] = { VIVARIUM_EGRESS_PROXY_PORT, 80, 443, 53,
+                                              VIVARIUM_SSH_AGENT_PORT };
 
 typedef struct {
   gchar   *dir;
@@ -61,6 +66,7 @@ typedef struct {
   gint64   log_max_entries;
   gchar   *secrets;
   gchar   *upstream_ca;
+  gchar   *ssh_keys;
 } Options;
 
 typedef struct {
@@ -71,6 +77,7 @@ typedef struct {
 static VivariumEgressContext ctx;
 static uid_t peer_uid;
 static gint active;   /* atomic */
+static VivariumEgressSshAgent *ssh_agent;   /* NULL without --ssh-keys */
 
 static void
 run_job (gpointer data, gpointer user_data)
@@ -80,6 +87,8 @@ run_job (gpointer data, gpointer user_data)
 
   if (job->door == DOOR_DNS)
     vivarium_egress_serve_dns (&ctx, socket);
+  else if (job->door == DOOR_SSH_AGENT)
+    vivarium_egress_ssh_agent_serve (ssh_agent, ctx.log, socket);
   else
     vivarium_egress_serve_stream (&ctx, socket, (VivariumEgressVia) job->door);
   g_io_stream_close (G_IO_STREAM (job->conn), NULL, NULL);
@@ -191,6 +200,7 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "log-max-entries", 0, 0, G_OPTION_ARG_INT64, &o->log_max_entries, "Lines in the decision log at most", "N" },
     { "secrets", 0, 0, G_OPTION_ARG_FILENAME, &o->secrets, "The session's secrets (removed once read)", "FILE" },
     { "upstream-ca", 0, 0, G_OPTION_ARG_FILENAME, &o->upstream_ca, "Trusted CAs for intercepted hosts", "FILE" },
+    { "ssh-keys", 0, 0, G_OPTION_ARG_FILENAME, &o->ssh_keys, "The session's SSH keys (removed once read)", "FILE" },
     { NULL }
   };
   g_autoptr(GOptionContext) context = g_option_context_new ("- a session's egress proxy");
@@ -214,14 +224,25 @@ load (Options *o, GError **error)
     return FALSE;
   ctx.budget = vivarium_egress_budget_new ((guint64) o->limit_up, (guint64) o->limit_down);
   ctx.log = vivarium_egress_log_new (o->dir, (guint) o->log_max_entries, ctx.budget, error);
-  return ctx.log != NULL;
+  if (ctx.log == NULL)
+    return FALSE;
+  if (o->ssh_keys != NULL)
+    ssh_agent = vivarium_egress_ssh_agent_start (o->dir, o->ssh_keys, error);
+  return o->ssh_keys == NULL || ssh_agent != NULL;
+}
+
+/* The agent's door only when there is an agent. */
+static guint
+n_doors (void)
+{
+  return ssh_agent != NULL ? N_DOORS : DOOR_SSH_AGENT;
 }
 
 static gboolean
 start_net (Options *o, GError **error)
 {
   VivariumEgressNetConfig net = { .dir = o->dir, .peer_uid = peer_uid, .guest_address = o->guest_address,
-                                  .doors = door_names, .ports = door_ports, .n_doors = N_DOORS };
+                                  .doors = door_names, .ports = door_ports, .n_doors = n_doors () };
 
   return vivarium_egress_net_start (&net, error);
 }
@@ -250,12 +271,12 @@ main (int argc, char **argv)
   if (!parse_options (&argc, &argv, &o, &error) || !load (&o, &error))
     return refuse_to_start (error->message);
   pool = g_thread_pool_new (run_job, NULL, MAX_CONNECTIONS, FALSE, &error);
-  for (guint i = 0; i < N_DOORS; i++) {
+  for (guint i = 0; i < n_doors (); i++) {
     doors[i] = open_door (o.dir, i, pool, &error);
     if (doors[i] == NULL)
       return refuse_to_start (error->message);
   }
-  for (guint i = 0; i < N_DOORS; i++)
+  for (guint i = 0; i < n_doors (); i++)
     g_socket_service_start (doors[i]);
   if (!start_net (&o, &error))
     return refuse_to_start (error->message);

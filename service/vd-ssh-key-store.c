@@ -1,0 +1,564 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "VdSshKeyStore"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+#include <gio/gunixfdlist.h>
+
+#include "vivarium-error.h"
+#include "vivarium-secret.h"
+#include "vd-fs.h"
+#include "vd-ssh-key-store.h"
+
+#define KEY_SUFFIX ".sshkey"
+#define KEY_FILE_MODE 0600
+#define STORE_DIR_MODE 0700
+/* How long AddSshKey waits for the caller's descriptor to end. */
+#define KEY_READ_TIMEOUT_MS 10000
+
+struct _VdSshKeyStore {
+  GObject  parent_instance;
+  gchar   *dir;
+};
+
+G_DEFINE_TYPE (VdSshKeyStore, vd_ssh_key_store, G_TYPE_OBJECT)
+
+static void
+vd_ssh_key_store_finalize (GObject *object)
+{
+  g_free (VD_SSH_KEY_STORE (object)->dir);
+  G_OBJECT_CLASS (vd_ssh_key_store_parent_class)->finalize (object);
+}
+
+static void
+vd_ssh_key_store_class_init (VdSshKeyStoreClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = vd_ssh_key_store_finalize;
+}
+
+static void
+vd_ssh_key_store_init (VdSshKeyStore *self)
+{
+}
+
+VdSshKeyStore *
+vd_ssh_key_store_new (const gchar *dir)
+{
+  VdSshKeyStore *self = g_object_new (VD_TYPE_SSH_KEY_STORE, NULL);
+
+  self->dir = g_strdup (dir);
+  return self;
+}
+
+VdSshKeyStore *
+vd_ssh_key_store_new_for (VdConfig *config)
+{
+  g_autofree gchar *dir = vd_config_build_state_path (config, "secrets", NULL);
+
+  return vd_ssh_key_store_new (dir);
+}
+
+static gboolean
+check_name (const gchar *name, GError **error)
+{
+  if (vivarium_secret_name_is_valid (name))
+    return TRUE;
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+               "“%s” is not an SSH key's name: a letter or '_' and then at most 63 letters, digits or '_'",
+               g_utf8_validate (name, -1, NULL) && strlen (name) <= 80 ? name : "(not shown)");
+  return FALSE;
+}
+
+static gchar *
+path_of (VdSshKeyStore *self, const gchar *name)
+{
+  g_autofree gchar *file = g_strconcat (name, KEY_SUFFIX, NULL);
+
+  return g_build_filename (self->dir, file, NULL);
+}
+
+static gboolean
+ensure_dir (VdSshKeyStore *self, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+
+  if (!vd_fs_mkdir (self->dir, STORE_DIR_MODE, 0, 0, &local) || chmod (self->dir, STORE_DIR_MODE) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot prepare the key store %s: %s", self->dir,
+                 local != NULL ? local->message : g_strerror (errno));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static VivariumSshKey *
+load_key (VdSshKeyStore *self, const gchar *name, GError **error)
+{
+  g_autofree gchar *path = path_of (self, name);
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GPtrArray) keys = NULL;
+
+  if (!g_file_test (path, G_FILE_TEST_EXISTS)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND, "There is no SSH key named “%s”", name);
+    return NULL;
+  }
+  keys = vivarium_ssh_keys_load (path, &local);
+  if (keys == NULL || keys->len != 1 || g_strcmp0 (((VivariumSshKey *) keys->pdata[0])->name, name) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The stored SSH key “%s” cannot be read: %s", name,
+                 local != NULL ? local->message : "its file holds another key");
+    return NULL;
+  }
+  return g_ptr_array_steal_index (keys, 0);
+}
+
+/* The key in a 0600 file of the (root, 0700) store for ssh-keygen, which
+ * reads keys from files only; removed before anything else happens. */
+static gchar *
+write_check_copy (VdSshKeyStore *self, const gchar *name, GBytes *private_key, GError **error)
+{
+  g_autofree gchar *template = g_strdup_printf ("%s/.%s.check-XXXXXX", self->dir, name);
+  gsize len = 0;
+  const guint8 *data = g_bytes_get_data (private_key, &len);
+  int fd = g_mkstemp_full (template, O_RDWR | O_CLOEXEC, KEY_FILE_MODE);
+  gboolean ok;
+
+  if (fd < 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot check the SSH key “%s”: %s", name,
+                 g_strerror (errno));
+    return NULL;
+  }
+  ok = write (fd, data, len) == (gssize) len;
+  close (fd);
+  if (!ok) {
+    g_unlink (template);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot check the SSH key “%s”", name);
+    return NULL;
+  }
+  return g_steal_pointer (&template);
+}
+
+/* `ssh-keygen -y -P ""`: the public key of an unencrypted private key
+ * (an encrypted one fails on the empty passphrase instead of prompting). */
+static gchar *
+public_key_of (VdSshKeyStore *self, const gchar *name, GBytes *private_key, GError **error)
+{
+  g_autofree gchar *copy = write_check_copy (self, name, private_key, error);
+  const gchar *argv[] = { "ssh-keygen", "-y", "-P", "", "-f", copy, NULL };
+  g_autofree gchar *out = NULL;
+  g_autoptr(GError) local = NULL;
+  g_auto(GStrv) fields = NULL;
+  gint status = 0;
+  gboolean ran;
+
+  if (copy == NULL)
+    return NULL;
+  ran = g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDIN_FROM_DEV_NULL |
+                      G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL, &status, &local);
+  g_unlink (copy);
+  if (!ran) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot run ssh-keygen (openssh-client): %s",
+                 local->message);
+    return NULL;
+  }
+  fields = g_strsplit (g_strstrip (out), " ", 3);
+  if (!g_spawn_check_wait_status (status, NULL) || g_strv_length (fields) < 2) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The SSH key “%s” is not an unencrypted OpenSSH private key (ssh-keygen -y refused it)", name);
+    return NULL;
+  }
+  return g_strdup_printf ("%s %s", fields[0], fields[1]);
+}
+
+static gboolean
+check_private (const gchar *name, GBytes *private_key, GError **error)
+{
+  gsize len = 0;
+  const gchar *data = g_bytes_get_data (private_key, &len);
+
+  if (len > VIVARIUM_SSH_KEY_MAX_PRIVATE) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "An SSH private key is at most %d bytes",
+                 VIVARIUM_SSH_KEY_MAX_PRIVATE);
+    return FALSE;
+  }
+  if (len < strlen (VIVARIUM_SSH_KEY_PEM_BEGIN) || memcmp (data, VIVARIUM_SSH_KEY_PEM_BEGIN,
+                                                           strlen (VIVARIUM_SSH_KEY_PEM_BEGIN)) != 0) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The SSH key “%s” is not an OpenSSH private key (it must start with %s)", name,
+                 VIVARIUM_SSH_KEY_PEM_BEGIN);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+vd_ssh_key_store_add (VdSshKeyStore *self, const gchar *name, GBytes *private_key, gboolean replace, GError **error)
+{
+  g_autoptr(VivariumSshKey) key = NULL;
+  g_autoptr(GPtrArray) one = g_ptr_array_new ();
+  g_autofree gchar *path = NULL;
+  g_autoptr(GError) local = NULL;
+
+  if (!check_name (name, error) || !check_private (name, private_key, error) || !ensure_dir (self, error))
+    return FALSE;
+  path = path_of (self, name);
+  if (!replace && g_file_test (path, G_FILE_TEST_EXISTS)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS,
+                 "An SSH key named “%s” is stored already (replace it with the option “replace”)", name);
+    return FALSE;
+  }
+  key = g_new0 (VivariumSshKey, 1);
+  key->name = g_strdup (name);
+  key->public_key = public_key_of (self, name, private_key, error);
+  if (key->public_key == NULL)
+    return FALSE;
+  key->fingerprint = vivarium_ssh_key_fingerprint (key->public_key);
+  key->private_key = g_bytes_new (g_bytes_get_data (private_key, NULL), g_bytes_get_size (private_key));
+  key->added_at = g_get_real_time () / G_USEC_PER_SEC;
+  g_ptr_array_add (one, key);
+  if (!vivarium_ssh_keys_save (one, path, KEY_FILE_MODE, &local)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "Cannot store the SSH key “%s”: %s", name,
+                 local->message);
+    return FALSE;
+  }
+  g_message ("SSH key %s stored (%s)", name, key->fingerprint);
+  return TRUE;
+}
+
+gboolean
+vd_ssh_key_store_remove (VdSshKeyStore *self, const gchar *name, GError **error)
+{
+  g_autofree gchar *path = NULL;
+
+  if (!check_name (name, error))
+    return FALSE;
+  path = path_of (self, name);
+  if (g_unlink (path) != 0) {
+    int saved = errno;
+    g_set_error (error, VIVARIUM_ERROR, saved == ENOENT ? VIVARIUM_ERROR_NOT_FOUND : VIVARIUM_ERROR_FAILED,
+                 saved == ENOENT ? "There is no SSH key named “%s”" : "Cannot remove the SSH key “%s”", name);
+    return FALSE;
+  }
+  vd_fs_fsync_dir (self->dir, NULL);
+  g_message ("SSH key %s removed", name);
+  return TRUE;
+}
+
+static gint
+by_name (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 ((*(VivariumSshKey * const *) a)->name, (*(VivariumSshKey * const *) b)->name);
+}
+
+GPtrArray *
+vd_ssh_key_store_list (VdSshKeyStore *self, GError **error)
+{
+  g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) vivarium_ssh_key_free);
+  g_auto(GStrv) names = vd_fs_list_dir (self->dir);
+
+  for (guint i = 0; names != NULL && names[i] != NULL; i++) {
+    g_autofree gchar *name = NULL;
+    VivariumSshKey *key;
+
+    if (!g_str_has_suffix (names[i], KEY_SUFFIX))
+      continue;
+    name = g_strndup (names[i], strlen (names[i]) - strlen (KEY_SUFFIX));
+    if (!vivarium_secret_name_is_valid (name))
+      continue;
+    key = load_key (self, name, error);
+    if (key == NULL)
+      return NULL;
+    vivarium_ssh_key_drop_private (key);
+    g_ptr_array_add (out, key);
+  }
+  g_ptr_array_sort (out, by_name);
+  return g_steal_pointer (&out);
+}
+
+static GPtrArray *
+for_session (VdSshKeyStore *self, const gchar * const *names, GError **error)
+{
+  g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) vivarium_ssh_key_free);
+  guint n = g_strv_length ((gchar **) names);
+
+  if (n > VIVARIUM_SSH_KEY_MAX_PER_SESSION) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "%u SSH keys were named; a session may hold at most %d", n, VIVARIUM_SSH_KEY_MAX_PER_SESSION);
+    return NULL;
+  }
+  for (guint i = 0; i < n; i++) {
+    VivariumSshKey *key;
+
+    if (!check_name (names[i], error))
+      return NULL;
+    if (g_strv_contains (names + i + 1, names[i])) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The SSH key “%s” is named twice",
+                   names[i]);
+      return NULL;
+    }
+    key = load_key (self, names[i], error);
+    if (key == NULL)
+      return NULL;
+    g_ptr_array_add (out, key);
+  }
+  return g_steal_pointer (&out);
+}
+
+gboolean
+vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMode mode, GPtrArray **out,
+                               GError **error)
+{
+  g_autoptr(GVariant) v = g_variant_dict_lookup_value (dict, "ssh_keys", NULL);
+  g_autoptr(VdSshKeyStore) store = NULL;
+  g_autofree const gchar **names = NULL;
+
+  *out = NULL;
+  if (v == NULL)
+    return TRUE;
+  if (!g_variant_is_of_type (v, G_VARIANT_TYPE_STRING_ARRAY)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The option “ssh_keys” must be a list of strings (type as)");
+    return FALSE;
+  }
+  names = g_variant_get_strv (v, NULL);
+  if (names[0] == NULL)
+    return TRUE;
+  if (mode != VD_EGRESS_MODE_ALLOWLIST) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "SSH keys need the egress mode “allowlist” (their agent runs in its proxy), and this one is “%s”",
+                 vd_egress_mode_to_string (mode));
+    return FALSE;
+  }
+  store = vd_ssh_key_store_new_for (config);
+  *out = for_session (store, names, error);
+  return *out != NULL;
+}
+
+/* ---- Manager's verbs ---------------------------------------------------- */
+
+/* Everything the descriptor gives until its end, at most the bound and one
+ * byte more (to tell TooLarge). */
+static GBytes *
+read_key (int fd, GError **error)
+{
+  g_autoptr(GByteArray) buf = g_byte_array_new ();
+  guint8 chunk[4096];
+  gint64 deadline = g_get_monotonic_time () + KEY_READ_TIMEOUT_MS * 1000;
+
+  for (;;) {
+    GPollFD pfd = { fd, G_IO_IN | G_IO_HUP | G_IO_ERR, 0 };
+    gint64 left = (deadline - g_get_monotonic_time ()) / 1000;
+    gssize n;
+
+    if (left <= 0 || g_poll (&pfd, 1, (gint) left) == 0) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                   "The SSH key did not end within %d seconds (close the descriptor after writing it)",
+                   KEY_READ_TIMEOUT_MS / 1000);
+      break;
+    }
+    n = read (fd, chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (n < 0) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "Cannot read the SSH key: %s",
+                   g_strerror (errno));
+      break;
+    }
+    if (n == 0)
+      return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
+    if (buf->len + (gsize) n > VIVARIUM_SSH_KEY_MAX_PRIVATE + 1) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "An SSH private key is at most %d bytes",
+                   VIVARIUM_SSH_KEY_MAX_PRIVATE);
+      break;
+    }
+    g_byte_array_append (buf, chunk, (guint) n);
+  }
+  memset (buf->data, 0, buf->len);
+  memset (chunk, 0, sizeof chunk);
+  return NULL;
+}
+
+static int
+take_key_fd (GDBusMethodInvocation *invocation, GVariant *handle, GError **error)
+{
+  GUnixFDList *fds = g_dbus_message_get_unix_fd_list (g_dbus_method_invocation_get_message (invocation));
+  gint32 index = g_variant_get_handle (handle);
+  struct stat st;
+  int fd;
+
+  if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length (fds)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "AddSshKey needs the key as a descriptor passed with the call");
+    return -1;
+  }
+  fd = g_unix_fd_list_get (fds, index, NULL);
+  if (fd < 0 || fstat (fd, &st) != 0 || !(S_ISFIFO (st.st_mode) || S_ISSOCK (st.st_mode) || S_ISREG (st.st_mode)) ||
+      (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
+    if (fd >= 0)
+      close (fd);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The SSH key's descriptor is not a readable pipe, socket or regular file");
+    return -1;
+  }
+  return fd;
+}
+
+static gboolean
+parse_add_options (GVariant *options, gboolean *replace, GError **error)
+{
+  g_autoptr(GVariantDict) dict = g_variant_dict_new (options);
+  GVariantIter iter;
+  const gchar *key;
+
+  g_variant_iter_init (&iter, options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, NULL)) {
+    if (!g_str_equal (key, "replace")) {
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                   "Unknown SSH key option “%s” (known: replace)", key);
+      return FALSE;
+    }
+  }
+  *replace = FALSE;
+  if (g_variant_dict_contains (dict, "replace") && !g_variant_dict_lookup (dict, "replace", "b", replace)) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The option “replace” must be a boolean");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Off the main loop: the descriptor may say nothing for a while, and
+ * ssh-keygen runs. */
+typedef struct {
+  GDBusMethodInvocation *invocation;
+  gchar                 *name;
+  gboolean               replace;
+  int                    fd;
+} AddCall;
+
+static void
+add_call_free (AddCall *call)
+{
+  g_object_unref (call->invocation);
+  g_free (call->name);
+  if (call->fd >= 0)
+    close (call->fd);
+  g_free (call);
+}
+
+static void
+wipe_bytes (GBytes *bytes)
+{
+  gsize len = 0;
+  gpointer data = (gpointer) g_bytes_get_data (bytes, &len);
+
+  if (data != NULL)
+    memset (data, 0, len);
+  g_bytes_unref (bytes);
+}
+
+static void
+add_in_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  AddCall *call = data;
+  GError *error = NULL;
+  GBytes *key = read_key (call->fd, &error);
+  gboolean ok = key != NULL && vd_ssh_key_store_add (source, call->name, key, call->replace, &error);
+
+  if (key != NULL)
+    wipe_bytes (key);
+  if (!ok)
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+}
+
+static void
+added_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  AddCall *call = g_task_get_task_data (G_TASK (res));
+  GError *error = NULL;
+
+  if (!g_task_propagate_boolean (G_TASK (res), &error))
+    g_dbus_method_invocation_take_error (g_object_ref (call->invocation), error);
+  else
+    vivarium_dbus_manager_complete_add_ssh_key (NULL, g_object_ref (call->invocation));
+}
+
+static gboolean
+handle_add_ssh_key (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name, GVariant *options, GVariant *key, gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  AddCall *call = g_new0 (AddCall, 1);
+  GError *error = NULL;
+
+  call->invocation = g_object_ref (invocation);
+  call->name = g_strdup (name);
+  call->fd = -1;
+  if (!check_name (name, &error) || !parse_add_options (options, &call->replace, &error) ||
+      (call->fd = take_key_fd (invocation, key, &error)) < 0) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    add_call_free (call);
+    return TRUE;
+  }
+  task = g_task_new (user_data, NULL, added_cb, NULL);
+  g_task_set_task_data (task, call, (GDestroyNotify) add_call_free);
+  g_task_run_in_thread (task, add_in_thread);
+  return TRUE;
+}
+
+static GVariant *
+describe (const VivariumSshKey *key)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&b, "{sv}", "name", g_variant_new_string (key->name));
+  g_variant_builder_add (&b, "{sv}", "public_key", g_variant_new_string (key->public_key));
+  g_variant_builder_add (&b, "{sv}", "fingerprint", g_variant_new_string (key->fingerprint));
+  g_variant_builder_add (&b, "{sv}", "added_at", g_variant_new_uint64 ((guint64) MAX (key->added_at, 0)));
+  return g_variant_builder_end (&b);
+}
+
+static gboolean
+handle_list_ssh_keys (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) keys = vd_ssh_key_store_list (user_data, &error);
+  GVariantBuilder b;
+
+  if (keys == NULL) {
+    g_dbus_method_invocation_return_gerror (invocation, error);
+    return TRUE;
+  }
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < keys->len; i++)
+    g_variant_builder_add_value (&b, describe (keys->pdata[i]));
+  vivarium_dbus_manager_complete_list_ssh_keys (iface, invocation, g_variant_builder_end (&b));
+  return TRUE;
+}
+
+static gboolean
+handle_remove_ssh_key (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name,
+                       gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_ssh_key_store_remove (user_data, name, &error)) {
+    g_dbus_method_invocation_return_gerror (invocation, error);
+    return TRUE;
+  }
+  vivarium_dbus_manager_complete_remove_ssh_key (iface, invocation);
+  return TRUE;
+}
+
+void
+vd_ssh_key_store_connect (VdSshKeyStore *self, VivariumDBusManager *manager)
+{
+  g_signal_connect (manager, "handle-add-ssh-key", G_CALLBACK (handle_add_ssh_key), self);
+  g_signal_connect (manager, "handle-list-ssh-keys", G_CALLBACK (handle_list_ssh_keys), self);
+  g_signal_connect (manager, "handle-remove-ssh-key", G_CALLBACK (handle_remove_ssh_key), self);
+}
