@@ -100,13 +100,14 @@ typedef struct {
   { "group", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).groups,                                    \
     N_("In allowlist mode, use these rule groups instead of the default ones (repeat)"), "NAME" }, \
   { "secret", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).secrets,                                  \
-    N_("In allowlist mode, give the guest a placeholder for this stored secret (repeat)"), "NAME" },
+    N_("In allowlist mode, give the guest a placeholder for this stored secret (repeat)"), "NAME" }, \
   { "ssh-key", 0, 0, G_OPTION_ARG_STRING_ARRAY, &(o).ssh_keys,                                \
     N_("In allowlist mode, a stored SSH key the guest's agent signs with (repeat)"), "NAME" }
 
 void     vctl_egress_options_clear (VctlEgressOptions *o);
 /* Checks the flags (a usage error before the bus) and adds the options
- * "egress", "egress_groups", "egress_allow" and "secrets" that were given. */
+ * "egress", "egress_groups", "egress_allow", "secrets" and "ssh_keys"
+ * that were given. */
 gboolean vctl_egress_options_add  (const VctlEgressOptions *o, GVariantBuilder *b, GError **error);
 
 gboolean vctl_cmd_report_list     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
