@@ -18,6 +18,7 @@
 #include "vd-gateway-client.h"
 #include "vd-log.h"
 #include "vd-task-runner.h"
+#include "vivarium-ssh-key.h"
 #include "vd-transcript.h"
 #include "vd-worker.h"
 #include "vd-worker-slots.h"
@@ -510,6 +511,11 @@ egress_policy_words (Run *run)
     VivariumSecret *secret = run->egress.secrets->pdata[i];
     g_autofree gchar *hosts = g_strjoinv (", ", secret->hosts);
     g_string_append_printf (s, "%s%s for %s", i == 0 ? "; secrets " : ", ", secret->name, hosts);
+  }
+  /* The keys the session's agent signed with, by name and fingerprint. */
+  for (guint i = 0; run->egress.ssh_keys != NULL && i < run->egress.ssh_keys->len; i++) {
+    VivariumSshKey *key = run->egress.ssh_keys->pdata[i];
+    g_string_append_printf (s, "%s%s (%s)", i == 0 ? "; ssh keys " : ", ", key->name, key->fingerprint);
   }
   return g_string_free (g_steal_pointer (&s), FALSE);
 }
