@@ -12,6 +12,7 @@
 #include <gio/gunixfdlist.h>
 
 #include "vivarium-error.h"
+#include "vd-fd-argument.h"
 #include "vd-fs.h"
 #include "vd-secret-store.h"
 
@@ -225,48 +226,30 @@ vd_secret_store_for_session (VdSecretStore *self, const gchar * const *names, GE
 
 /* ---- Manager's verbs ---------------------------------------------------- */
 
-/* The value: everything the descriptor gives until its end, at most
- * VIVARIUM_SECRET_MAX_VALUE bytes and one newline more. */
+/* The value: what the descriptor gives, one trailing newline dropped, at
+ * most VIVARIUM_SECRET_MAX_VALUE bytes. */
 static GBytes *
 read_value (int fd, GError **error)
 {
-  g_autoptr(GByteArray) buf = g_byte_array_new ();
-  guint8 chunk[4096];
-  gint64 deadline = g_get_monotonic_time () + VALUE_READ_TIMEOUT_MS * 1000;
+  GBytes *bytes = vd_fd_argument_read (fd, VIVARIUM_SECRET_MAX_VALUE, VALUE_READ_TIMEOUT_MS, "the secret's value",
+                                       error);
+  gsize len = 0;
+  const guint8 *data = bytes != NULL ? g_bytes_get_data (bytes, &len) : NULL;
+  GBytes *value;
 
-  for (;;) {
-    GPollFD pfd = { fd, G_IO_IN | G_IO_HUP | G_IO_ERR, 0 };
-    gint64 left = (deadline - g_get_monotonic_time ()) / 1000;
-    gssize n;
-
-    if (left <= 0 || g_poll (&pfd, 1, (gint) left) == 0) {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                   "The secret's value did not end within %d seconds (close the descriptor after writing it)",
-                   VALUE_READ_TIMEOUT_MS / 1000);
-      break;
-    }
-    n = read (fd, chunk, sizeof chunk);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    if (n < 0) {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "Cannot read the secret's value: %s",
-                   g_strerror (errno));
-      break;
-    }
-    if (n == 0 && buf->len > 0 && buf->data[buf->len - 1] == '\n')
-      g_byte_array_set_size (buf, buf->len - 1);
-    if (n == 0 && buf->len <= VIVARIUM_SECRET_MAX_VALUE)
-      return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
-    if (n == 0 || buf->len + (gsize) n > VIVARIUM_SECRET_MAX_VALUE + 1) {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "A secret's value is at most %d bytes",
-                   VIVARIUM_SECRET_MAX_VALUE);
-      break;
-    }
-    g_byte_array_append (buf, chunk, (guint) n);
+  if (bytes == NULL)
+    return NULL;
+  if (len > 0 && data[len - 1] == '\n')
+    len--;
+  if (len > VIVARIUM_SECRET_MAX_VALUE) {
+    vd_fd_argument_wipe (bytes);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "A secret's value is at most %d bytes",
+                 VIVARIUM_SECRET_MAX_VALUE);
+    return NULL;
   }
-  memset (buf->data, 0, buf->len);
-  memset (chunk, 0, sizeof chunk);
-  return NULL;
+  value = g_bytes_new (data, len);
+  vd_fd_argument_wipe (bytes);
+  return value;
 }
 
 static gboolean
@@ -307,32 +290,6 @@ parse_add_options (GVariant *options, VivariumSecret *secret, gboolean *replace,
   }
   return lookup_string_option (dict, "header", VIVARIUM_SECRET_DEFAULT_HEADER, &secret->header, error) &&
          lookup_string_option (dict, "format", VIVARIUM_SECRET_DEFAULT_FORMAT, &secret->format, error);
-}
-
-/* The value's descriptor: a pipe, a socket or a regular file, readable. */
-static int
-take_value_fd (GDBusMethodInvocation *invocation, GVariant *handle, GError **error)
-{
-  GUnixFDList *fds = g_dbus_message_get_unix_fd_list (g_dbus_method_invocation_get_message (invocation));
-  gint32 index = g_variant_get_handle (handle);
-  struct stat st;
-  int fd;
-
-  if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length (fds)) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "AddSecret needs the value as a descriptor passed with the call");
-    return -1;
-  }
-  fd = g_unix_fd_list_get (fds, index, NULL);
-  if (fd < 0 || fstat (fd, &st) != 0 || !(S_ISFIFO (st.st_mode) || S_ISSOCK (st.st_mode) || S_ISREG (st.st_mode)) ||
-      (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
-    if (fd >= 0)
-      close (fd);
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "The secret's descriptor is not a readable pipe, socket or regular file");
-    return -1;
-  }
-  return fd;
 }
 
 /* An AddSecret call while its value is read and stored, off the main
@@ -395,7 +352,7 @@ handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation
   call->secret->hosts = g_strdupv ((gchar **) hosts);
   call->fd = -1;
   if (!check_name (name, &error) || !parse_add_options (options, call->secret, &call->replace, &error) ||
-      (call->fd = take_value_fd (invocation, value, &error)) < 0) {
+      (call->fd = vd_fd_argument_take (invocation, value, "AddSecret", "the secret's value", &error)) < 0) {
     g_dbus_method_invocation_take_error (invocation, error);
     add_call_free (call);
     return TRUE;

@@ -13,6 +13,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-secret.h"
+#include "vd-fd-argument.h"
 #include "vd-fs.h"
 #include "vd-ssh-key-store.h"
 
@@ -340,73 +341,6 @@ vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMod
 
 /* ---- Manager's verbs ---------------------------------------------------- */
 
-/* Everything the descriptor gives until its end, at most the bound and one
- * byte more (to tell TooLarge). */
-static GBytes *
-read_key (int fd, GError **error)
-{
-  g_autoptr(GByteArray) buf = g_byte_array_new ();
-  guint8 chunk[4096];
-  gint64 deadline = g_get_monotonic_time () + KEY_READ_TIMEOUT_MS * 1000;
-
-  for (;;) {
-    GPollFD pfd = { fd, G_IO_IN | G_IO_HUP | G_IO_ERR, 0 };
-    gint64 left = (deadline - g_get_monotonic_time ()) / 1000;
-    gssize n;
-
-    if (left <= 0 || g_poll (&pfd, 1, (gint) left) == 0) {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                   "The SSH key did not end within %d seconds (close the descriptor after writing it)",
-                   KEY_READ_TIMEOUT_MS / 1000);
-      break;
-    }
-    n = read (fd, chunk, sizeof chunk);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    if (n < 0) {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "Cannot read the SSH key: %s",
-                   g_strerror (errno));
-      break;
-    }
-    if (n == 0)
-      return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
-    if (buf->len + (gsize) n > VIVARIUM_SSH_KEY_MAX_PRIVATE + 1) {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE, "An SSH private key is at most %d bytes",
-                   VIVARIUM_SSH_KEY_MAX_PRIVATE);
-      break;
-    }
-    g_byte_array_append (buf, chunk, (guint) n);
-  }
-  memset (buf->data, 0, buf->len);
-  memset (chunk, 0, sizeof chunk);
-  return NULL;
-}
-
-static int
-take_key_fd (GDBusMethodInvocation *invocation, GVariant *handle, GError **error)
-{
-  GUnixFDList *fds = g_dbus_message_get_unix_fd_list (g_dbus_method_invocation_get_message (invocation));
-  gint32 index = g_variant_get_handle (handle);
-  struct stat st;
-  int fd;
-
-  if (fds == NULL || index < 0 || index >= g_unix_fd_list_get_length (fds)) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "AddSshKey needs the key as a descriptor passed with the call");
-    return -1;
-  }
-  fd = g_unix_fd_list_get (fds, index, NULL);
-  if (fd < 0 || fstat (fd, &st) != 0 || !(S_ISFIFO (st.st_mode) || S_ISSOCK (st.st_mode) || S_ISREG (st.st_mode)) ||
-      (fcntl (fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
-    if (fd >= 0)
-      close (fd);
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "The SSH key's descriptor is not a readable pipe, socket or regular file");
-    return -1;
-  }
-  return fd;
-}
-
 static gboolean
 parse_add_options (GVariant *options, gboolean *replace, GError **error)
 {
@@ -450,26 +384,16 @@ add_call_free (AddCall *call)
 }
 
 static void
-wipe_bytes (GBytes *bytes)
-{
-  gsize len = 0;
-  gpointer data = (gpointer) g_bytes_get_data (bytes, &len);
-
-  if (data != NULL)
-    memset (data, 0, len);
-  g_bytes_unref (bytes);
-}
-
-static void
 add_in_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
   AddCall *call = data;
   GError *error = NULL;
-  GBytes *key = read_key (call->fd, &error);
+  GBytes *key = vd_fd_argument_read (call->fd, VIVARIUM_SSH_KEY_MAX_PRIVATE, KEY_READ_TIMEOUT_MS, "the SSH key",
+                                     &error);
   gboolean ok = key != NULL && vd_ssh_key_store_add (source, call->name, key, call->replace, &error);
 
   if (key != NULL)
-    wipe_bytes (key);
+    vd_fd_argument_wipe (key);
   if (!ok)
     g_task_return_error (task, error);
   else
@@ -499,7 +423,7 @@ handle_add_ssh_key (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
   call->name = g_strdup (name);
   call->fd = -1;
   if (!check_name (name, &error) || !parse_add_options (options, &call->replace, &error) ||
-      (call->fd = take_key_fd (invocation, key, &error)) < 0) {
+      (call->fd = vd_fd_argument_take (invocation, key, "AddSshKey", "the SSH key", &error)) < 0) {
     g_dbus_method_invocation_take_error (invocation, error);
     add_call_free (call);
     return TRUE;
