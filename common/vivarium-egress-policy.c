@@ -3,11 +3,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <glib/gstdio.h>
 
 #include "vivarium-egress-policy.h"
@@ -608,14 +604,6 @@ policy_to_text (VivariumEgressPolicy *policy)
   return g_key_file_to_data (file, NULL, NULL);
 }
 
-static gboolean
-set_error_errno (GError **error, int saved, const gchar *what, const gchar *path)
-{
-  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved),
-               "Cannot %s %s: %s", what, path, g_strerror (saved));
-  return FALSE;
-}
-
 /* Allowed, and no allow rule that matches says no-intercept: where two
  * rules cover a host (a wildcard and the name), the one that promises
  * not to look inside wins. */
@@ -653,30 +641,19 @@ vivarium_egress_policy_save (VivariumEgressPolicy *policy, const gchar *path, gi
 static gchar *
 read_bounded (const gchar *path, GError **error)
 {
-  g_autofree gchar *buf = NULL;
-  struct stat st;
+  g_autoptr(GError) local = NULL;
   gsize len = 0;
-  int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  g_autofree gchar *buf = vivarium_file_read_bounded (path, POLICY_FILE_MAX, &len, &local);
 
-  if (fd < 0)
-    return (set_error_errno (error, errno, "open", path), NULL);
-  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size > POLICY_FILE_MAX) {
-    close (fd);
+  if (buf == NULL && g_error_matches (local, G_IO_ERROR, G_IO_ERROR_INVALID_DATA)) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                  "%s is not an egress policy: not a regular file of at most %d bytes", path, POLICY_FILE_MAX);
     return NULL;
   }
-  buf = g_malloc ((gsize) st.st_size + 1);
-  while (len < (gsize) st.st_size) {
-    gssize n = read (fd, buf + len, (gsize) st.st_size - len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    len += (gsize) n;
+  if (buf == NULL) {
+    g_propagate_error (error, g_steal_pointer (&local));
+    return NULL;
   }
-  close (fd);
-  buf[len] = '\0';
   if (memchr (buf, '\0', len) != NULL) {
     g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s is not an egress policy: it holds a NUL byte", path);
     return NULL;
