@@ -99,6 +99,11 @@ same "after --no-interaction" "$(awk -v g=task '$1 == g { print $2 }' <<<"$comma
 same "an option's value" "none allowlist open" "$(complete_words session start tiny --egress "")"
 same "--tool's verbs" "exec read-file write-file screenshot ask" "$(complete_words task submit demo tiny --tool "")"
 same "the guest's words after --" "" "$(complete_words session exec s1 -- "")"
+groups=$(VIVARIUM_DATA_DIR=$(realpath "$(dirname "$0")/../../service") VIVARIUM_CONFIG_DIR=$tmp/none \
+  "$ctl" config show | sed -n 's/^\[EgressGroup \([^]]*\)\].*/\1/p' | sort -u)
+[ "$(wc -w <<<"$groups")" -ge 2 ] || { echo "FAIL: config show listed no egress groups" >&2; exit 1; }
+same "--group's rule groups" "$groups" "$(VIVARIUM_DATA_DIR=$(realpath "$(dirname "$0")/../../service") \
+  VIVARIUM_CONFIG_DIR=$tmp/none complete_words session start tiny --group "")"
 
 # --- names and IDs: nothing with no daemon, and at once ---
 cat >"$tmp/bus.conf" <<CONF
