@@ -115,6 +115,9 @@ test_refusals (void)
     "{\"model\":\"" MODEL "\"}",                          /* no messages */
     "{\"messages\":\"hello\"}",                           /* not an array */
     "[1,2,3]", "\"text\"", "not json", "",
+    /* Found by tests/fuzz/fuzz-gateway-chat: blank text parses to no root
+     * (json-glib was critical about it). */
+    " ", "\n\t",
     "{\"messages\":[],\"max_tokens\":0}",
     "{\"messages\":[],\"max_tokens\":-5}",
     "{\"messages\":[],\"max_tokens\":\"lots\"}",
@@ -125,6 +128,25 @@ test_refusals (void)
     g_autofree gchar *why = NULL;
     g_autoptr(JsonObject) o = rewrite (bodies[i], &why);
     g_assert_null (o);
+  }
+}
+
+/* A "stream" that is an array or an object asks for nothing json-glib's
+ * boolean getter can read (it was critical about it, tests/fuzz); it is
+ * not a request to stream, and is dropped like every member off the list. */
+static void
+test_stream_not_a_value (void)
+{
+  const gchar *bodies[] = {
+    "{\"messages\":[],\"stream\":[]}",
+    "{\"messages\":[],\"stream\":{\"on\":true}}",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (bodies); i++) {
+    g_autofree gchar *why = NULL;
+    g_autoptr(JsonObject) o = rewrite (bodies[i], &why);
+    g_assert_nonnull (o);
+    g_assert_false (json_object_has_member (o, "stream"));
   }
 }
 
@@ -508,6 +530,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gateway/model/same-kept", test_model_same_kept);
   g_test_add_func ("/gateway/model/not-a-string-refused", test_model_not_a_string_refused);
   g_test_add_func ("/gateway/request/refusals", test_refusals);
+  g_test_add_func ("/gateway/request/stream-not-a-value", test_stream_not_a_value);
   g_test_add_func ("/gateway/request/member-allow-list", test_member_allow_list);
   g_test_add_func ("/gateway/request/n-clamped", test_n_clamped);
   g_test_add_func ("/gateway/request/max-tokens-clamped", test_max_tokens_clamped);
