@@ -9,6 +9,7 @@
 #include "vivarium-gateway-rewrite.h"
 #include "vivarium-http.h"
 #include "vivarium-json-depth.h"
+#include "vivarium-json-unicode.h"
 
 /* What a tool-calling agent needs of chat-completions, and nothing that
  * reaches past its own one answer: no "stream" (refused), no "n" > 1 (more
@@ -30,8 +31,10 @@ parse_object (GBytes *body, JsonParser *parser)
   gsize len = 0;
   const gchar *data = g_bytes_get_data (body, &len);
 
-  /* Blank text parses, to no root at all. */
+  /* Blank text parses, to no root at all; a lone surrogate's escape to a
+   * string that is not UTF-8, which would go on to the endpoint as such. */
   if (data == NULL || !vivarium_json_depth_within (data, len, VIVARIUM_GATEWAY_JSON_DEPTH_MAX) ||
+      !vivarium_json_escapes_valid (data, len) ||
       !json_parser_load_from_data (parser, data, (gssize) len, NULL) ||
       json_parser_get_root (parser) == NULL || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
     return NULL;
