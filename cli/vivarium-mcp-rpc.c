@@ -201,7 +201,7 @@ parse_message (const gchar *line, gsize len, gchar **why)
   /* json-glib would make a string that is not UTF-8 of it, and the answer
    * that names it would not be UTF-8 either (tests/fuzz). */
   if (!vivarium_json_escapes_valid (line, len)) {
-    *why = g_strdup ("The message escapes half of a UTF-16 surrogate pair");
+    *why = g_strdup ("The message holds a \\u escape that is not a character");
     return NULL;
   }
   if (!json_parser_load_from_data (parser, line, (gssize) len, &local_error)) {

@@ -22,7 +22,8 @@ escape_value (const gchar *p, const gchar *end)
 
 /* A backslash outside a string is not JSON (the parser refuses it), so the
  * escapes are found without tracking strings: each '\' starts one, and
- * "\\" is skipped whole. */
+ * "\\" is skipped whole. A "\u" without four hex digits is not JSON
+ * either, and is refused here. */
 gboolean
 vivarium_json_escapes_valid (const gchar *text, gsize len)
 {
@@ -32,9 +33,17 @@ vivarium_json_escapes_valid (const gchar *text, gsize len)
     gint v;
     if (*p != '\\')
       continue;
+    if (p + 1 < end && p[1] != 'u') {
+      p++;   /* past the escaped character */
+      continue;
+    }
+    /* json-glib takes what is not a hex digit for one, too ("\udEch" was
+     * a surrogate to it): four hex digits, as JSON has it, or nothing. */
     v = escape_value (p, end);
+    if (v < 0)
+      return FALSE;
     if (v < 0xd800 || v > 0xdfff) {
-      p++;   /* past the escaped character; a \uXXXX's digits are harmless */
+      p += 5;
       continue;
     }
     /* A high surrogate, and a low one right after it. */

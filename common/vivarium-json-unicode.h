@@ -10,7 +10,8 @@ G_BEGIN_DECLS
  * not UTF-8: valid text in, strings that are not UTF-8 out (and written out
  * again as such by its generator). Every reader of JSON it did not write
  * itself checks the escapes with this before the parser sees the text.
- * TRUE when every \u escape of @text is a character or a whole pair. */
+ * TRUE when every \u escape of @text is four hex digits (json-glib reads
+ * other bytes as digits too) of a character or of a whole pair. */
 gboolean vivarium_json_escapes_valid (const gchar *text,
                                       gsize        len);
 

@@ -7,6 +7,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-json-depth.h"
+#include "vivarium-json-unicode.h"
 #include "vivarium-report.h"
 
 /* The signed file and its offline check. Only the public key is needed, so
@@ -99,6 +100,12 @@ parse_bounded (const gchar *data, gsize len, GError **error)
   if (!vivarium_json_depth_within (data, len, SIGNED_REPORT_DEPTH_MAX)) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                          "This is not a signed report: its JSON is nested deeper than a report's");
+    return NULL;
+  }
+  /* json-glib makes strings that are not UTF-8 of some \u escapes. */
+  if (!vivarium_json_escapes_valid (data, len)) {
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                         "This is not a signed report: it holds a \\u escape that is not a character");
     return NULL;
   }
   if (!json_parser_load_from_data (parser, data, (gssize) len, &error_local)) {

@@ -195,7 +195,7 @@ vd_json_parse_line (const gchar *line, gsize len, GError **error)
    * UTF-8 (tests/fuzz). */
   if (!vivarium_json_escapes_valid (line, len)) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
-                         "Message escapes half of a UTF-16 surrogate pair");
+                         "Message holds a \\u escape that is not a character");
     return NULL;
   }
   if (!vd_json_prescan (line, len, error))

@@ -123,6 +123,7 @@ test_refusals (void)
      * it, and wrote the endpoint a body that was not (tests/fuzz). */
     "{\"messages\":[{\"role\":\"user\",\"\\ud800t\":\"hi\"}]}",
     "{\"messages\":[{\"role\":\"user\",\"content\":\"\\udc00\\ud800\"}]}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"ma\\udEchine\"}]}",
     "{\"messages\":[],\"max_tokens\":0}",
     "{\"messages\":[],\"max_tokens\":-5}",
     "{\"messages\":[],\"max_tokens\":\"lots\"}",
@@ -159,8 +160,10 @@ test_stream_not_a_value (void)
 static void
 test_json_escapes (void)
 {
-  const gchar *good[] = { "", "{\"a\":\"\\u00e9\\ud83d\\ude00\"}", "\"\\\\ud800\"", "\\n\\u", "\"\\uD83D\\uDE00\"" };
-  const gchar *bad[] = { "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\\ud800x\"", "\"\\uDBFF", "\\\\\\ud800" };
+  const gchar *good[] = { "", "{\"a\":\"\\u00e9\\ud83d\\ude00\"}", "\"\\\\ud800\"", "\\n\\t", "\"\\uD83D\\uDE00\"" };
+  /* json-glib read "\udEch" as a surrogate: four hex digits or nothing. */
+  const gchar *bad[] = { "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\\ud800x\"", "\"\\uDBFF",
+                         "\\\\\\ud800", "\"\\udEch\"", "\"\\u12\"", "\\u" };
 
   for (gsize i = 0; i < G_N_ELEMENTS (good); i++)
     g_assert_true (vivarium_json_escapes_valid (good[i], strlen (good[i])));

@@ -464,6 +464,36 @@ test_unknown_member_escaped (Fixture *f, gconstpointer data)
   }
 }
 
+/* Half a surrogate pair (or a \u json-glib reads a non-digit of) made a
+ * string that is not UTF-8 of a file that is ASCII: read even unverified,
+ * such a report re-serialised to bytes that are not JSON (tests/fuzz). */
+static void
+test_escapes_not_characters (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdSigningKey) key = vd_signing_key_load_or_generate (f->keys, &error);
+  g_autoptr(GBytes) file = NULL;
+  g_autofree gchar *text = NULL;
+  const gchar *escapes[] = { "\\ud800xxxxxx", "\\udEch" };
+
+  g_assert_no_error (error);
+  file = sign (key);
+  text = g_strndup (g_bytes_get_data (file, NULL), g_bytes_get_size (file));
+  for (gsize i = 0; i < G_N_ELEMENTS (escapes); i++) {
+    g_auto(GStrv) parts = g_strsplit (text, "\"host\":\"", 2);
+    g_autofree gchar *changed = NULL;
+    g_autoptr(VivariumReport) r = NULL;
+
+    g_assert_cmpuint (g_strv_length (parts), ==, 2);
+    changed = g_strconcat (parts[0], "\"host\":\"", escapes[i], parts[1], NULL);
+    r = vivarium_signed_report_parse_unverified (changed, strlen (changed), &error);
+    g_assert_null (r);
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    assert_refused (changed, strlen (changed), escapes[i]);
+  }
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -478,5 +508,6 @@ main (int argc, char *argv[])
   ADD ("hostile-files", test_hostile_files);
   ADD ("signature-member-types", test_signature_member_types);
   ADD ("unknown-member-escaped", test_unknown_member_escaped);
+  ADD ("escapes-not-characters", test_escapes_not_characters);
   return g_test_run ();
 }
