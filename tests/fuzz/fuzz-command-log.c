@@ -28,6 +28,18 @@
 
 static gchar *log_dir;
 
+/* A replay by hand (HARNESS FILE) leaves nothing behind either. */
+static void
+remove_log_dir (void)
+{
+  g_autofree gchar *path = g_build_filename (log_dir, "s-fuzz.jsonl", NULL);
+  g_autofree gchar *root = g_path_get_dirname (log_dir);
+
+  g_unlink (path);
+  g_rmdir (log_dir);
+  g_rmdir (root);
+}
+
 int
 LLVMFuzzerInitialize (int *argc, char ***argv)
 {
@@ -37,6 +49,7 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
   fuzz_setup ();
   g_assert_no_error (error);
   log_dir = g_build_filename (root, "sessions", NULL);
+  atexit (remove_log_dir);
   return 0;
 }
 

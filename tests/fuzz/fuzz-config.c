@@ -41,6 +41,22 @@ config_log_writer (GLogLevelFlags level, const GLogField *fields, gsize n_fields
   return fuzz_log_writer (level, fields, n_fields, user_data);
 }
 
+static gchar *root_dir;
+
+/* A replay by hand (HARNESS FILE) leaves nothing behind either. */
+static void
+remove_layers (void)
+{
+  g_autofree gchar *confd = g_build_filename (config_dir, "conf.d", NULL);
+
+  for (guint i = 0; i < 3; i++)
+    g_unlink (layer_paths[i]);
+  g_rmdir (confd);
+  g_rmdir (config_dir);
+  g_rmdir (data_dir);
+  g_rmdir (root_dir);
+}
+
 int
 LLVMFuzzerInitialize (int *argc, char ***argv)
 {
@@ -60,6 +76,8 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
   layer_paths[2] = g_build_filename (confd, "50-fuzz.conf", NULL);
   g_setenv ("VIVARIUM_DATA_DIR", data_dir, TRUE);
   g_setenv ("VIVARIUM_CONFIG_DIR", config_dir, TRUE);
+  root_dir = g_strdup (root);
+  atexit (remove_layers);
   return 0;
 }
 
