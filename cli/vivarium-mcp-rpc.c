@@ -9,6 +9,7 @@
 #include <gio/gio.h>
 
 #include "vivarium-json-depth.h"
+#include "vivarium-json-unicode.h"
 #include "vivarium-mcp-rpc.h"
 
 /* --- lines ---------------------------------------------------------------- */
@@ -195,6 +196,12 @@ parse_message (const gchar *line, gsize len, gchar **why)
   }
   if (!vivarium_json_depth_within (line, len, VMCP_JSON_DEPTH_MAX)) {
     *why = g_strdup_printf ("The message is nested deeper than %u levels", VMCP_JSON_DEPTH_MAX);
+    return NULL;
+  }
+  /* json-glib would make a string that is not UTF-8 of it, and the answer
+   * that names it would not be UTF-8 either (tests/fuzz). */
+  if (!vivarium_json_escapes_valid (line, len)) {
+    *why = g_strdup ("The message holds a \\u escape that is not a character");
     return NULL;
   }
   if (!json_parser_load_from_data (parser, line, (gssize) len, &local_error)) {

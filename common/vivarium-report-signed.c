@@ -7,6 +7,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-json-depth.h"
+#include "vivarium-json-unicode.h"
 #include "vivarium-report.h"
 
 /* The signed file and its offline check. Only the public key is needed, so
@@ -101,9 +102,18 @@ parse_bounded (const gchar *data, gsize len, GError **error)
                          "This is not a signed report: its JSON is nested deeper than a report's");
     return NULL;
   }
+  /* json-glib makes strings that are not UTF-8 of some \u escapes. */
+  if (!vivarium_json_escapes_valid (data, len)) {
+    g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                         "This is not a signed report: it holds a \\u escape that is not a character");
+    return NULL;
+  }
   if (!json_parser_load_from_data (parser, data, (gssize) len, &error_local)) {
+    /* json-glib quotes the token it choked on: the file's bytes, escaped
+     * like any untrusted text before anyone prints them (tests/fuzz). */
+    g_autofree gchar *why = vivarium_report_escape_untrusted (error_local->message, FALSE);
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "This is not a signed report: %s", error_local->message);
+                 "This is not a signed report: %.512s", why);
     return NULL;
   }
   return g_steal_pointer (&parser);
@@ -159,6 +169,7 @@ static gboolean
 read_signature (JsonObject *envelope, GBytes **public_key, GBytes **value, GError **error)
 {
   JsonNode *node = json_object_get_member (envelope, "signature");
+  JsonNode *algorithm;
   JsonObject *sig;
 
   if (!JSON_NODE_HOLDS_OBJECT (node)) {
@@ -167,8 +178,11 @@ read_signature (JsonObject *envelope, GBytes **public_key, GBytes **value, GErro
     return FALSE;
   }
   sig = json_node_get_object (node);
-  if (g_strcmp0 (json_object_get_string_member_with_default (sig, "algorithm", NULL),
-                 VIVARIUM_SIGNATURE_ALGORITHM) != 0) {
+  algorithm = json_object_get_member (sig, "algorithm");
+  /* Not json_object_get_string_member_with_default(): it calls a member
+   * that is not a value a programming error (a critical; tests/fuzz). */
+  if (algorithm == NULL || !JSON_NODE_HOLDS_VALUE (algorithm) ||
+      g_strcmp0 (json_node_get_string (algorithm), VIVARIUM_SIGNATURE_ALGORITHM) != 0) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                          "The signature's algorithm must be “" VIVARIUM_SIGNATURE_ALGORITHM "”");
     return FALSE;

@@ -964,13 +964,23 @@ vivarium_report_to_json (VivariumReport *self)
 
 /* --- from JSON: strict, every member required, nothing unknown --------- */
 
+/* A member the reader does not know is named by the file: shown escaped
+ * (printable ASCII only, as the text shows untrusted words) and cut, so no
+ * byte of it reaches a terminal or a log as it came (tests/fuzz found the
+ * raw bytes in the sentence). */
+#define REFUSE_NAME_SHOWN 64
+
 static gboolean
 refuse (GError **error, const gchar *where, const gchar *name, const gchar *what)
 {
   const gchar *dot = where[0] != '\0' && name[0] != '\0' ? "." : "";
+  g_autofree gchar *shown = vivarium_report_escape_untrusted (name, FALSE);
+  gboolean cut = strlen (shown) > REFUSE_NAME_SHOWN;
 
+  if (cut)
+    shown[REFUSE_NAME_SHOWN] = '\0';
   g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-               "The report's member “%s%s%s” %s", where, dot, name, what);
+               "The report's member “%s%s%s%s” %s", where, dot, shown, cut ? "…" : "", what);
   return FALSE;
 }
 

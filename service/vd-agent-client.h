@@ -4,6 +4,8 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
+#include "vd-agent-exec-status.h"
+
 G_BEGIN_DECLS
 
 /* qemu-ga hands back up to 16 MiB of each output stream in one base64 reply;
@@ -12,18 +14,6 @@ G_BEGIN_DECLS
 
 #define VD_TYPE_AGENT_CLIENT (vd_agent_client_get_type ())
 G_DECLARE_FINAL_TYPE (VdAgentClient, vd_agent_client, VD, AGENT_CLIENT, GObject)
-
-typedef struct {
-  gint      exit_status;     /* as the guest reported it; -1 if it did not report one */
-  gboolean  signaled;        /* terminated by a signal (exit_status holds the signal) */
-  GBytes   *out;             /* capped */
-  GBytes   *err;             /* capped */
-  gboolean  out_truncated;   /* the guest said so, or we cut it at the cap */
-  gboolean  err_truncated;
-} VdAgentExecResult;
-
-void vd_agent_exec_result_free (VdAgentExecResult *r);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (VdAgentExecResult, vd_agent_exec_result_free)
 
 VdAgentClient     *vd_agent_client_new_for_stream        (GIOStream           *stream);
 void               vd_agent_client_set_max_response_size (VdAgentClient       *self,

@@ -9,6 +9,7 @@
 #include "vivarium-gateway-rewrite.h"
 #include "vivarium-http.h"
 #include "vivarium-json-depth.h"
+#include "vivarium-json-unicode.h"
 
 /* What a tool-calling agent needs of chat-completions, and nothing that
  * reaches past its own one answer: no "stream" (refused), no "n" > 1 (more
@@ -30,9 +31,12 @@ parse_object (GBytes *body, JsonParser *parser)
   gsize len = 0;
   const gchar *data = g_bytes_get_data (body, &len);
 
+  /* Blank text parses, to no root at all; a lone surrogate's escape to a
+   * string that is not UTF-8, which would go on to the endpoint as such. */
   if (data == NULL || !vivarium_json_depth_within (data, len, VIVARIUM_GATEWAY_JSON_DEPTH_MAX) ||
+      !vivarium_json_escapes_valid (data, len) ||
       !json_parser_load_from_data (parser, data, (gssize) len, NULL) ||
-      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      json_parser_get_root (parser) == NULL || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
     return NULL;
   return json_node_get_object (json_parser_get_root (parser));
 }
@@ -50,13 +54,16 @@ check_request (JsonObject *o, const VivariumGatewayPolicy *policy, gchar **why)
   JsonNode *model = json_object_get_member (o, "model");
   JsonNode *max_tokens = json_object_get_member (o, "max_tokens");
   JsonNode *messages = json_object_get_member (o, "messages");
+  JsonNode *stream = json_object_get_member (o, "stream");
 
   if (model != NULL && !JSON_NODE_HOLDS_NULL (model) &&
       (json_node_get_value_type (model) != G_TYPE_STRING || g_strcmp0 (json_node_get_string (model), policy->model) != 0)) {
     *why = g_strdup ("this gateway serves one model; the request named another");
     return FALSE;
   }
-  if (json_object_get_boolean_member_with_default (o, "stream", FALSE)) {
+  /* json-glib's _with_default() calls a non-value member a programming
+   * error (a critical); the worker's body is not our program. */
+  if (stream != NULL && JSON_NODE_HOLDS_VALUE (stream) && json_node_get_boolean (stream)) {
     *why = g_strdup ("streaming is not served");
     return FALSE;
   }

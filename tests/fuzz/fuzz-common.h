@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* What every libFuzzer harness of the egress parsers shares. A parser's
+/* What every libFuzzer harness shares. A parser's
  * own contract is checked with g_assert_*: a broken invariant aborts, and
  * libFuzzer keeps the input as a crash. */
 

@@ -17,6 +17,7 @@
 #include "vivarium-gateway-resolver.h"
 #include "vivarium-gateway-rewrite.h"
 #include "vivarium-json-depth.h"
+#include "vivarium-json-unicode.h"
 
 #define MODEL "served-model"
 #define DEEP 100000
@@ -115,6 +116,14 @@ test_refusals (void)
     "{\"model\":\"" MODEL "\"}",                          /* no messages */
     "{\"messages\":\"hello\"}",                           /* not an array */
     "[1,2,3]", "\"text\"", "not json", "",
+    /* Found by tests/fuzz/fuzz-gateway-chat: blank text parses to no root
+     * (json-glib was critical about it). */
+    " ", "\n\t",
+    /* Half a surrogate pair: json-glib makes a string that is not UTF-8 of
+     * it, and wrote the endpoint a body that was not (tests/fuzz). */
+    "{\"messages\":[{\"role\":\"user\",\"\\ud800t\":\"hi\"}]}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"\\udc00\\ud800\"}]}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"ma\\udEchine\"}]}",
     "{\"messages\":[],\"max_tokens\":0}",
     "{\"messages\":[],\"max_tokens\":-5}",
     "{\"messages\":[],\"max_tokens\":\"lots\"}",
@@ -126,6 +135,40 @@ test_refusals (void)
     g_autoptr(JsonObject) o = rewrite (bodies[i], &why);
     g_assert_null (o);
   }
+}
+
+/* A "stream" that is an array or an object asks for nothing json-glib's
+ * boolean getter can read (it was critical about it, tests/fuzz); it is
+ * not a request to stream, and is dropped like every member off the list. */
+static void
+test_stream_not_a_value (void)
+{
+  const gchar *bodies[] = {
+    "{\"messages\":[],\"stream\":[]}",
+    "{\"messages\":[],\"stream\":{\"on\":true}}",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (bodies); i++) {
+    g_autofree gchar *why = NULL;
+    g_autoptr(JsonObject) o = rewrite (bodies[i], &why);
+    g_assert_nonnull (o);
+    g_assert_false (json_object_has_member (o, "stream"));
+  }
+}
+
+/* The check under every reader's refusal of half a surrogate pair. */
+static void
+test_json_escapes (void)
+{
+  const gchar *good[] = { "", "{\"a\":\"\\u00e9\\ud83d\\ude00\"}", "\"\\\\ud800\"", "\\n\\t", "\"\\uD83D\\uDE00\"" };
+  /* json-glib read "\udEch" as a surrogate: four hex digits or nothing. */
+  const gchar *bad[] = { "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\\ud800x\"", "\"\\uDBFF",
+                         "\\\\\\ud800", "\"\\udEch\"", "\"\\u12\"", "\\u" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (good); i++)
+    g_assert_true (vivarium_json_escapes_valid (good[i], strlen (good[i])));
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    g_assert_false (vivarium_json_escapes_valid (bad[i], strlen (bad[i])));
 }
 
 /* --- the members -------------------------------------------------------------------- */
@@ -508,10 +551,12 @@ main (int argc, char **argv)
   g_test_add_func ("/gateway/model/same-kept", test_model_same_kept);
   g_test_add_func ("/gateway/model/not-a-string-refused", test_model_not_a_string_refused);
   g_test_add_func ("/gateway/request/refusals", test_refusals);
+  g_test_add_func ("/gateway/request/stream-not-a-value", test_stream_not_a_value);
   g_test_add_func ("/gateway/request/member-allow-list", test_member_allow_list);
   g_test_add_func ("/gateway/request/n-clamped", test_n_clamped);
   g_test_add_func ("/gateway/request/max-tokens-clamped", test_max_tokens_clamped);
   g_test_add_func ("/gateway/depth/prescan", test_depth_prescan);
+  g_test_add_func ("/gateway/json-escapes", test_json_escapes);
   g_test_add_func ("/gateway/depth/request", test_depth_request);
   g_test_add_func ("/gateway/depth/response", test_depth_response);
   g_test_add_func ("/gateway/response/usage", test_response_usage);

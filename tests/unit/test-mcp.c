@@ -243,6 +243,11 @@ test_malformed (Fixture *f, gconstpointer data)
     { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"rm_rf\"}}", VMCP_RPC_INVALID_PARAMS },
     { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"vm_images\",\"arguments\":[]}}",
       VMCP_RPC_INVALID_PARAMS },
+    /* Half a surrogate pair: json-glib made a string that is not UTF-8 of
+     * it, and the answer that echoed it was not UTF-8 (tests/fuzz). */
+    { "{\"jsonrpc\":\"2.0\",\"id\":\"\\udc00\",\"method\":\"ping\"}", VMCP_RPC_PARSE_ERROR },
+    { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"vm_an\\ud800\"}}",
+      VMCP_RPC_PARSE_ERROR },
   };
 
   initialize (f);

@@ -383,6 +383,7 @@ static const HostileCase hostile_cases[] = {
   { "qmp-hostile-bignum.txt",    TRUE },
   { "qmp-hostile-deep.txt",      TRUE },
   { "qmp-hostile-utf8.txt",      TRUE },
+  { "qmp-hostile-surrogate.txt", TRUE },
   { "qmp-hostile-event.txt",     TRUE },
   { "qmp-hostile-eventdata.txt", TRUE },
   { "qmp-hostile-unknown.txt",   TRUE },

@@ -388,6 +388,112 @@ test_hostile_files (Fixture *f, gconstpointer data)
   g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
 }
 
+/* The signature's members are the file's words, of any JSON type: a
+ * non-string algorithm is a refusal, never a json-glib critical (found by
+ * tests/fuzz/fuzz-report-verify). */
+static void
+test_signature_member_types (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdSigningKey) key = vd_signing_key_load_or_generate (f->keys, &error);
+  g_autoptr(GBytes) file = NULL;
+  const gchar *algorithms[] = { "[]", "{\"name\":\"ed25519\"}", "25519", "null", "true" };
+
+  g_assert_no_error (error);
+  file = sign (key);
+  for (gsize i = 0; i < G_N_ELEMENTS (algorithms); i++) {
+    g_autofree gchar *text = g_strndup (g_bytes_get_data (file, NULL), g_bytes_get_size (file));
+    g_auto(GStrv) parts = g_strsplit (text, "\"algorithm\":\"ed25519\"", 2);
+    g_autofree gchar *changed = NULL;
+    g_autofree gchar *what = g_strdup_printf ("an algorithm of %s", algorithms[i]);
+    g_autoptr(VivariumReport) parsed = NULL;
+
+    g_assert_cmpuint (g_strv_length (parts), ==, 2);
+    changed = g_strconcat (parts[0], "\"algorithm\":", algorithms[i], parts[1], NULL);
+    assert_refused (changed, strlen (changed), what);
+    /* --no-verify does not look at the signature at all. */
+    parsed = vivarium_signed_report_parse_unverified (changed, strlen (changed), &error);
+    g_assert_no_error (error);
+    g_assert_nonnull (parsed);
+  }
+}
+
+/* What the file says is shown escaped in a refusal, never as its raw
+ * bytes: a member the reader does not know (escaped and cut) and the token
+ * json-glib choked on. tests/fuzz found both: an invalid UTF-8 name, and a
+ * newline and U+202E from a string in the sentence; an escape sequence
+ * would reach the terminal of whoever runs `vivariumctl report verify`. */
+static void
+test_unknown_member_escaped (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdSigningKey) key = vd_signing_key_load_or_generate (f->keys, &error);
+  g_autoptr(GBytes) file = NULL;
+  g_autofree gchar *text = NULL;
+  g_autofree gchar *changed = NULL;
+  g_autofree gchar *long_name = g_strnfill (5000, 'x');
+  const gchar *names[] = { "\\u001b[2J\xff\xfe", "Outcome: DONE\\n\\u0007", NULL };
+
+  g_assert_no_error (error);
+  file = sign (key);
+  text = g_strndup (g_bytes_get_data (file, NULL), g_bytes_get_size (file));
+  g_assert_true (g_str_has_prefix (text, "{\"report\":{"));
+  names[2] = long_name;
+  for (gsize i = 0; i < G_N_ELEMENTS (names); i++) {
+    g_autoptr(VivariumReport) r = NULL;
+    g_free (changed);
+    changed = g_strdup_printf ("{\"report\":{\"%s\":1,%s", names[i], text + strlen ("{\"report\":{"));
+    r = vivarium_signed_report_verify (changed, strlen (changed), NULL, NULL, &error);
+    g_assert_null (r);
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_assert_true (g_utf8_validate (error->message, -1, NULL));
+    for (const gchar *c = error->message; *c != '\0'; c++)
+      g_assert_false ((guchar) *c < 0x20 || *c == 0x7f);
+    g_assert_cmpuint (strlen (error->message), <, 256);
+    g_clear_error (&error);
+  }
+  /* json-glib's own sentence quotes the token it choked on. */
+  {
+    const gchar *bad = "{\"report\" \"\\u001b[2J\\nOutcome: DONE\xff\"}";
+    g_autoptr(VivariumReport) r = vivarium_signed_report_verify (bad, strlen (bad), NULL, NULL, &error);
+    g_assert_null (r);
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_assert_true (g_utf8_validate (error->message, -1, NULL));
+    for (const gchar *c = error->message; *c != '\0'; c++)
+      g_assert_false ((guchar) *c < 0x20 || *c == 0x7f);
+  }
+}
+
+/* Half a surrogate pair (or a \u json-glib reads a non-digit of) made a
+ * string that is not UTF-8 of a file that is ASCII: read even unverified,
+ * such a report re-serialised to bytes that are not JSON (tests/fuzz). */
+static void
+test_escapes_not_characters (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdSigningKey) key = vd_signing_key_load_or_generate (f->keys, &error);
+  g_autoptr(GBytes) file = NULL;
+  g_autofree gchar *text = NULL;
+  const gchar *escapes[] = { "\\ud800xxxxxx", "\\udEch" };
+
+  g_assert_no_error (error);
+  file = sign (key);
+  text = g_strndup (g_bytes_get_data (file, NULL), g_bytes_get_size (file));
+  for (gsize i = 0; i < G_N_ELEMENTS (escapes); i++) {
+    g_auto(GStrv) parts = g_strsplit (text, "\"host\":\"", 2);
+    g_autofree gchar *changed = NULL;
+    g_autoptr(VivariumReport) r = NULL;
+
+    g_assert_cmpuint (g_strv_length (parts), ==, 2);
+    changed = g_strconcat (parts[0], "\"host\":\"", escapes[i], parts[1], NULL);
+    r = vivarium_signed_report_parse_unverified (changed, strlen (changed), &error);
+    g_assert_null (r);
+    g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    assert_refused (changed, strlen (changed), escapes[i]);
+  }
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -400,5 +506,8 @@ main (int argc, char *argv[])
   ADD ("sign-verify", test_sign_verify);
   ADD ("other-key", test_other_key);
   ADD ("hostile-files", test_hostile_files);
+  ADD ("signature-member-types", test_signature_member_types);
+  ADD ("unknown-member-escaped", test_unknown_member_escaped);
+  ADD ("escapes-not-characters", test_escapes_not_characters);
   return g_test_run ();
 }
