@@ -45,9 +45,15 @@ struct _VdImage {
   gboolean            freezing;   /* a freeze (or its boot snapshot) owns the files */
   gboolean            snapshotting; /* the boot snapshot is being taken */
   JsonObject         *snapshot;   /* boot.json of a frozen image, or NULL */
+  VdImageSnapshotFunc       take_snapshot;   /* NULL: Freeze seals without one */
+  VdImageSnapshotFinishFunc take_snapshot_finish;
+  gpointer                  snapshot_data;
 };
 
 G_DEFINE_TYPE (VdImage, vd_image, G_TYPE_OBJECT)
+
+enum { SIGNAL_DELETED, N_SIGNALS };
+static guint signals[N_SIGNALS];
 
 static void
 vd_image_finalize (GObject *object)
@@ -68,13 +74,32 @@ static void
 vd_image_class_init (VdImageClass *klass)
 {
   G_OBJECT_CLASS (klass)->finalize = vd_image_finalize;
+  signals[SIGNAL_DELETED] = g_signal_new ("deleted", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                          NULL, NULL, NULL, G_TYPE_NONE, 0);
 }
 
+static gboolean handle_freeze (VivariumDBusImage *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_verify (VivariumDBusImage *, GDBusMethodInvocation *, gpointer);
+static gboolean handle_delete (VivariumDBusImage *, GDBusMethodInvocation *, gpointer);
+
+/* Every method of org.vivarium.Vivarium1.Image is answered here. */
 static void
 vd_image_init (VdImage *self)
 {
   self->users = g_ptr_array_new_with_free_func (g_free);
   self->skeleton = vivarium_dbus_image_skeleton_new ();
+  g_signal_connect (self->skeleton, "handle-freeze", G_CALLBACK (handle_freeze), self);
+  g_signal_connect (self->skeleton, "handle-verify", G_CALLBACK (handle_verify), self);
+  g_signal_connect (self->skeleton, "handle-delete", G_CALLBACK (handle_delete), self);
+}
+
+void
+vd_image_set_snapshotter (VdImage *self, VdImageSnapshotFunc take, VdImageSnapshotFinishFunc finish,
+                          gpointer user_data)
+{
+  self->take_snapshot = take;
+  self->take_snapshot_finish = finish;
+  self->snapshot_data = user_data;
 }
 
 static JsonObject *
@@ -918,8 +943,8 @@ freeze_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *c
   g_task_return_pointer (task, g_steal_pointer (&manifest), (GDestroyNotify) json_object_unref);
 }
 
-void
-vd_image_freeze_async (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, gpointer data)
+static void
+seal_async (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, gpointer data)
 {
   g_autoptr(GTask) task = g_task_new (self, c, cb, data);
 
@@ -938,17 +963,17 @@ vd_image_freeze_async (VdImage *self, GCancellable *c, GAsyncReadyCallback cb, g
     return;
   }
   self->freezing = TRUE;
-  g_task_set_source_tag (task, vd_image_freeze_async);
+  g_task_set_source_tag (task, seal_async);
   g_task_run_in_thread (task, freeze_thread);
 }
 
-gboolean
-vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
+static gboolean
+seal_finish (VdImage *self, GAsyncResult *res, GError **error)
 {
   JsonObject *manifest;
 
   /* Only a task that ran the thread held the flag. */
-  if (g_task_get_source_tag (G_TASK (res)) == vd_image_freeze_async)
+  if (g_task_get_source_tag (G_TASK (res)) == seal_async)
     self->freezing = FALSE;
   manifest = g_task_propagate_pointer (G_TASK (res), error);
   if (manifest == NULL) {
@@ -963,6 +988,89 @@ vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
   vd_log_image (G_LOG_LEVEL_INFO, self->name, "froze image %s: %s", self->name,
                 json_object_get_string_member (manifest, "digest"));
   return TRUE;
+}
+
+static void
+sealed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  GError *error = NULL;
+
+  if (!seal_finish (VD_IMAGE (source), res, &error))
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+static void
+snapshot_taken_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdImage *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  if (!self->take_snapshot_finish (res, &error, self->snapshot_data)) {
+    vd_image_snapshot_abort (self);
+    g_prefix_error (&error, "Cannot freeze the image “%s”: the boot snapshot failed (nothing was changed; "
+                    "BootSnapshots=false in the configuration freezes without one): ", self->name);
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  seal_async (self, NULL, sealed_cb, task);
+}
+
+/* With a snapshotter (boot snapshots on), the image boots once before it
+ * is sealed, and the saved guest is sealed with it (see the XML); an image
+ * that already carries one (a paused session saved with its memory) is
+ * sealed as it is. Only a direct-kernel-boot image (what the builder
+ * makes, guest agent included) is known to reach a guest agent; an
+ * imported disk may never answer, and boots cold. */
+void
+vd_image_freeze_async (VdImage *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+  g_autofree gchar *state = vd_image_get_file (self, "boot.state");
+  g_autofree gchar *kernel = vd_image_get_file (self, "vmlinuz");
+  GError *error = NULL;
+
+  if (self->take_snapshot == NULL || vd_image_is_frozen (self) || state != NULL || kernel == NULL) {
+    seal_async (self, NULL, sealed_cb, task);
+    return;
+  }
+  if (!vd_image_snapshot_begin (self, &error)) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  self->take_snapshot (self, NULL, snapshot_taken_cb, task, self->snapshot_data);
+}
+
+gboolean
+vd_image_freeze_finish (VdImage *self, GAsyncResult *res, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (res), error);
+}
+
+static void
+freeze_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  GError *error = NULL;
+
+  if (!vd_image_freeze_finish (VD_IMAGE (source), res, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return;
+  }
+  g_dbus_method_invocation_return_value (invocation, NULL);
+}
+
+static gboolean
+handle_freeze (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  vd_image_freeze_async (VD_IMAGE (user_data), freeze_done_cb, g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
 /* The journal names only files a freeze seals, so that undoing it can
@@ -1114,7 +1222,46 @@ vd_image_verify_finish (VdImage *self, GAsyncResult *res, GError **error)
   return FALSE;
 }
 
+static void
+verify_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(GDBusMethodInvocation) invocation = user_data;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = vd_image_verify_finish (VD_IMAGE (source), res, &error);
+
+  /* A mismatch is the answer (false), not a failure of the call. */
+  if (!ok && !g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_DIGEST_MISMATCH)) {
+    g_dbus_method_invocation_return_gerror (invocation, error);
+    return;
+  }
+  g_dbus_method_invocation_return_value (invocation, g_variant_new ("(b)", ok));
+}
+
+static gboolean
+handle_verify (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  vd_image_verify_async (VD_IMAGE (user_data), TRUE, NULL, verify_done_cb, g_object_ref (invocation));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 /* --- deletion -------------------------------------------------------- */
+
+/* The files go here; the store hears "deleted" and takes the object off
+ * the bus and out of its list. */
+static gboolean
+handle_delete (VivariumDBusImage *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  g_autoptr(VdImage) self = g_object_ref (VD_IMAGE (user_data));
+  GError *error = NULL;
+
+  if (!vd_image_delete (self, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vivarium_dbus_image_complete_delete (iface, invocation);
+  g_signal_emit (self, signals[SIGNAL_DELETED], 0);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
 
 gboolean
 vd_image_delete (VdImage *self, GError **error)

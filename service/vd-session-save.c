@@ -7,8 +7,10 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
+#include "vivarium-dbus-generated.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-state.h"
 #include "vd-command-log.h"
 #include "vd-fs.h"
 #include "vd-log.h"
@@ -223,4 +225,128 @@ gchar *
 vd_session_save_as_image_finish (GAsyncResult *result, GError **error)
 {
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* --- Session.SaveAsImage ------------------------------------------------ */
+
+typedef struct {
+  VdSession    *session;   /* unowned, like the session's own handlers */
+  VdConfig     *config;
+  VdImageStore *images;
+  VdJobStore   *jobs;
+} Saver;
+
+typedef struct {
+  VdImageStore *images;
+  VdJob        *job;
+  gchar        *name;
+} SaveJob;
+
+static void
+save_job_free (SaveJob *d)
+{
+  vd_image_store_release (d->images, d->name);
+  g_clear_object (&d->images);
+  g_clear_object (&d->job);
+  g_free (d->name);
+  g_free (d);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (SaveJob, save_job_free)
+
+static void
+saved_image_frozen_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(SaveJob) d = user_data;
+  VdImage *image = VD_IMAGE (source);
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_image_freeze_finish (image, res, &error)) {
+    vd_job_fail (d->job, error);
+    vd_image_store_drop (d->images, image);
+    return;
+  }
+  vd_log_image (G_LOG_LEVEL_INFO, d->name, "saved a session as the image %s", d->name);
+  vd_job_succeed (d->job, vd_image_get_object_path (image));
+}
+
+static void
+session_saved_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(SaveJob) d = user_data;
+  g_autofree gchar *dir = NULL;
+  g_autoptr(VdImage) image = NULL;
+  g_autoptr(GError) error = NULL;
+
+  dir = vd_session_save_as_image_finish (res, &error);
+  if (dir != NULL)
+    image = vd_image_load (dir, &error);
+  if (image == NULL || !vd_image_store_add (d->images, image, &error)) {
+    if (dir != NULL && image == NULL)
+      vd_fs_rm_rf (dir, NULL);
+    vd_job_fail (d->job, error);
+    return;
+  }
+  vd_job_progress (d->job, 80, "Freezing the new image");
+  vd_image_freeze_async (image, saved_image_frozen_cb, g_steal_pointer (&d));
+}
+
+static gboolean
+handle_save_as_image (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, const gchar *name,
+                      gpointer user_data)
+{
+  Saver *saver = user_data;
+  VdSession *session = saver->session;
+  VivariumSessionState state = vd_session_get_session_state (session);
+  g_autoptr(VdJob) job = NULL;
+  SaveJob *d;
+  GError *error = NULL;
+
+  if (!vd_image_store_check_new_name (saver->images, name, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  if (state != VIVARIUM_SESSION_STATE_RUNNING && state != VIVARIUM_SESSION_STATE_PAUSED) {
+    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                                           "The session %s is %s, not running or paused",
+                                           vd_session_get_id (session), vd_session_get_state (session));
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  job = vd_job_store_new_job (saver->jobs, "save-session", FALSE, &error);
+  if (job == NULL) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  d = g_new0 (SaveJob, 1);
+  d->images = g_object_ref (saver->images);
+  d->job = g_object_ref (job);
+  d->name = g_strdup (name);
+  vd_image_store_reserve (saver->images, name);
+  vd_log_session (G_LOG_LEVEL_INFO, vd_session_get_id (session), "saving session %s as the image %s (job %s)",
+                  vd_session_get_id (session), name, vd_job_get_id (job));
+  vd_session_save_as_image_async (session, saver->config, job, name, session_saved_cb, d);
+  vivarium_dbus_session_complete_save_as_image (iface, invocation, vd_job_get_object_path (job));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static void
+saver_free (gpointer data, GClosure *closure)
+{
+  g_free (data);
+}
+
+void
+vd_session_save_connect (VdSession *session, VdConfig *config, VdImageStore *images, VdJobStore *jobs)
+{
+  Saver *saver = g_new0 (Saver, 1);
+  GClosure *closure = g_cclosure_new (G_CALLBACK (handle_save_as_image), saver, saver_free);
+
+  saver->session = session;
+  saver->config = config;
+  saver->images = images;
+  saver->jobs = jobs;
+  /* Gone with the session (as g_signal_connect_object() would): its
+   * skeleton may be held a little longer by the bus. */
+  g_object_watch_closure (G_OBJECT (session), closure);
+  g_signal_connect_closure (vd_session_get_skeleton (session), "handle-save-as-image", closure, FALSE);
 }

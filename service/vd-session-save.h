@@ -4,10 +4,22 @@
 #include <gio/gio.h>
 
 #include "vd-config.h"
+#include "vd-image-store.h"
 #include "vd-job.h"
+#include "vd-job-store.h"
 #include "vd-session.h"
 
 G_BEGIN_DECLS
+
+/* Session.SaveAsImage is answered here: connects it on @session's object.
+ * The new image is reserved in @images, made as a Job of @jobs, added and
+ * frozen (with its boot snapshot when it has none), or dropped again:
+ * SaveAsImage makes a frozen image or none. The session outlives its
+ * handler, and the stores outlive the session's calls. */
+void   vd_session_save_connect         (VdSession          *session,
+                                        VdConfig           *config,
+                                        VdImageStore       *images,
+                                        VdJobStore         *jobs);
 
 /* Session.SaveAsImage's files: stages the new image under
  * images/.staging/save-<job> (the parent's kernel, initrd and cmdline, the

@@ -726,7 +726,15 @@ typedef struct {
   gint64   deadline;
   gboolean unit_started;
   gboolean kvm;
+  GError  *error;      /* why the start failed, told once the teardown is done */
 } StartData;
+
+static void
+start_data_free (StartData *data)
+{
+  g_clear_error (&data->error);
+  g_free (data);
+}
 
 static void
 start_failed (GTask *task, GError *error);
@@ -735,8 +743,9 @@ static void
 start_teardown_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GTask) task = G_TASK (user_data);
-  GError *error = g_object_steal_data (G_OBJECT (task), "error");
-  g_task_return_error (task, error);
+  StartData *data = g_task_get_task_data (task);
+
+  g_task_return_error (task, g_steal_pointer (&data->error));
 }
 
 /* Whatever step failed, the session is taken down completely before the
@@ -745,9 +754,11 @@ static void
 start_failed (GTask *task, GError *error)
 {
   VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
 
   vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s failed to start: %s", self->id, error->message);
-  g_object_set_data (G_OBJECT (task), "error", error);
+  g_clear_error (&data->error);
+  data->error = error;
   self->stop_requested = TRUE;
   teardown_async (self, TRUE, error->message, start_teardown_done_cb, task);
 }
@@ -1227,7 +1238,7 @@ vd_session_start_async (VdSession *self, GCancellable *cancellable, GAsyncReadyC
 
   data->kvm = vd_config_use_kvm (self->config);
   self->kvm = data->kvm;
-  g_task_set_task_data (task, data, g_free);
+  g_task_set_task_data (task, data, (GDestroyNotify) start_data_free);
   vd_image_add_user (self->image, self->object_path);
   step_begin (self);
   /* Freeze's scratch boot runs before there is a digest to check: the
