@@ -309,15 +309,18 @@ for_session (VdSshKeyStore *self, const gchar * const *names, GError **error)
   return g_steal_pointer (&out);
 }
 
-gboolean
-vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMode mode, GPtrArray **out,
-                               GError **error)
+GPtrArray *
+vd_ssh_key_store_for_session (VdSshKeyStore *self, const gchar * const *names, GError **error)
+{
+  return for_session (self, names, error);
+}
+
+static gboolean
+lookup_names (GVariantDict *dict, gchar ***names, GError **error)
 {
   g_autoptr(GVariant) v = g_variant_dict_lookup_value (dict, "ssh_keys", NULL);
-  g_autoptr(VdSshKeyStore) store = NULL;
-  g_autofree const gchar **names = NULL;
 
-  *out = NULL;
+  *names = NULL;
   if (v == NULL)
     return TRUE;
   if (!g_variant_is_of_type (v, G_VARIANT_TYPE_STRING_ARRAY)) {
@@ -325,8 +328,25 @@ vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMod
                  "The option “ssh_keys” must be a list of strings (type as)");
     return FALSE;
   }
-  names = g_variant_get_strv (v, NULL);
-  if (names[0] == NULL)
+  *names = g_variant_dup_strv (v, NULL);
+  return TRUE;
+}
+
+gboolean
+vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMode mode,
+                               const gchar * const *defaults, GPtrArray **out, GError **error)
+{
+  g_autoptr(VdSshKeyStore) store = NULL;
+  g_auto(GStrv) names = NULL;
+
+  *out = NULL;
+  if (!lookup_names (dict, &names, error))
+    return FALSE;
+  /* A project's default goes to its allowlist sessions only: in another
+   * mode there is no proxy to hold the agent. */
+  if (names == NULL && defaults != NULL && mode == VD_EGRESS_MODE_ALLOWLIST)
+    names = g_strdupv ((gchar **) defaults);
+  if (names == NULL || names[0] == NULL)
     return TRUE;
   if (mode != VD_EGRESS_MODE_ALLOWLIST) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
@@ -335,7 +355,7 @@ vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMod
     return FALSE;
   }
   store = vd_ssh_key_store_new_for (config);
-  *out = for_session (store, names, error);
+  *out = for_session (store, (const gchar * const *) names, error);
   return *out != NULL;
 }
 
