@@ -19,6 +19,8 @@ packages=(
   openssh-server
   # the tiny guest image, built from host packages
   linux-image-amd64 busybox-static qemu-guest-agent e2fsprogs cpio gzip kmod xz-utils zstd debootstrap
+  # docs: man pages from docs/man/*.scd, the bash completion's install directory
+  scdoc bash-completion
   # tests
   python3 python3-gi bc jq file libxml2-utils desktop-file-utils appstream xvfb util-linux passwd
   # the app's UI test: Xvfb, AT-SPI through dogtail, screenshots

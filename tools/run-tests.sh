@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # The test command: installs what is needed, builds, and runs every suite:
-# unit, integration (private bus + real polkitd), system (a real systemd host
-# with real QEMU guests), then the unit and integration suites again under
+# unit, docs (man pages, completion, the D-Bus reference), integration
+# (private bus + real polkitd), system (a real systemd host with real QEMU
+# guests), then the unit and integration suites again under
 # AddressSanitizer + UndefinedBehaviorSanitizer. Needs root. Fails loudly.
 set -uo pipefail
 
@@ -23,6 +24,8 @@ rm -f "$src/.test-summary"
 [ -d "$build" ] || meson setup "$build" "$src" --prefix=/usr || exit 1
 meson compile -C "$build" || exit 1
 suite "$build" unit
+# Man pages, completion and docs/dbus-api.md against the programs and the XML.
+suite "$build" docs
 suite "$build" integration
 suite "$build" system
 # The app: where the daemon is not installed, then against the real one.
