@@ -9,6 +9,7 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vivarium-secret.h"
+#include "vivarium-ssh-key.h"
 #include "vivariumctl-commands.h"
 
 /* How many commits `project log` shows without -n, and the most Log() gives. */
@@ -272,6 +273,7 @@ print_project (VivariumDBusProject *project)
   print_field (_("Last task:"), g_strcmp0 (last_task, "/") == 0 ? "" : last_task);
   print_field (_("Deploy key:"), vivarium_dbus_project_get_deploy_key (project));
   print_cached_list (project, "Secrets", _("Secrets:"));
+  print_cached_list (project, "SshKeys", _("SSH keys:"));
 }
 
 gboolean
@@ -432,6 +434,7 @@ typedef struct {
   gchar *mode;
   GStrv  groups;
   GStrv  secrets;
+  GStrv  ssh_keys;
 } ProjectSettings;
 
 static void
@@ -440,6 +443,7 @@ project_settings_clear (ProjectSettings *o)
   g_free (o->mode);
   g_strfreev (o->groups);
   g_strfreev (o->secrets);
+  g_strfreev (o->ssh_keys);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ProjectSettings, project_settings_clear)
@@ -451,7 +455,8 @@ split_list (const gchar *text)
 }
 
 /* KEY=VALUE: egress=MODE, groups=G1,G2 (empty: the configuration's),
- * secrets=A,B (empty: none). A key not given keeps the project's value. */
+ * secrets=A,B and ssh_keys=A,B (empty: none). A key not given keeps the
+ * project's value. */
 static gboolean
 parse_setting (const gchar *arg, ProjectSettings *o, GError **error)
 {
@@ -472,19 +477,25 @@ parse_setting (const gchar *arg, ProjectSettings *o, GError **error)
     o->secrets = split_list (eq + 1);
     return TRUE;
   }
+  if (eq != NULL && g_str_has_prefix (arg, "ssh_keys=")) {
+    g_strfreev (o->ssh_keys);
+    o->ssh_keys = split_list (eq + 1);
+    return TRUE;
+  }
   g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-               _("Unknown setting “%s” (known: egress=MODE, groups=G1,G2, secrets=A,B)"), arg);
+               _("Unknown setting “%s” (known: egress=MODE, groups=G1,G2, secrets=A,B, ssh_keys=A,B)"), arg);
   return FALSE;
 }
 
-/* The same bounds as --secret, before the bus. */
+/* The same bounds as --secret and --ssh-key, before the bus (keys are
+ * named by the same rule as secrets). */
 static gboolean
-check_secret_names (GStrv secrets, GError **error)
+check_secret_names (GStrv secrets, guint max, GError **error)
 {
   guint n = secrets != NULL ? g_strv_length (secrets) : 0;
 
-  if (n > VIVARIUM_SECRET_MAX_PER_SESSION) {
-    g_set_error (error, VCTL_USAGE_ERROR, 0, _("At most %d secrets; %u were given"), VIVARIUM_SECRET_MAX_PER_SESSION, n);
+  if (n > max) {
+    g_set_error (error, VCTL_USAGE_ERROR, 0, _("At most %u names; %u were given"), max, n);
     return FALSE;
   }
   for (guint i = 0; i < n; i++) {
@@ -543,6 +554,22 @@ set_secrets (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, 
   return TRUE;
 }
 
+static gboolean
+set_ssh_keys (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, ProjectSettings *o, GError **error)
+{
+  g_autoptr(GVariant) ret = vctl_call (ctx, project, "SetSshKeys", g_variant_new ("(^as)", o->ssh_keys), -1, NULL,
+                                       error);
+  g_autofree gchar *joined = NULL;
+  g_autofree gchar *shown = NULL;
+
+  if (ret == NULL)
+    return FALSE;
+  joined = g_strjoinv (",", o->ssh_keys);
+  shown = vctl_escape_line (joined[0] != '\0' ? joined : _("none"));
+  g_print (_("Project “%s”: SSH keys %s.\n"), name, shown);
+  return TRUE;
+}
+
 gboolean
 vctl_cmd_project_set (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
@@ -556,14 +583,17 @@ vctl_cmd_project_set (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     if (!vctl_check_text ("setting", (*argv)[i], 4096, error) || !parse_setting ((*argv)[i], &o, error))
       return FALSE;
   }
-  if (!check_secret_names (o.secrets, error))
+  if (!check_secret_names (o.secrets, VIVARIUM_SECRET_MAX_PER_SESSION, error) ||
+      !check_secret_names (o.ssh_keys, VIVARIUM_SSH_KEY_MAX_PER_SESSION, error))
     return FALSE;
   project = vctl_project_for_call (ctx, (*argv)[1], error);
   if (project == NULL)
     return FALSE;
   name = vctl_escape_line ((*argv)[1]);
-  /* Two methods (two polkit actions): each only when one of its keys was given. */
+  /* One method per kind of setting: each only when one of its keys was given. */
   if ((o.mode != NULL || o.groups != NULL) && !set_egress (ctx, project, name, &o, error))
     return FALSE;
-  return o.secrets == NULL || set_secrets (ctx, project, name, &o, error);
+  if (o.secrets != NULL && !set_secrets (ctx, project, name, &o, error))
+    return FALSE;
+  return o.ssh_keys == NULL || set_ssh_keys (ctx, project, name, &o, error);
 }

@@ -111,19 +111,20 @@ print_egress (VivariumDBusSession *session)
   }
 }
 
-/* Names only: the daemon never gives a value or a placeholder out. */
+/* Names only (Secrets, SshKeys): the daemon never gives a value, a
+ * placeholder or a key out. */
 static void
-print_secrets (VivariumDBusSession *session)
+print_names (VivariumDBusSession *session, const gchar *property, const gchar *label)
 {
-  g_autoptr(GVariant) secrets = g_dbus_proxy_get_cached_property (G_DBUS_PROXY (session), "Secrets");
+  g_autoptr(GVariant) list = g_dbus_proxy_get_cached_property (G_DBUS_PROXY (session), property);
   g_autofree const gchar **names = NULL;
   g_autofree gchar *joined = NULL;
 
-  if (secrets == NULL || !g_variant_is_of_type (secrets, G_VARIANT_TYPE_STRING_ARRAY))
+  if (list == NULL || !g_variant_is_of_type (list, G_VARIANT_TYPE_STRING_ARRAY))
     return;
-  names = g_variant_get_strv (secrets, NULL);
+  names = g_variant_get_strv (list, NULL);
   joined = g_strjoinv (", ", (gchar **) names);
-  print_field (_("Secrets:"), joined);
+  print_field (label, joined);
 }
 
 static void
@@ -141,7 +142,8 @@ print_session (VivariumDBusSession *session)
   print_field (_("Accelerator:"), vivarium_dbus_session_get_accelerator (session));
   g_print ("%-20s %s\n", _("Started:"), started);
   print_egress (session);
-  print_secrets (session);
+  print_names (session, "Secrets", _("Secrets:"));
+  print_names (session, "SshKeys", _("SSH keys:"));
 }
 
 gboolean

@@ -35,6 +35,8 @@ G_BEGIN_DECLS
 #define VIVARIUM_SECRET_MAX_VALUE             16384
 #define VIVARIUM_SECRET_MAX_HOSTS             16
 #define VIVARIUM_SECRET_MAX_PER_SESSION       32
+/* How many secrets the host's store may hold (AddSecret: NoSpace past it). */
+#define VIVARIUM_SECRET_MAX_STORED            256
 #define VIVARIUM_SECRET_PLACEHOLDER_PREFIX    "vivarium-secret-"
 #define VIVARIUM_SECRET_PLACEHOLDER_LEN       (16 + 32)
 #define VIVARIUM_SECRET_DEFAULT_HEADER        "Authorization"

@@ -26,6 +26,8 @@ G_BEGIN_DECLS
 #define VIVARIUM_SSH_KEY_MAX_PRIVATE     16384
 #define VIVARIUM_SSH_KEY_MAX_PUBLIC      4096
 #define VIVARIUM_SSH_KEY_MAX_PER_SESSION 8
+/* How many SSH keys the host's store may hold (AddSshKey: NoSpace past it). */
+#define VIVARIUM_SSH_KEY_MAX_STORED      64
 #define VIVARIUM_SSH_KEY_PEM_BEGIN       "-----BEGIN OPENSSH PRIVATE KEY-----"
 /* The guest's agent: the proxy's door in the guest, and the unix socket a
  * guest with socat makes for it ($SSH_AUTH_SOCK). */

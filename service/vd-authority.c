@@ -71,6 +71,7 @@ static const VdActionRow action_map[] = {
   M ("Project", "Publish",         A ("project-publish")),
   M ("Project", "SetEgress",       A ("project-egress")),
   M ("Project", "SetSecrets",      A ("secret-manage")),
+  M ("Project", "SetSshKeys",      A ("secret-manage")),
   M ("Project", "Delete",          A ("project-delete")),
   R ("Task",    A ("read-status")),
   M ("Task",    "Wait",            A ("read-status")),

@@ -6,6 +6,7 @@
 #include "vivarium-error.h"
 #include "vd-egress-options.h"
 #include "vd-egress-rules.h"
+#include "vd-ssh-key-store.h"
 
 void
 vd_egress_options_clear (VdEgressOptions *options)
@@ -169,4 +170,14 @@ vd_egress_options_parse_secrets (VdConfig *config, VdSecretStore *store, VdProje
   policy = vd_egress_rules_build (config, (const gchar * const *) out->groups, (const gchar * const *) out->allow,
                                   error);
   return policy != NULL && check_interceptable (policy, out->secrets, error);
+}
+
+gboolean
+vd_egress_options_parse_ssh_keys (VdConfig *config, VdProject *project, GVariantDict *dict, VdEgressOptions *out,
+                                  GError **error)
+{
+  g_auto(GStrv) defaults = project != NULL ? vd_project_get_ssh_keys (project) : NULL;
+
+  return vd_ssh_key_store_parse_option (config, dict, out->mode, (const gchar * const *) defaults, &out->ssh_keys,
+                                        error);
 }

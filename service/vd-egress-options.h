@@ -49,6 +49,15 @@ gboolean vd_egress_options_parse_secrets (VdConfig        *config,
                                           GVariantDict    *dict,
                                           VdEgressOptions *out,
                                           GError         **error);
+/* "ssh_keys" (as), after vd_egress_options_parse(): allowlist only; at
+ * most VIVARIUM_SSH_KEY_MAX_PER_SESSION stored keys into out->ssh_keys.
+ * @project: whose SshKeys stand in when the caller names none, or NULL.
+ * InvalidArgument, NotFound. */
+gboolean vd_egress_options_parse_ssh_keys (VdConfig        *config,
+                                           VdProject       *project,
+                                           GVariantDict    *dict,
+                                           VdEgressOptions *out,
+                                           GError         **error);
 void     vd_egress_options_clear (VdEgressOptions *options);
 
 /* CheckEgress's dry run of @destination (host[:port], 443 without a port)

@@ -409,7 +409,7 @@ parse_session_options (VdManager *self, const gchar *project, GVariant *options,
       !parse_uint_option (dict, "timeout", 0, VIVARIUM_TIMEOUT_MAX_SEC, &out->timeout_sec, error) ||
       !vd_egress_options_parse (self->config, p, dict, VD_EGRESS_FOR_SESSION, egress, error) ||
       !vd_egress_options_parse_secrets (self->config, self->secrets, p, dict, egress, error) ||
-      !vd_ssh_key_store_parse_option (self->config, dict, egress->mode, &egress->ssh_keys, error))
+      !vd_egress_options_parse_ssh_keys (self->config, p, dict, egress, error))
     return FALSE;
   out->secrets = egress->secrets;
   out->ssh_keys = egress->ssh_keys;

@@ -14,6 +14,7 @@
 #include "vd-egress.h"
 #include "vd-egress-rules.h"
 #include "vd-project-store.h"
+#include "vd-ssh-key-store.h"
 
 /* One project as the bus sees it: the engine's object, its skeleton, and
  * who holds it now (NULL: nobody). */
@@ -152,6 +153,10 @@ refresh_egress (Entry *entry)
   {
     g_auto(GStrv) secrets = vd_project_get_secrets (entry->project);
     vivarium_dbus_project_set_secrets (entry->skeleton, secrets != NULL ? (const gchar * const *) secrets : none);
+  }
+  {
+    g_auto(GStrv) keys = vd_project_get_ssh_keys (entry->project);
+    vivarium_dbus_project_set_ssh_keys (entry->skeleton, keys != NULL ? (const gchar * const *) keys : none);
   }
 }
 
@@ -328,6 +333,35 @@ handle_set_secrets (VivariumDBusProject *iface, GDBusMethodInvocation *invocatio
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* As for secrets: the keys must be stored now (loaded, then dropped); a
+ * key removed later fails the next start. */
+static gboolean
+handle_set_ssh_keys (VivariumDBusProject *iface, GDBusMethodInvocation *invocation, const gchar * const *names,
+                     gpointer user_data)
+{
+  Entry *entry = user_data;
+  g_autoptr(VdSshKeyStore) keys = NULL;
+  g_autoptr(GPtrArray) loaded = NULL;
+  GError *error = NULL;
+
+  if (entry->store->config == NULL) {
+    g_dbus_method_invocation_return_error_literal (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                                                   "The daemon has no SSH key store");
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  keys = vd_ssh_key_store_new_for (entry->store->config);
+  loaded = vd_ssh_key_store_for_session (keys, names, &error);
+  if (loaded == NULL || !vd_project_set_ssh_keys (entry->project, names, &error)) {
+    g_dbus_method_invocation_take_error (invocation, error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vd_log_project (G_LOG_LEVEL_INFO, vd_project_get_name (entry->project), "project %s: %u default SSH keys set",
+                  vd_project_get_name (entry->project), loaded->len);
+  refresh_egress (entry);
+  vivarium_dbus_project_complete_set_ssh_keys (iface, invocation);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 static void
 publish_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -448,6 +482,7 @@ add_project (VdProjectStore *self, VdProject *project, GError **error)
   g_signal_connect (entry->skeleton, "handle-set-remote", G_CALLBACK (handle_set_remote), entry);
   g_signal_connect (entry->skeleton, "handle-set-egress", G_CALLBACK (handle_set_egress), entry);
   g_signal_connect (entry->skeleton, "handle-set-secrets", G_CALLBACK (handle_set_secrets), entry);
+  g_signal_connect (entry->skeleton, "handle-set-ssh-keys", G_CALLBACK (handle_set_ssh_keys), entry);
   g_signal_connect (entry->skeleton, "handle-publish", G_CALLBACK (handle_publish), entry);
   g_signal_connect (entry->skeleton, "handle-delete", G_CALLBACK (handle_delete), entry);
   if (!self->export_func (G_DBUS_INTERFACE_SKELETON (entry->skeleton), entry->path, self->export_data, error)) {

@@ -40,6 +40,7 @@ struct _VdProject {
   gchar     *egress_mode;   /* the project's egress default, NULL: the config's */
   GStrv      egress_groups; /* NULL: the config's */
   GStrv      secrets;       /* NULL: none */
+  GStrv      ssh_keys;      /* NULL: none */
   VdDataset *dataset;
   VdRepo    *repo;
 };
@@ -68,6 +69,7 @@ vd_project_finalize (GObject *object)
   g_free (self->egress_mode);
   g_strfreev (self->egress_groups);
   g_strfreev (self->secrets);
+  g_strfreev (self->ssh_keys);
   g_clear_object (&self->dataset);
   g_clear_object (&self->repo);
   G_OBJECT_CLASS (vd_project_parent_class)->finalize (object);
@@ -178,6 +180,11 @@ record_write (VdProject *self, GError **error)
   for (guint i = 0; self->secrets != NULL && self->secrets[i] != NULL; i++)
     json_builder_add_string_value (b, self->secrets[i]);
   json_builder_end_array (b);
+  json_builder_set_member_name (b, "ssh_keys");
+  json_builder_begin_array (b);
+  for (guint i = 0; self->ssh_keys != NULL && self->ssh_keys[i] != NULL; i++)
+    json_builder_add_string_value (b, self->ssh_keys[i]);
+  json_builder_end_array (b);
   json_builder_end_object (b);
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
@@ -264,6 +271,7 @@ record_read (VdProject *self, guint64 *quota, VdDatasetBackend *backend, GError 
   self->egress_mode = member_string (o, "egress_mode");
   self->egress_groups = member_names (o, "egress_groups");
   self->secrets = member_names_checked (o, "secrets", vivarium_secret_name_is_valid);
+  self->ssh_keys = member_names_checked (o, "ssh_keys", vivarium_secret_name_is_valid);
   return TRUE;
 }
 
@@ -902,6 +910,26 @@ vd_project_set_secrets (VdProject *self, const gchar * const *names, GError **er
     g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
     g_strfreev (self->secrets);
     self->secrets = names != NULL && names[0] != NULL ? g_strdupv ((gchar **) names) : NULL;
+  }
+  return record_write (self, error);
+}
+
+GStrv
+vd_project_get_ssh_keys (VdProject *self)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+
+  return g_strdupv (self->ssh_keys);
+}
+
+/* The caller has checked the names against the SSH key store. */
+gboolean
+vd_project_set_ssh_keys (VdProject *self, const gchar * const *names, GError **error)
+{
+  {
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+    g_strfreev (self->ssh_keys);
+    self->ssh_keys = names != NULL && names[0] != NULL ? g_strdupv ((gchar **) names) : NULL;
   }
   return record_write (self, error);
 }

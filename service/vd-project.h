@@ -93,6 +93,11 @@ GStrv        vd_project_get_secrets       (VdProject           *self);
 gboolean     vd_project_set_secrets       (VdProject           *self,
                                            const gchar * const *names,
                                            GError             **error);
+/* The project's default SSH keys (Project.SetSshKeys): NULL for none. */
+GStrv        vd_project_get_ssh_keys      (VdProject           *self);
+gboolean     vd_project_set_ssh_keys      (VdProject           *self,
+                                           const gchar * const *names,
+                                           GError             **error);
 /* The deploy key's public half ("ssh-ed25519 AAAA... vivarium-project-NAME"),
  * for the operator to add on the forge. */
 gchar       *vd_project_get_deploy_key  (VdProject *self,

@@ -14,11 +14,10 @@
 #include "vivarium-error.h"
 #include "vd-fd-argument.h"
 #include "vd-fs.h"
+#include "vd-store-dir.h"
 #include "vd-secret-store.h"
 
-#define SECRET_SUFFIX ".secret"
 #define SECRET_FILE_MODE 0600
-#define SECRETS_DIR_MODE 0700
 /* How long AddSecret waits for the caller's descriptor to say everything
  * (a pipe whose writer never closes would hold the call forever). */
 #define VALUE_READ_TIMEOUT_MS 10000
@@ -26,6 +25,10 @@
 struct _VdSecretStore {
   GObject  parent_instance;
   gchar   *dir;
+};
+
+static const VdStoreKind secret_kind = {
+  .suffix = ".secret", .a_kind = "a secret", .kinds = "secrets", .max = VIVARIUM_SECRET_MAX_STORED,
 };
 
 G_DEFINE_TYPE (VdSecretStore, vd_secret_store, G_TYPE_OBJECT)
@@ -57,44 +60,10 @@ vd_secret_store_new (const gchar *dir)
   return self;
 }
 
-static gboolean
-check_name (const gchar *name, GError **error)
-{
-  if (vivarium_secret_name_is_valid (name))
-    return TRUE;
-  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-               "“%s” is not a secret's name: a letter or '_' and then at most 63 letters, digits or '_'",
-               g_utf8_validate (name, -1, NULL) && strlen (name) <= 80 ? name : "(not shown)");
-  return FALSE;
-}
-
-static gchar *
-path_of (VdSecretStore *self, const gchar *name)
-{
-  g_autofree gchar *file = g_strconcat (name, SECRET_SUFFIX, NULL);
-
-  return g_build_filename (self->dir, file, NULL);
-}
-
-/* The directory is root's and 0700 whatever was there: a store another
- * user could list would tell which hosts have tokens. */
-static gboolean
-ensure_dir (VdSecretStore *self, GError **error)
-{
-  g_autoptr(GError) local = NULL;
-
-  if (!vd_fs_mkdir (self->dir, SECRETS_DIR_MODE, 0, 0, &local) || chmod (self->dir, SECRETS_DIR_MODE) != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot prepare the secret store %s: %s", self->dir,
-                 local != NULL ? local->message : g_strerror (errno));
-    return FALSE;
-  }
-  return TRUE;
-}
-
 static VivariumSecret *
 load_secret (VdSecretStore *self, const gchar *name, GError **error)
 {
-  g_autofree gchar *path = path_of (self, name);
+  g_autofree gchar *path = vd_store_dir_path (&secret_kind, self->dir, name);
   g_autoptr(GError) local = NULL;
   g_autoptr(GPtrArray) secrets = NULL;
 
@@ -120,21 +89,23 @@ vd_secret_store_add (VdSecretStore *self, VivariumSecret *secret, gboolean repla
   g_autoptr(GError) local = NULL;
 
   g_return_val_if_fail (secret->placeholder == NULL, FALSE);
-  if (!check_name (secret->name, error))
+  if (!vd_store_dir_check_name (&secret_kind, secret->name, error))
     return FALSE;
   secret->added_at = g_get_real_time () / G_USEC_PER_SEC;
   if (!vivarium_secret_check (secret, &local)) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, local->message);
     return FALSE;
   }
-  if (!ensure_dir (self, error))
+  if (!vd_store_dir_prepare (self->dir, error))
     return FALSE;
-  path = path_of (self, secret->name);
+  path = vd_store_dir_path (&secret_kind, self->dir, secret->name);
   if (!replace && g_file_test (path, G_FILE_TEST_EXISTS)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS,
                  "A secret named “%s” is stored already (replace it with the option “replace”)", secret->name);
     return FALSE;
   }
+  if (!vd_store_dir_check_room (&secret_kind, self->dir, secret->name, error))
+    return FALSE;
   g_ptr_array_add (one, secret);
   if (!vivarium_secrets_save (one, path, SECRET_FILE_MODE, &local)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot store the secret “%s”: %s", secret->name,
@@ -150,9 +121,9 @@ vd_secret_store_remove (VdSecretStore *self, const gchar *name, GError **error)
 {
   g_autofree gchar *path = NULL;
 
-  if (!check_name (name, error))
+  if (!vd_store_dir_check_name (&secret_kind, name, error))
     return FALSE;
-  path = path_of (self, name);
+  path = vd_store_dir_path (&secret_kind, self->dir, name);
   if (g_unlink (path) != 0) {
     int saved = errno;
     g_set_error (error, VIVARIUM_ERROR, saved == ENOENT ? VIVARIUM_ERROR_NOT_FOUND : VIVARIUM_ERROR_FAILED,
@@ -164,34 +135,20 @@ vd_secret_store_remove (VdSecretStore *self, const gchar *name, GError **error)
   return TRUE;
 }
 
-static gint
-by_name (gconstpointer a, gconstpointer b)
-{
-  return g_strcmp0 ((*(VivariumSecret * const *) a)->name, (*(VivariumSecret * const *) b)->name);
-}
-
 GPtrArray *
 vd_secret_store_list (VdSecretStore *self, GError **error)
 {
   g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) vivarium_secret_free);
-  g_auto(GStrv) names = vd_fs_list_dir (self->dir);
+  g_auto(GStrv) names = vd_store_dir_names (&secret_kind, self->dir);
 
-  for (guint i = 0; names != NULL && names[i] != NULL; i++) {
-    g_autofree gchar *name = NULL;
-    VivariumSecret *secret;
+  for (guint i = 0; names[i] != NULL; i++) {
+    VivariumSecret *secret = load_secret (self, names[i], error);
 
-    if (!g_str_has_suffix (names[i], SECRET_SUFFIX))
-      continue;
-    name = g_strndup (names[i], strlen (names[i]) - strlen (SECRET_SUFFIX));
-    if (!vivarium_secret_name_is_valid (name))
-      continue;
-    secret = load_secret (self, name, error);
     if (secret == NULL)
       return NULL;
     g_clear_pointer (&secret->value, g_bytes_unref);
     g_ptr_array_add (out, secret);
   }
-  g_ptr_array_sort (out, by_name);
   return g_steal_pointer (&out);
 }
 
@@ -209,10 +166,11 @@ vd_secret_store_for_session (VdSecretStore *self, const gchar * const *names, GE
   for (guint i = 0; i < n; i++) {
     VivariumSecret *secret;
 
-    if (!check_name (names[i], error))
+    if (!vd_store_dir_check_name (&secret_kind, names[i], error))
       return NULL;
     if (g_strv_contains ((const gchar * const *) names + i + 1, names[i])) {
-      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The secret “%s” is named twice", names[i]);
+      g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The secret “%s” is named twice",
+                   names[i]);
       return NULL;
     }
     secret = load_secret (self, names[i], error);
@@ -351,7 +309,8 @@ handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation
   call->secret->name = g_strdup (name);
   call->secret->hosts = g_strdupv ((gchar **) hosts);
   call->fd = -1;
-  if (!check_name (name, &error) || !parse_add_options (options, call->secret, &call->replace, &error) ||
+  if (!vd_store_dir_check_name (&secret_kind, name, &error) ||
+      !parse_add_options (options, call->secret, &call->replace, &error) ||
       (call->fd = vd_fd_argument_take (invocation, value, "AddSecret", "the secret's value", &error)) < 0) {
     g_dbus_method_invocation_take_error (invocation, error);
     add_call_free (call);

@@ -300,6 +300,19 @@ set_secrets_property (VdSession *self)
   vivarium_dbus_session_set_secrets (self->skeleton, (const gchar * const *) list);
 }
 
+/* Names only: the keys stay in the proxy. */
+static void
+set_ssh_keys_property (VdSession *self)
+{
+  g_autoptr(GStrvBuilder) names = g_strv_builder_new ();
+  g_auto(GStrv) list = NULL;
+
+  for (guint i = 0; self->ssh_keys != NULL && i < self->ssh_keys->len; i++)
+    g_strv_builder_add (names, ((VivariumSshKey *) self->ssh_keys->pdata[i])->name);
+  list = g_strv_builder_end (names);
+  vivarium_dbus_session_set_ssh_keys (self->skeleton, (const gchar * const *) list);
+}
+
 VdSession *
 vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connection, VdImage *image,
                 const gchar *project_dir, guint32 uid, const VdSessionOptions *options, GPtrArray *deny_list)
@@ -347,6 +360,7 @@ vd_session_new (VdConfig *config, VdSystemd *systemd, GDBusConnection *connectio
   vivarium_dbus_session_set_egress_state_reason (s, "");
   vivarium_dbus_session_set_egress_rules (s, none);
   set_secrets_property (self);
+  set_ssh_keys_property (self);
   g_signal_connect (s, "handle-get-egress-log", G_CALLBACK (handle_get_egress_log), self);
   g_signal_connect (s, "handle-exec", G_CALLBACK (handle_exec), self);
   g_signal_connect (s, "handle-read-file", G_CALLBACK (handle_read_file), self);

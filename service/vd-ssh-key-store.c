@@ -15,17 +15,20 @@
 #include "vivarium-secret.h"
 #include "vd-fd-argument.h"
 #include "vd-fs.h"
+#include "vd-store-dir.h"
 #include "vd-ssh-key-store.h"
 
-#define KEY_SUFFIX ".sshkey"
 #define KEY_FILE_MODE 0600
-#define STORE_DIR_MODE 0700
 /* How long AddSshKey waits for the caller's descriptor to end. */
 #define KEY_READ_TIMEOUT_MS 10000
 
 struct _VdSshKeyStore {
   GObject  parent_instance;
   gchar   *dir;
+};
+
+static const VdStoreKind key_kind = {
+  .suffix = ".sshkey", .a_kind = "an SSH key", .kinds = "SSH keys", .max = VIVARIUM_SSH_KEY_MAX_STORED,
 };
 
 G_DEFINE_TYPE (VdSshKeyStore, vd_ssh_key_store, G_TYPE_OBJECT)
@@ -65,42 +68,10 @@ vd_ssh_key_store_new_for (VdConfig *config)
   return vd_ssh_key_store_new (dir);
 }
 
-static gboolean
-check_name (const gchar *name, GError **error)
-{
-  if (vivarium_secret_name_is_valid (name))
-    return TRUE;
-  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-               "“%s” is not an SSH key's name: a letter or '_' and then at most 63 letters, digits or '_'",
-               g_utf8_validate (name, -1, NULL) && strlen (name) <= 80 ? name : "(not shown)");
-  return FALSE;
-}
-
-static gchar *
-path_of (VdSshKeyStore *self, const gchar *name)
-{
-  g_autofree gchar *file = g_strconcat (name, KEY_SUFFIX, NULL);
-
-  return g_build_filename (self->dir, file, NULL);
-}
-
-static gboolean
-ensure_dir (VdSshKeyStore *self, GError **error)
-{
-  g_autoptr(GError) local = NULL;
-
-  if (!vd_fs_mkdir (self->dir, STORE_DIR_MODE, 0, 0, &local) || chmod (self->dir, STORE_DIR_MODE) != 0) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "Cannot prepare the key store %s: %s", self->dir,
-                 local != NULL ? local->message : g_strerror (errno));
-    return FALSE;
-  }
-  return TRUE;
-}
-
 static VivariumSshKey *
 load_key (VdSshKeyStore *self, const gchar *name, GError **error)
 {
-  g_autofree gchar *path = path_of (self, name);
+  g_autofree gchar *path = vd_store_dir_path (&key_kind, self->dir, name);
   g_autoptr(GError) local = NULL;
   g_autoptr(GPtrArray) keys = NULL;
 
@@ -204,14 +175,17 @@ vd_ssh_key_store_add (VdSshKeyStore *self, const gchar *name, GBytes *private_ke
   g_autofree gchar *path = NULL;
   g_autoptr(GError) local = NULL;
 
-  if (!check_name (name, error) || !check_private (name, private_key, error) || !ensure_dir (self, error))
+  if (!vd_store_dir_check_name (&key_kind, name, error) || !check_private (name, private_key, error) ||
+      !vd_store_dir_prepare (self->dir, error))
     return FALSE;
-  path = path_of (self, name);
+  path = vd_store_dir_path (&key_kind, self->dir, name);
   if (!replace && g_file_test (path, G_FILE_TEST_EXISTS)) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS,
                  "An SSH key named “%s” is stored already (replace it with the option “replace”)", name);
     return FALSE;
   }
+  if (!vd_store_dir_check_room (&key_kind, self->dir, name, error))
+    return FALSE;
   key = g_new0 (VivariumSshKey, 1);
   key->name = g_strdup (name);
   key->public_key = public_key_of (self, name, private_key, error);
@@ -235,9 +209,9 @@ vd_ssh_key_store_remove (VdSshKeyStore *self, const gchar *name, GError **error)
 {
   g_autofree gchar *path = NULL;
 
-  if (!check_name (name, error))
+  if (!vd_store_dir_check_name (&key_kind, name, error))
     return FALSE;
-  path = path_of (self, name);
+  path = vd_store_dir_path (&key_kind, self->dir, name);
   if (g_unlink (path) != 0) {
     int saved = errno;
     g_set_error (error, VIVARIUM_ERROR, saved == ENOENT ? VIVARIUM_ERROR_NOT_FOUND : VIVARIUM_ERROR_FAILED,
@@ -249,34 +223,20 @@ vd_ssh_key_store_remove (VdSshKeyStore *self, const gchar *name, GError **error)
   return TRUE;
 }
 
-static gint
-by_name (gconstpointer a, gconstpointer b)
-{
-  return g_strcmp0 ((*(VivariumSshKey * const *) a)->name, (*(VivariumSshKey * const *) b)->name);
-}
-
 GPtrArray *
 vd_ssh_key_store_list (VdSshKeyStore *self, GError **error)
 {
   g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) vivarium_ssh_key_free);
-  g_auto(GStrv) names = vd_fs_list_dir (self->dir);
+  g_auto(GStrv) names = vd_store_dir_names (&key_kind, self->dir);
 
-  for (guint i = 0; names != NULL && names[i] != NULL; i++) {
-    g_autofree gchar *name = NULL;
-    VivariumSshKey *key;
+  for (guint i = 0; names[i] != NULL; i++) {
+    VivariumSshKey *key = load_key (self, names[i], error);
 
-    if (!g_str_has_suffix (names[i], KEY_SUFFIX))
-      continue;
-    name = g_strndup (names[i], strlen (names[i]) - strlen (KEY_SUFFIX));
-    if (!vivarium_secret_name_is_valid (name))
-      continue;
-    key = load_key (self, name, error);
     if (key == NULL)
       return NULL;
     vivarium_ssh_key_drop_private (key);
     g_ptr_array_add (out, key);
   }
-  g_ptr_array_sort (out, by_name);
   return g_steal_pointer (&out);
 }
 
@@ -294,7 +254,7 @@ for_session (VdSshKeyStore *self, const gchar * const *names, GError **error)
   for (guint i = 0; i < n; i++) {
     VivariumSshKey *key;
 
-    if (!check_name (names[i], error))
+    if (!vd_store_dir_check_name (&key_kind, names[i], error))
       return NULL;
     if (g_strv_contains (names + i + 1, names[i])) {
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT, "The SSH key “%s” is named twice",
@@ -309,15 +269,18 @@ for_session (VdSshKeyStore *self, const gchar * const *names, GError **error)
   return g_steal_pointer (&out);
 }
 
-gboolean
-vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMode mode, GPtrArray **out,
-                               GError **error)
+GPtrArray *
+vd_ssh_key_store_for_session (VdSshKeyStore *self, const gchar * const *names, GError **error)
+{
+  return for_session (self, names, error);
+}
+
+static gboolean
+lookup_names (GVariantDict *dict, gchar ***names, GError **error)
 {
   g_autoptr(GVariant) v = g_variant_dict_lookup_value (dict, "ssh_keys", NULL);
-  g_autoptr(VdSshKeyStore) store = NULL;
-  g_autofree const gchar **names = NULL;
 
-  *out = NULL;
+  *names = NULL;
   if (v == NULL)
     return TRUE;
   if (!g_variant_is_of_type (v, G_VARIANT_TYPE_STRING_ARRAY)) {
@@ -325,8 +288,25 @@ vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMod
                  "The option “ssh_keys” must be a list of strings (type as)");
     return FALSE;
   }
-  names = g_variant_get_strv (v, NULL);
-  if (names[0] == NULL)
+  *names = g_variant_dup_strv (v, NULL);
+  return TRUE;
+}
+
+gboolean
+vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMode mode,
+                               const gchar * const *defaults, GPtrArray **out, GError **error)
+{
+  g_autoptr(VdSshKeyStore) store = NULL;
+  g_auto(GStrv) names = NULL;
+
+  *out = NULL;
+  if (!lookup_names (dict, &names, error))
+    return FALSE;
+  /* A project's default goes to its allowlist sessions only: in another
+   * mode there is no proxy to hold the agent. */
+  if (names == NULL && defaults != NULL && mode == VD_EGRESS_MODE_ALLOWLIST)
+    names = g_strdupv ((gchar **) defaults);
+  if (names == NULL || names[0] == NULL)
     return TRUE;
   if (mode != VD_EGRESS_MODE_ALLOWLIST) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
@@ -335,7 +315,7 @@ vd_ssh_key_store_parse_option (VdConfig *config, GVariantDict *dict, VdEgressMod
     return FALSE;
   }
   store = vd_ssh_key_store_new_for (config);
-  *out = for_session (store, names, error);
+  *out = for_session (store, (const gchar * const *) names, error);
   return *out != NULL;
 }
 
@@ -422,7 +402,7 @@ handle_add_ssh_key (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
   call->invocation = g_object_ref (invocation);
   call->name = g_strdup (name);
   call->fd = -1;
-  if (!check_name (name, &error) || !parse_add_options (options, &call->replace, &error) ||
+  if (!vd_store_dir_check_name (&key_kind, name, &error) || !parse_add_options (options, &call->replace, &error) ||
       (call->fd = vd_fd_argument_take (invocation, key, "AddSshKey", "the SSH key", &error)) < 0) {
     g_dbus_method_invocation_take_error (invocation, error);
     add_call_free (call);

@@ -44,14 +44,22 @@ gboolean       vd_ssh_key_store_remove  (VdSshKeyStore  *self,
 GPtrArray     *vd_ssh_key_store_list    (VdSshKeyStore  *self,
                                          GError        **error);
 
+/* The keys @names (at most VIVARIUM_SSH_KEY_MAX_PER_SESSION, each once),
+ * private parts loaded: VivariumSshKey*. InvalidArgument, NotFound. */
+GPtrArray     *vd_ssh_key_store_for_session (VdSshKeyStore       *self,
+                                             const gchar * const *names,
+                                             GError             **error);
+
 /* The option "ssh_keys" (as) of StartSession and SubmitTask: at most
  * VIVARIUM_SSH_KEY_MAX_PER_SESSION stored keys, each once, allowlist only
- * (the agent is in its proxy). *out: VivariumSshKey*, or NULL when none is
- * named. InvalidArgument, NotFound. */
-gboolean       vd_ssh_key_store_parse_option (VdConfig      *config,
-                                              GVariantDict  *dict,
-                                              VdEgressMode   mode,
-                                              GPtrArray    **out,
-                                              GError       **error);
+ * (the agent is in its proxy). Without the option, @defaults (the
+ * project's SshKeys, or NULL) for an allowlist session. *out:
+ * VivariumSshKey*, or NULL when none is named. InvalidArgument, NotFound. */
+gboolean       vd_ssh_key_store_parse_option (VdConfig            *config,
+                                              GVariantDict        *dict,
+                                              VdEgressMode         mode,
+                                              const gchar * const *defaults,
+                                              GPtrArray          **out,
+                                              GError             **error);
 
 G_END_DECLS

@@ -403,7 +403,7 @@ parse_egress (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
 
   if (!vd_egress_options_parse (self->config, project, dict, VD_EGRESS_FOR_TASK, &run->egress, error) ||
       !vd_egress_options_parse_secrets (self->config, self->secrets, project, dict, &run->egress, error) ||
-      !vd_ssh_key_store_parse_option (self->config, dict, run->egress.mode, &run->egress.ssh_keys, error))
+      !vd_egress_options_parse_ssh_keys (self->config, project, dict, &run->egress, error))
     return FALSE;
   run->session_options.egress_mode = run->egress.mode;
   run->session_options.egress_groups = (const gchar * const *) run->egress.groups;

@@ -37,6 +37,16 @@ typedef struct {
   gchar                   *down_reason;    /* the pump's cut, read after join */
   guint64                  bytes_down;
   VivariumPlaceholderScan  scan;
+  /* The head waits (with the values in it) until the first body byte
+   * goes on or the body has ended, and the body's bytes wait, scanned:
+   * up to VIVARIUM_INTERCEPT_HOLD_BODY of them while the head waits, so a
+   * small body's refused request reaches no server at all; then the last
+   * VIVARIUM_PLACEHOLDER_OVERLAP, so a placeholder whose first bytes came
+   * in one read is found in the next before any of it has gone on. */
+  GString                 *head;           /* NULL once sent */
+  GByteArray              *held;
+  gboolean                 hold;           /* not for an Upgrade's stream: it would stall */
+  gboolean                 rechunk;        /* body bytes go up as chunks of our own */
   GPtrArray               *swapped;        /* names, borrowed */
   guint8                   buf[READ_BUF];
   gsize                    start, end;
@@ -224,15 +234,67 @@ send_up (Intercept *ic, const guint8 *data, gsize len)
   return g_output_stream_write_all (g_io_stream_get_output_stream (ic->up), data, len, NULL, ic->cancel, NULL);
 }
 
-/* Body bytes: scanned (with the overlap), then sent. */
+/* The request's head, once: it held the values, so it is wiped. */
+static gboolean
+send_head (Intercept *ic)
+{
+  gboolean sent;
+
+  if (ic->head == NULL)
+    return TRUE;
+  sent = send_up (ic, (const guint8 *) ic->head->str, ic->head->len);
+  memset (ic->head->str, 0, ic->head->len);
+  g_string_free (g_steal_pointer (&ic->head), TRUE);
+  return sent;
+}
+
+/* Body bytes as upstream gets them, after the head: as they are, or in a
+ * chunk of their own when the guest's chunked body is being re-framed. */
+static gboolean
+send_piece (Intercept *ic, const guint8 *data, gsize len)
+{
+  g_autofree gchar *size = NULL;
+
+  if (!send_head (ic))
+    return FALSE;
+  if (len == 0 || !ic->rechunk)
+    return send_up (ic, data, len);
+  size = g_strdup_printf ("%zx\r\n", len);
+  return send_up (ic, (const guint8 *) size, strlen (size)) && send_up (ic, data, len) &&
+         send_up (ic, (const guint8 *) "\r\n", 2);
+}
+
+/* Body bytes: scanned (with the overlap), then held as the Intercept's
+ * comment says; what passes the hold goes on. */
 static gboolean
 send_body (Intercept *ic, const guint8 *data, gsize len)
 {
   const VivariumSecret *secret = vivarium_placeholder_scan_feed (&ic->scan, data, len);
+  gsize limit = ic->head != NULL ? VIVARIUM_INTERCEPT_HOLD_BODY : VIVARIUM_PLACEHOLDER_OVERLAP;
+  gsize out;
+  gboolean sent;
 
   if (secret != NULL)
     return refuse (ic, vivarium_placeholder_reason (secret, ic->host, 443, "body"));
-  return send_up (ic, data, len);
+  if (!ic->hold)
+    return send_piece (ic, data, len);
+  g_byte_array_append (ic->held, data, (guint) len);
+  if (ic->held->len <= limit)
+    return TRUE;
+  out = ic->held->len - VIVARIUM_PLACEHOLDER_OVERLAP;
+  sent = send_piece (ic, ic->held->data, out);
+  g_byte_array_remove_range (ic->held, 0, (guint) out);
+  return sent;
+}
+
+/* The end of the body: the head, if it still waits, and what was held. */
+static gboolean
+flush_body (Intercept *ic)
+{
+  gboolean sent = send_piece (ic, ic->held->data, ic->held->len);
+
+  g_byte_array_set_size (ic->held, 0);
+  return sent;
 }
 
 static gboolean
@@ -304,9 +366,24 @@ chunk_size (const guint8 *line, gsize len, guint64 *size)
   return i == len - 2 || line[i] == ';';
 }
 
+/* A line the guest sent that is not passed on (a chunk's size, the CRLF
+ * after its data): consumed. */
+static void
+skip_line (Intercept *ic, gsize len)
+{
+  ic->start += len;
+}
+
+/* The guest's chunks are read and the data sent in chunks of the proxy's
+ * own (what was held back waits across the guest's chunk boundaries);
+ * the chunk sizes' extensions are dropped, the trailers scanned and sent
+ * as they came. */
 static gboolean
 forward_chunked (Intercept *ic)
 {
+  const VivariumSecret *secret;
+
+  ic->rechunk = TRUE;
   for (;;) {
     guint64 size;
     gsize len = take_line (ic);
@@ -314,8 +391,10 @@ forward_chunked (Intercept *ic)
       return FALSE;
     if (!chunk_size (ic->buf + ic->start, len, &size))
       return refuse (ic, g_strdup ("the chunked body has a chunk size that is not a number"));
-    if (!send_line (ic, len))
-      return FALSE;
+    secret = vivarium_placeholders_find (ic->ctx->placeholders, ic->buf + ic->start, len);
+    if (secret != NULL)
+      return refuse (ic, vivarium_placeholder_reason (secret, ic->host, 443, "body"));
+    skip_line (ic, len);
     if (size == 0)
       break;
     if (!forward_length (ic, size))
@@ -323,9 +402,13 @@ forward_chunked (Intercept *ic)
     len = take_line (ic);
     if (len != 2)
       return len == 0 ? FALSE : refuse (ic, g_strdup ("a chunk of the body does not end where its size says"));
-    if (!send_line (ic, len))
-      return FALSE;
+    skip_line (ic, len);
   }
+  if (!flush_body (ic))
+    return FALSE;
+  ic->rechunk = FALSE;
+  if (!send_up (ic, (const guint8 *) "0\r\n", 3))
+    return FALSE;
   /* Trailers, up to the empty line. */
   for (;;) {
     gsize len = take_line (ic);
@@ -523,7 +606,6 @@ serve_one (Intercept *ic)
   BodyKind kind;
   guint64 length;
   gsize head_len;
-  gboolean sent;
 
   while ((end = memmem (ic->buf + ic->start, ic->end - ic->start, "\r\n\r\n", 4)) == NULL) {
     if (ic->end - ic->start >= VIVARIUM_EGRESS_MAX_HEAD)
@@ -537,19 +619,18 @@ serve_one (Intercept *ic)
     return FALSE;
   ic->start += head_len;
   ic->result->requests++;
-  sent = send_up (ic, (const guint8 *) head->str, head->len);
-  memset (head->str, 0, head->len);   /* it held the values */
-  if (!sent)
-    return FALSE;
+  vivarium_placeholder_scan_init (&ic->scan, ic->ctx->placeholders);
+  ic->head = g_steal_pointer (&head);
+  ic->hold = kind != BODY_REST;
   switch (kind) {
   case BODY_LENGTH:
-    return forward_length (ic, length);
+    return forward_length (ic, length) && flush_body (ic);
   case BODY_CHUNKED:
     return forward_chunked (ic);
   case BODY_REST:
-    return forward_rest (ic);
+    return send_head (ic) && forward_rest (ic);
   default:
-    return TRUE;
+    return send_head (ic);
   }
 }
 
@@ -610,7 +691,7 @@ vivarium_egress_intercept (VivariumEgressContext *ctx, GSocket *client, GBytes *
     g_socket_set_timeout (g_socket_connection_get_socket (upstream), VIVARIUM_SPLICE_IDLE_SEC);
     ic->cancel = g_cancellable_new ();
     ic->swapped = g_ptr_array_new ();
-    vivarium_placeholder_scan_init (&ic->scan, ctx->placeholders);
+    ic->held = g_byte_array_new ();
     run (ic);
     result->bytes_down = ic->bytes_down;
     if (result->reason == NULL)
@@ -624,6 +705,12 @@ vivarium_egress_intercept (VivariumEgressContext *ctx, GSocket *client, GBytes *
   g_clear_object (&ic->guest_socket);
   g_clear_object (&ic->cancel);
   g_clear_pointer (&ic->swapped, g_ptr_array_unref);
+  if (ic->head != NULL)
+    memset (ic->head->str, 0, ic->head->len);
+  if (ic->head != NULL)
+    g_string_free (ic->head, TRUE);
+  if (ic->held != NULL)
+    g_byte_array_unref (ic->held);
   g_free (ic->down_reason);
   return result->reason == NULL;
 }

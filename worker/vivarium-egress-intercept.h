@@ -16,6 +16,9 @@ G_BEGIN_DECLS
 
 /* Bytes a chunk-size line or a trailer line may take. */
 #define VIVARIUM_INTERCEPT_MAX_LINE 4096
+/* A Content-Length body up to this size is read and scanned whole before
+ * anything of its request goes on: a refused request reaches no server. */
+#define VIVARIUM_INTERCEPT_HOLD_BODY (64 * 1024)
 
 typedef struct {
   guint64  bytes_up;     /* plaintext, as counted against the budget */

@@ -177,6 +177,21 @@ def main():
     ok(err is not None and err.endswith('InvalidArgument') or err.endswith('NotFound'),
        'StartSession refuses secrets before anything boots: ' + msg)
 
+    # The store's bound: JUST_FITS and the FILL_ secrets make 256; the next
+    # is NoSpace, a replacement still fits, and a removal makes room.
+    filled = all(add_secret(bus, 'FILL_%d' % i, ['a.example'], {}, b'v')[0] is None for i in range(255))
+    ok(filled and len([f for f in os.listdir(store) if f.endswith('.secret')]) == 256,
+       'the store takes 256 secrets')
+    err, msg, _ = add_secret(bus, 'ONE_MORE', ['a.example'], {}, b'v')
+    ok(err == ERR + 'NoSpace' and '256 secrets' in msg and 'ONE_MORE' in msg,
+       'a 257th secret is NoSpace: ' + msg)
+    ok(not os.path.exists(os.path.join(store, 'ONE_MORE.secret')), 'and nothing of it is stored')
+    err, msg, _ = add_secret(bus, 'FILL_0', ['a.example'], {'replace': GLib.Variant('b', True)}, b'w')
+    ok(err is None, 'replacing one of the 256 still fits (%s)' % msg)
+    call(bus, 'RemoveSecret', GLib.Variant('(s)', ('FILL_0',)))
+    err, msg, _ = add_secret(bus, 'ONE_MORE', ['a.example'], {}, b'v')
+    ok(err is None, 'after a removal there is room again (%s)' % msg)
+
     print('1..%d' % n, flush=True)
     return 1 if failed else 0
 

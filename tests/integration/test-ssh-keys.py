@@ -125,6 +125,18 @@ def main():
         'egress': GLib.Variant('s', 'open'), 'ssh_keys': GLib.Variant('as', ['DEPLOY'])})))
     ok(err == ERR + 'InvalidArgument' and 'allowlist' in msg, 'ssh_keys outside allowlist is refused: ' + msg)
 
+    # The store's bound: DEPLOY and the FILL_ keys make 64; the next is
+    # NoSpace, a replacement still fits.
+    filled = all(add_key(bus, 'FILL_%d' % i, {}, private)[0] is None for i in range(63))
+    ok(filled and len([f for f in os.listdir(store) if f.endswith('.sshkey')]) == 64, 'the store takes 64 keys')
+    err, msg = add_key(bus, 'ONE_MORE', {}, private)
+    ok(err == ERR + 'NoSpace' and '64 SSH keys' in msg, 'a 65th key is NoSpace: ' + msg)
+    ok(not os.path.exists(os.path.join(store, 'ONE_MORE.sshkey')), 'and nothing of it is stored')
+    err, msg = add_key(bus, 'FILL_0', {'replace': GLib.Variant('b', True)}, private)
+    ok(err is None, 'replacing one of the 64 still fits (%s)' % msg)
+    for i in range(63):
+        call(bus, 'RemoveSshKey', GLib.Variant('(s)', ('FILL_%d' % i,)))
+
     err, _, msg = call(bus, 'RemoveSshKey', GLib.Variant('(s)', ('DEPLOY',)))
     ok(err is None and not os.path.exists(path), 'RemoveSshKey removes the file')
     err, _, msg = call(bus, 'RemoveSshKey', GLib.Variant('(s)', ('DEPLOY',)))

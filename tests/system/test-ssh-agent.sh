@@ -22,6 +22,7 @@ source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
 readonly MGR=$IFACE.Manager
 readonly AGENT=10.0.2.100
+session_path () { printf '%s/sessions/%s' "$OBJ" "$1"; }
 readonly DATA='vivarium ssh-agent test: a session id and a userauth request'
 
 [ "$(id -u)" = 0 ] || bail_out "must run as root"
@@ -67,11 +68,39 @@ build_out=$(ctl image build tiny tiny 2>&1)
 assert_eq "0" "$?" "build the tiny image" "$build_out"
 assert_success "freeze it" -- ctl image freeze tiny
 
-out=$(ctl session start tiny --egress allowlist --allow example.test:443 --ssh-key A 2>&1)
-assert_eq 0 "$?" "start an allowlist session with --ssh-key A" "$out"
+# The project's default keys (Project.SetSshKeys): checked against the
+# store, admin only, and what a session of the project gets without
+# --ssh-key.
+out=$(call "$OBJ" Manager.CreateProject keys "uint64 $((32 * 1024 * 1024))" "{}" 2>&1)
+assert_contains "$out" "objectpath '$OBJ/projects/keys'" "create the project keys"
+out=$(ctl project set keys ssh_keys=C 2>&1)
+assert_contains "$out" "$ERR.NotFound" "a project's default key that is not stored is NotFound" "$out"
+out=$(ctl project set keys ssh_keys=A,A 2>&1)
+assert_contains "$out" "$ERR.InvalidArgument" "a key named twice is InvalidArgument" "$out"
+assert_dbus_error "$ERR.NotAuthorized" -- run_as_user "$user" vivariumctl --no-interaction project set keys ssh_keys=A
+out=$(ctl project set keys ssh_keys=A 2>&1)
+assert_eq "Project “keys”: SSH keys A." "$out" "project set keys ssh_keys=A"
+assert_contains "$(ctl project show keys 2>&1)" "A" "project show lists the default key"
+assert_contains "$(busctl get-property "$BUS" "$OBJ/projects/keys" "$IFACE.Project" SshKeys 2>&1)" '"A"' \
+  "Project.SshKeys is [A]"
+assert_contains "$(jq -c .ssh_keys "$STATE/projects/keys/project.json" 2>&1)" '"A"' \
+  "and it is kept in the project's record"
+
+out=$(ctl session start tiny --project keys --egress open 2>&1)
+assert_eq 0 "$?" "an open session of the project starts: the default applies to allowlist only" "$out"
+osid=$(tail -n 1 <<<"$out")
+assert_contains "$(busctl get-property "$BUS" "$(session_path "$osid")" "$IFACE.Session" SshKeys 2>&1)" 'as 0' \
+  "and its Session.SshKeys is empty"
+assert_success "stop it" -- ctl session stop "$osid"
+
+out=$(ctl session start tiny --project keys --egress allowlist --allow example.test:443 2>&1)
+assert_eq 0 "$?" "start an allowlist session of the project, no --ssh-key" "$out"
 sid=$(tail -n 1 <<<"$out")
 [ -n "$sid" ] || bail_out "no session id in: $out"
 at_exit stop_quietly "$sid"
+assert_contains "$(busctl get-property "$BUS" "$(session_path "$sid")" "$IFACE.Session" SshKeys 2>&1)" '1 "A"' \
+  "Session.SshKeys names A, the project's default"
+assert_contains "$(ctl session show "$sid" 2>&1 | grep '^SSH keys:')" "A" "session show prints SSH keys: A"
 edir=/run/vivarium/egress/$sid
 unit=vivarium-egress-$sid.service
 

@@ -1155,6 +1155,8 @@ struct _HttpsUpstream {
   GTlsCertificate *cert;
   GMutex           lock;
   GString         *seen;      /* every request, head and (de-chunked) body */
+  GString         *partial;   /* what connections that ended mid-request got of it */
+  guint            closed;    /* connections over */
   GPtrArray       *threads;
 };
 
@@ -1258,8 +1260,12 @@ https_conn_thread (gpointer data)
   for (;;) {
     g_autoptr(GString) req = g_string_new (NULL);
     g_autofree gchar *reply = NULL;
-    if (!https_read_request (g_io_stream_get_input_stream (tls), req, hc->up->stop))
+    if (!https_read_request (g_io_stream_get_input_stream (tls), req, hc->up->stop)) {
+      g_mutex_lock (&hc->up->lock);
+      g_string_append (hc->up->partial, req->str);
+      g_mutex_unlock (&hc->up->lock);
       break;
+    }
     g_mutex_lock (&hc->up->lock);
     g_string_append (hc->up->seen, req->str);
     g_mutex_unlock (&hc->up->lock);
@@ -1275,6 +1281,9 @@ https_conn_thread (gpointer data)
       break;
   }
   g_io_stream_close (tls, NULL, NULL);
+  g_mutex_lock (&hc->up->lock);
+  hc->up->closed++;
+  g_mutex_unlock (&hc->up->lock);
   return NULL;
 }
 
@@ -1310,6 +1319,7 @@ https_start (Fixture *f)
   g_assert_true (isolated);
   g_mutex_init (&up->lock);
   up->seen = g_string_new (NULL);
+  up->partial = g_string_new (NULL);
   up->threads = g_ptr_array_new ();
   up->stop = g_cancellable_new ();
   up->cert = g_tls_certificate_new_from_files (cert, key, &error);
@@ -1337,6 +1347,7 @@ https_stop (Fixture *f)
   g_object_unref (up->stop);
   g_object_unref (up->cert);
   g_string_free (up->seen, TRUE);
+  g_string_free (up->partial, TRUE);
   g_mutex_clear (&up->lock);
   g_free (up);
   f->https = NULL;
@@ -1347,6 +1358,31 @@ https_seen (Fixture *f)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&f->https->lock);
   return g_strdup (f->https->seen->str);
+}
+
+/* What the server got of requests it never got whole. */
+static gchar *
+https_partial (Fixture *f)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&f->https->lock);
+  return g_strdup (f->https->partial->str);
+}
+
+static guint
+https_closed (Fixture *f)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&f->https->lock);
+  return f->https->closed;
+}
+
+/* Until the server has seen the end of one more connection (the proxy's
+ * upstream one): what it got is then all it will get. Bounded. */
+static void
+https_wait_closed (Fixture *f, guint before)
+{
+  for (guint i = 0; i < 1000 && https_closed (f) == before; i++)
+    g_usleep (10 * 1000);
+  g_assert_cmpuint (https_closed (f), >, before);
 }
 
 static VivariumSecret *
@@ -1582,15 +1618,21 @@ json_escaped (const gchar *text)
 }
 
 /* One request on a new intercepted connection to host: refused with a 403
- * and the reason, which the decision log has too; the server never saw it. */
+ * and the reason, which the decision log has too. The server never saw
+ * the request, not even in part; or, with @streamed (a chunked body: its
+ * head goes on before the body is read), never a byte of a placeholder. */
 static void
-assert_refused (Fixture *f, const gchar *host, const gchar *request, gsize len, const gchar *reason)
+assert_refused_as (Fixture *f, const gchar *host, const gchar *request, gsize len, const gchar *reason,
+                   gboolean streamed)
 {
   g_autofree gchar *ca = session_ca (f);
+  guint closed = https_closed (f);
   g_autoptr(GError) error = NULL;
   g_autoptr(GIOStream) tls = tls_open (f, "tls.sock", host, ca, &error);
   g_autofree gchar *answer = NULL;
   g_autofree gchar *before = https_seen (f);
+  g_autofree gchar *partial_before = https_partial (f);
+  g_autofree gchar *partial = NULL;
   g_autofree gchar *after = NULL;
   g_autoptr(JsonObject) d = NULL;
 
@@ -1602,8 +1644,21 @@ assert_refused (Fixture *f, const gchar *host, const gchar *request, gsize len, 
   g_io_stream_close (tls, NULL, NULL);
   d = find_decision (f, "tls", "denied", reason);
   g_assert_cmpstr (json_object_get_string_member (d, "host"), ==, host);
+  https_wait_closed (f, closed);
   after = https_seen (f);
   g_assert_cmpstr (before, ==, after);
+  partial = https_partial (f);
+  g_assert_true (g_str_has_prefix (partial, partial_before));
+  if (!streamed && partial[strlen (partial_before)] != '\0')
+    g_error ("the server got part of a refused request: %.200s", partial + strlen (partial_before));
+  if (strstr (partial + strlen (partial_before), "vivarium-secret-") != NULL)
+    g_error ("the server got a piece of a placeholder: %.200s", partial + strlen (partial_before));
+}
+
+static void
+assert_refused (Fixture *f, const gchar *host, const gchar *request, gsize len, const gchar *reason)
+{
+  assert_refused_as (f, host, request, len, reason, FALSE);
 }
 
 static void
@@ -1653,13 +1708,25 @@ test_secret_refused (Fixture *f, gconstpointer data)
                                                                  : "(A) was sent to api.test:443 in the body");
     }
   }
-  /* Split across two chunks of a chunked body. */
+  /* Split across two chunks of a chunked body, after 100 KiB: the head and
+   * what came before went on, no byte of the placeholder. */
   half = g_strndup (f->ph_a, 20);
   g_free (req);
-  req = g_strdup_printf ("POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         "%zx\r\n%s\r\n%zx\r\n%s\r\n0\r\n\r\n", strlen (half), half, strlen (f->ph_a + 20),
-                         f->ph_a + 20);
-  assert_refused (f, "api.test", req, strlen (req), "(A) was sent to api.test:443 in the body");
+  {
+    g_autofree gchar *lead = g_strnfill (100 * 1024, 'x');
+    req = g_strdup_printf ("POST / HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "%zx\r\n%s%s\r\n%zx\r\n%s\r\n0\r\n\r\n", strlen (lead) + strlen (half), lead, half,
+                           strlen (f->ph_a + 20), f->ph_a + 20);
+  }
+  assert_refused_as (f, "api.test", req, strlen (req), "(A) was sent to api.test:443 in the body", TRUE);
+  /* In a Content-Length body too large to be held whole (100 KiB of it
+   * before the placeholder): no byte of the placeholder. */
+  {
+    g_autofree gchar *lead = g_strnfill (100 * 1024, 'x');
+    g_autofree gchar *post = g_strdup_printf ("POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: %zu\r\n\r\n%s%s",
+                                              strlen (lead) + strlen (f->ph_a), lead, f->ph_a);
+    assert_refused_as (f, "api.test", post, strlen (post), "(A) was sent to api.test:443 in the body", TRUE);
+  }
   /* Where the proxy could read a request otherwise than the server, or
    * the request is not for this server: refused, before anything goes. */
   {

@@ -132,6 +132,7 @@ def main():
             'DeployKey': GLib.Variant('s', 'ssh-ed25519 AAAAfake vivarium-project-demo'),
             'EgressMode': GLib.Variant('s', 'allowlist'), 'EgressGroups': GLib.Variant('as', ['debian']),
             'Secrets': GLib.Variant('as', ['GH_TOKEN', 'PYPI\x1b[2J']),
+            'SshKeys': GLib.Variant('as', ['DEPLOY\x1b[2J']),
         },
         BASE + '/reports/r1': {
             'Id': GLib.Variant('s', 'r1'), 'Task': GLib.Variant('o', task_path('t-done')),
@@ -146,6 +147,7 @@ def main():
             'EgressRules': GLib.Variant('as', ['allow deb.debian.org (group debian)',
                                                'deny *.evil.example (session)']),
             'Secrets': GLib.Variant('as', ['TOKEN', 'GH_TOKEN']),
+            'SshKeys': GLib.Variant('as', ['DEPLOY', 'MIRROR']),
         },
         BASE + '/sessions/s2': {'Id': GLib.Variant('s', 's2'), 'State': GLib.Variant('s', 'running')},
         BASE: {'Version': GLib.Variant('s', '0.0-fake'), 'State': GLib.Variant('s', 'running'),

@@ -498,6 +498,7 @@ expect 0 task submit demo tiny --script "$tmp/script.sh" --secret TOKEN
 call_is SubmitTask "a[3]['secrets'] == ['TOKEN'] and a[4]['secrets'] == 'as'"
 expect 0 session show s1
 out_has "TOKEN, GH_TOKEN"
+out_has "DEPLOY, MIRROR"
 expect 0 project set demo secrets=GH_TOKEN,PYPI
 call_is SetSecrets "a == [['GH_TOKEN', 'PYPI']]"
 out_is "Project “demo”: secrets GH_TOKEN,PYPI."
@@ -518,8 +519,24 @@ expect 0 project set demo groups=pypi
 call_is SetEgress "a == ['allowlist', ['pypi']]"
 expect 2 project set demo secrets=bad-name
 err_has "is not a secret's name"
+expect 0 project set demo ssh_keys=DEPLOY,MIRROR
+call_is SetSshKeys "a == [['DEPLOY', 'MIRROR']]"
+out_is "Project “demo”: SSH keys DEPLOY,MIRROR."
+expect 0 project set demo ssh_keys=
+call_is SetSshKeys "a == [[]]"
+out_is "Project “demo”: SSH keys none."
+set_secrets_before=$(grep -c '"method": "SetSecrets"' "$tmp/calls")
+expect 0 project set demo ssh_keys=DEPLOY
+checks=$((checks + 1))
+[ "$(grep -c '"method": "SetSecrets"' "$tmp/calls")" -eq "$set_secrets_before" ] ||
+  fail "project set NAME ssh_keys=… also called SetSecrets"
+expect 2 project set demo ssh_keys=A,B,C,D,E,F,G,H,I
+err_has "At most 8 names; 9 were given"
+expect 2 project set demo ssh_keys=bad-name
+err_has "is not a secret's name"
 expect 0 project show demo
 out_has "GH_TOKEN,PYPI\x1b[2J"
+out_has "DEPLOY\x1b[2J"
 no_escape_bytes out
 
 if [ "$failures" -ne 0 ]; then
