@@ -418,6 +418,13 @@ assert_eq "$before" "$(n_sessions)" "no refused start left a session behind"
 
 assert_contains "$(call "$OBJ" Manager.CreateProject stest "uint64 $((32 * MIB))" "{}" 2>&1)" \
   "$(project_path stest)" "create the project stest"
+# The task names no secret: it gets the project's default (Project.SetSecrets).
+out=$(ctl project set stest secrets=NOPE 2>&1)
+assert_contains "$out" "$ERR.NotFound" "a project default secret that is not stored: NotFound ($out)"
+out=$(ctl project set stest secrets=TOKEN 2>&1)
+assert_eq "Project “stest”: secrets TOKEN." "$out" "project set stest secrets=TOKEN"
+assert_contains "$(busctl get-property "$BUS" "$(project_path stest)" "$IFACE.Project" Secrets 2>&1)" '1 "TOKEN"' \
+  "Project.Secrets is [TOKEN]"
 # The worker prints what it got (its output goes to the journal, searched
 # below) and leaves the guest's view in /project/out for this test.
 # shellcheck disable=SC2016  # expanded in the guest
@@ -437,8 +444,7 @@ from gi.repository import Gio, GLib
 bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
 opts = {'script': GLib.Variant('ay', open(sys.argv[1], 'rb').read()),
         'egress': GLib.Variant('s', 'allowlist'),
-        'egress_allow': GLib.Variant('as', ['allowed.test', 'other.test']),
-        'secrets': GLib.Variant('as', ['TOKEN'])}
+        'egress_allow': GLib.Variant('as', ['allowed.test', 'other.test'])}
 try:
     r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
                       'SubmitTask', GLib.Variant('(sssa{sv})', ('stest', 'tiny', 'Fetch the token page.', opts)),
@@ -449,7 +455,7 @@ except GLib.Error as e:
     sys.exit(1)
 PYEOF
 )
-assert_contains "$task" "$OBJ/tasks/" "submit a task with secrets TOKEN (egress allowlist allowed.test, other.test)"
+assert_contains "$task" "$OBJ/tasks/" "submit a task, no secrets named (egress allowlist allowed.test, other.test)"
 before=$(auth_lines)
 assert_eq DONE "$(wait_outcome "$task" 300)" "the task ends DONE"
 work=$STATE/projects/stest/work
@@ -514,7 +520,42 @@ assert_success "(positive control: the journal search finds a line logged just n
 journalctl --no-pager -o export > "$tmpd/journal.export" 2>&1
 assert_eq "" "$(found "$tmpd/journal.export")" "the journal (every field of every entry) holds no value"
 
-# --- 6. TOKEN removed: a session naming it is refused ------------------------------
+# --- 6. the host's own trust store (no UpstreamCAFile=) ----------------------------
+
+# Without UpstreamCAFile= the proxy trusts what the host trusts, read inside
+# its sandbox: first without the pretend internet's CA there (refused as
+# untrusted: the control), then with it added to the host's store.
+https_token () {  # SESSION: the token page through TOKEN's interception, or nothing
+  # shellcheck disable=SC2016
+  token_line "$(guest "$1" 'timeout 30 wget -q -O - --header "Authorization: Bearer $TOKEN" https://allowed.test/token')"
+}
+readonly HOST_CA=/usr/local/share/ca-certificates/vivarium-test-pretend-internet.crt
+printf '[Egress]\n' > "$CONF"
+restart_daemon || bail_out "vivariumd does not start without UpstreamCAFile="
+out=$(ctl session start "$IMAGE" --egress allowlist --allow allowed.test --secret TOKEN 2>&1)
+tsid=$(tail -n 1 <<<"$out")
+[[ $tsid =~ ^[0-9a-f]+$ ]] || bail_out "session start without UpstreamCAFile=: $out"
+assert_eq "" "$(https_token "$tsid")" "without UpstreamCAFile= and the CA not in the host's store: no page"
+egress_json "$tsid" "$tmpd/trust-log.json"
+assert_contains "$(jq -r '.[] | select(.verdict == "denied") | .reason' "$tmpd/trust-log.json" 2>&1)" \
+  "not signed by an authority the proxy trusts" "the decision log says allowed.test's certificate is not trusted"
+stop_quietly "$tsid"
+at_exit update-ca-certificates --fresh
+at_exit rm -f "$HOST_CA"
+install -D -m 0644 "$PI_CA" "$HOST_CA" && update-ca-certificates >/dev/null 2>&1
+assert_success "the pretend internet's CA is in the host's trust store" -- \
+  sh -c "openssl verify -CApath /etc/ssl/certs '$PI_CA' >/dev/null"
+out=$(ctl session start "$IMAGE" --egress allowlist --allow allowed.test --secret TOKEN 2>&1)
+tsid=$(tail -n 1 <<<"$out")
+[[ $tsid =~ ^[0-9a-f]+$ ]] || bail_out "session start with the CA in the host's store: $out"
+before=$(auth_lines)
+assert_eq "$PI_TOKEN scheme=https host=allowed.test sni=allowed.test addr=$PI_ADDR" "$(https_token "$tsid")" \
+  "with the CA in the host's store, and still no UpstreamCAFile=: the page"
+assert_success "the server saw the real value" -- auth_seen https allowed.test "Bearer $VALUE"
+assert_ne "$before" "$(auth_lines)" "(a new request)"
+stop_quietly "$tsid"
+
+# --- 7. TOKEN removed: a session naming it is refused ------------------------------
 
 out=$(ctl secret remove TOKEN 2>&1)
 assert_eq 0 "$?" "vivariumctl secret remove TOKEN ($out)"
