@@ -49,19 +49,18 @@ typedef enum {
  * phase that ends with a step that names one, from the end of the one
  * before. The weights are a task's usual shares of its time. */
 static const struct {
-  RunStep      id;
   VdTaskStep   shown;
   guint        weight;
   const gchar *timing;
 } run_steps[] = {
-  { STEP_WORK_SESSION,   VD_TASK_STEP_WORK,   10, "work-session-start" },
-  { STEP_WORKER,         VD_TASK_STEP_WORK,   60, "worker" },
-  { STEP_COMMIT,         VD_TASK_STEP_COMMIT,  5, "commit" },
-  { STEP_VERIFY_SESSION, VD_TASK_STEP_VERIFY, 10, NULL },
-  { STEP_VERIFY,         VD_TASK_STEP_VERIFY, 10, "verification" },
-  { STEP_REPORT,         VD_TASK_STEP_REPORT,  1, NULL },
-  { STEP_SIGN,           VD_TASK_STEP_REPORT,  1, "report" },
-  { STEP_TEARDOWN,       VD_TASK_STEP_REPORT,  3, NULL },
+  [STEP_WORK_SESSION]   = { VD_TASK_STEP_WORK,   10, "work-session-start" },
+  [STEP_WORKER]         = { VD_TASK_STEP_WORK,   60, "worker" },
+  [STEP_COMMIT]         = { VD_TASK_STEP_COMMIT,  5, "commit" },
+  [STEP_VERIFY_SESSION] = { VD_TASK_STEP_VERIFY, 10, NULL },
+  [STEP_VERIFY]         = { VD_TASK_STEP_VERIFY, 10, "verification" },
+  [STEP_REPORT]         = { VD_TASK_STEP_REPORT,  1, NULL },
+  [STEP_SIGN]           = { VD_TASK_STEP_REPORT,  1, "report" },
+  [STEP_TEARDOWN]       = { VD_TASK_STEP_REPORT,  3, NULL },
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (run_steps) == N_STEPS);
 
@@ -282,8 +281,7 @@ declare_steps (void)
   VdProgress *progress = vd_progress_new ();
 
   for (guint i = 0; i < N_STEPS; i++)
-    vd_progress_add_step_id (progress, run_steps[i].id, vd_task_step_to_string (run_steps[i].shown),
-                             run_steps[i].weight);
+    vd_progress_add_step_id (progress, i, vd_task_step_to_string (run_steps[i].shown), run_steps[i].weight);
   return progress;
 }
 
