@@ -13,6 +13,7 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-job.h"
+#include "vd-record.h"
 
 /* The log reaches the disk in batches: when this much is pending, or this
  * long after the first pending line, and always before the job's record
@@ -120,11 +121,10 @@ record_path (VdJob *self, const gchar *suffix)
   return g_build_filename (self->dir, name, NULL);
 }
 
-static gchar *
+static JsonNode *
 record_to_json (VdJob *self)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autoptr(JsonNode) root = NULL;
 
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "id");
@@ -146,25 +146,20 @@ record_to_json (VdJob *self)
   json_builder_set_member_name (b, "finished-at-usec");
   json_builder_add_int_value (b, self->finished_at);
   json_builder_end_object (b);
-  root = json_builder_get_root (b);
-  return json_to_string (root, TRUE);
+  return json_builder_get_root (b);
 }
 
-/* temp file, fsync, rename (G_FILE_SET_CONTENTS_CONSISTENT): a crash
- * leaves the old record or the new one, never half of one. */
+/* The tasks' writer too: a crash leaves the old record or the new one,
+ * never half of one. */
 static void
 write_record (VdJob *self)
 {
-  g_autofree gchar *path = record_path (self, ".json");
-  g_autofree gchar *json = record_to_json (self);
+  g_autofree gchar *name = g_strconcat (self->id, ".json", NULL);
+  g_autoptr(JsonNode) root = record_to_json (self);
   g_autoptr(GError) error = NULL;
 
   self->last_write = g_get_monotonic_time ();
-  if (g_mkdir_with_parents (self->dir, 0700) != 0) {
-    g_warning ("cannot create %s: %s", self->dir, g_strerror (errno));
-    return;
-  }
-  if (!g_file_set_contents_full (path, json, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+  if (!vd_record_write (self->dir, name, root, &error))
     g_warning ("cannot store job %s: %s", self->id, error->message);
 }
 

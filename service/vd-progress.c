@@ -8,6 +8,7 @@
 typedef struct {
   gchar *name;
   guint  weight;
+  guint  id;
 } Step;
 
 struct _VdProgress {
@@ -81,15 +82,33 @@ emit_changed (VdProgress *self)
   g_signal_emit (root, signals[SIGNAL_CHANGED], 0, vd_progress_get_fraction (root), vd_progress_get_message (root));
 }
 
+static gint
+find_step (VdProgress *self, guint id)
+{
+  for (guint i = 0; i < self->steps->len; i++) {
+    if (g_array_index (self->steps, Step, i).id == id)
+      return (gint) i;
+  }
+  return -1;
+}
+
 /* Weights are relative: 1, 1, 8 gives the last step 80 %. */
+void
+vd_progress_add_step_id (VdProgress *self, guint id, const gchar *name, guint weight)
+{
+  Step step = { g_strdup (name), MAX (weight, 1u), id };
+
+  g_return_if_fail (!self->finished);
+  g_return_if_fail (id != VD_PROGRESS_NO_STEP && find_step (self, id) < 0);
+  g_array_append_val (self->steps, step);
+  self->total_weight += step.weight;
+}
+
+/* Its id is its place in the list. */
 void
 vd_progress_add_step (VdProgress *self, const gchar *name, guint weight)
 {
-  Step step = { g_strdup (name), MAX (weight, 1u) };
-
-  g_return_if_fail (!self->finished);
-  g_array_append_val (self->steps, step);
-  self->total_weight += step.weight;
+  vd_progress_add_step_id (self, self->steps->len, name, weight);
 }
 
 guint
@@ -143,6 +162,44 @@ vd_progress_finish (VdProgress *self)
   self->current = self->steps->len;
   g_clear_object (&self->child);
   emit_changed (self);
+}
+
+guint
+vd_progress_get_step_id (VdProgress *self)
+{
+  if (self->finished || self->current >= self->steps->len)
+    return VD_PROGRESS_NO_STEP;
+  return g_array_index (self->steps, Step, self->current).id;
+}
+
+/* The current step's own name: not a message, not a child's step. */
+const gchar *
+vd_progress_get_step_name (VdProgress *self)
+{
+  if (self->finished || self->current >= self->steps->len)
+    return NULL;
+  return g_array_index (self->steps, Step, self->current).name;
+}
+
+/* The steps passed over count as done (a task with nothing to verify
+ * passes its verification by). Back, or to an id never declared: FALSE
+ * and nothing changes — the declaration is the order, and a caller that
+ * goes against it has a bug to report. Already there: TRUE, no change. */
+gboolean
+vd_progress_step_to (VdProgress *self, guint id)
+{
+  gint at = find_step (self, id);
+
+  if (self->finished || at < 0 || (guint) at < self->current)
+    return FALSE;
+  if ((guint) at == self->current)
+    return TRUE;
+  for (; self->current < (guint) at; self->current++)
+    self->done_weight += g_array_index (self->steps, Step, self->current).weight;
+  g_clear_object (&self->child);
+  g_clear_pointer (&self->message, g_free);
+  emit_changed (self);
+  return TRUE;
 }
 
 gdouble

@@ -17,11 +17,52 @@
 #include "vd-ssh-key-store.h"
 #include "vd-gateway-client.h"
 #include "vd-log.h"
+#include "vd-progress.h"
+#include "vd-record.h"
 #include "vd-task-runner.h"
 #include "vivarium-ssh-key.h"
 #include "vd-transcript.h"
 #include "vd-worker.h"
 #include "vd-worker-slots.h"
+
+/* The file reads in the order a task runs: start (SubmitTask), the work
+ * session, the worker, the commit, the verification session, the
+ * verification, the report, its signature, the teardown; then what a
+ * restarted daemon finds. */
+
+/* --- the declaration: a task's steps, in the order it runs ---------------- */
+
+typedef enum {
+  STEP_WORK_SESSION,    /* the work session boots with the project shared */
+  STEP_WORKER,          /* the worker acts, only through its task */
+  STEP_COMMIT,          /* the work session stops; the daemon commits the tree */
+  STEP_VERIFY_SESSION,  /* a fresh session boots with the committed tree */
+  STEP_VERIFY,          /* the verification command runs in it */
+  STEP_REPORT,          /* the daemon assembles the report */
+  STEP_SIGN,            /* and signs and stores it */
+  STEP_TEARDOWN,        /* everything the task held goes back */
+  N_STEPS
+} RunStep;
+
+/* Each step enters by its id, forward only (a VdProgress holds the order).
+ * Task.Step is the step's name in the Task's words; Timings times the
+ * phase that ends with a step that names one, from the end of the one
+ * before. The weights are a task's usual shares of its time. */
+static const struct {
+  VdTaskStep   shown;
+  guint        weight;
+  const gchar *timing;
+} run_steps[] = {
+  [STEP_WORK_SESSION]   = { VD_TASK_STEP_WORK,   10, "work-session-start" },
+  [STEP_WORKER]         = { VD_TASK_STEP_WORK,   60, "worker" },
+  [STEP_COMMIT]         = { VD_TASK_STEP_COMMIT,  5, "commit" },
+  [STEP_VERIFY_SESSION] = { VD_TASK_STEP_VERIFY, 10, NULL },
+  [STEP_VERIFY]         = { VD_TASK_STEP_VERIFY, 10, "verification" },
+  [STEP_REPORT]         = { VD_TASK_STEP_REPORT,  1, NULL },
+  [STEP_SIGN]           = { VD_TASK_STEP_REPORT,  1, "report" },
+  [STEP_TEARDOWN]       = { VD_TASK_STEP_REPORT,  3, NULL },
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (run_steps) == N_STEPS);
 
 #define I(x) VIVARIUM_DBUS_IFACE_PREFIX "." x
 
@@ -65,6 +106,7 @@ static guint signals[N_SIGNALS];
 typedef struct {
   VdTaskRunner       *runner;
   VdTask             *task;
+  VdProgress         *progress;       /* the declared steps; the current one */
   gchar              *project;
   VdImage            *image;
   gchar              *instructions;
@@ -76,12 +118,10 @@ typedef struct {
   GStrv               tools;
   gchar              *base_commit;
   gint64              started_at;
-  /* Monotonic times each phase ended (0: not reached), for the timings. */
+  /* Monotonic times: the submission, and when each step's phase ended
+   * (0: not reached), for the timings. */
   gint64              mono_submitted;
-  gint64              mono_session_up;
-  gint64              mono_worker_end;
-  gint64              mono_committed;
-  gint64              mono_verified;
+  gint64              ended[N_STEPS];
   gboolean            has_dataset;
   guint64             dataset_used;
   guint64             dataset_quota;
@@ -115,6 +155,22 @@ typedef struct {
   gchar              *verify_session_id;
 } Run;
 
+/* The run, step by step; each step's callbacks follow it below. */
+static gboolean start_work_session (Run *run, VdProject *project, GError **error);
+static void     start_worker       (Run *run);
+static void     wind_down          (Run *run, VivariumOutcome outcome, const gchar *reason);
+static void     stop_work          (Run *run);
+static void     commit_work        (Run *run);
+static void     start_verification (Run *run);
+static void     run_verification   (Run *run);
+static void     end_run            (Run *run);
+
+static gboolean parse_options      (VdTaskRunner *self, Run *run, GVariant *options, GError **error);
+static gboolean write_record       (VdTaskRunner *self, Run *run, GError **error);
+static void     remove_record      (VdTaskRunner *self, const gchar *id);
+static void     write_done_record  (VdTaskRunner *self, VdTask *task);
+static void     prune_tasks        (VdTaskRunner *self);
+
 static void
 run_free (Run *run)
 {
@@ -127,6 +183,7 @@ run_free (Run *run)
   if (run->session != NULL)
     g_signal_handlers_disconnect_by_data (run->session, run);
   g_clear_object (&run->task);
+  g_clear_object (&run->progress);
   vd_egress_options_clear (&run->egress);
   g_free (run->project);
   g_clear_object (&run->image);
@@ -216,91 +273,169 @@ vd_task_runner_new (VdConfig *config, VdSystemd *systemd, VdSessionPool *pool, V
   return self;
 }
 
-/* --- records: what a killed daemon leaves -------------------------------- */
+/* --- steps: entering one, timing them -------------------------------------- */
+
+static VdProgress *
+declare_steps (void)
+{
+  VdProgress *progress = vd_progress_new ();
+
+  for (guint i = 0; i < N_STEPS; i++)
+    vd_progress_add_step_id (progress, i, vd_task_step_to_string (run_steps[i].shown), run_steps[i].weight);
+  return progress;
+}
+
+/* Task.Step follows: the only place it is set while the task runs. */
+static void
+enter (Run *run, RunStep step)
+{
+  guint now;
+
+  if (!vd_progress_step_to (run->progress, step))
+    g_warning ("task %s: step %u entered after step %u, against the declared order", vd_task_get_id (run->task),
+               step, vd_progress_get_step_id (run->progress));
+  now = vd_progress_get_step_id (run->progress);
+  if (now < N_STEPS)
+    vd_task_set_step (run->task, run_steps[now].shown);
+}
+
+static void
+mark_end (Run *run, RunStep step)
+{
+  run->ended[step] = g_get_monotonic_time ();
+}
+
+/* A phase that never began or never ended took no time. */
+static gint64
+phase (gint64 from, gint64 to)
+{
+  return from > 0 && to >= from ? to - from : 0;
+}
+
+/* The timed phase that ends with @step, from the end of the timed one
+ * before it (the first from the submission). */
+static gint64
+phase_of (Run *run, RunStep step)
+{
+  gint64 from = run->mono_submitted;
+
+  for (guint i = 0; i < step; i++) {
+    if (run_steps[i].timing != NULL)
+      from = run->ended[i];
+  }
+  return phase (from, run->ended[step]);
+}
+
+static void
+publish_timings (Run *run)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{st}"));
+  for (guint i = 0; i < N_STEPS; i++) {
+    if (run_steps[i].timing != NULL)
+      g_variant_builder_add (&b, "{st}", run_steps[i].timing, (guint64) phase_of (run, i));
+  }
+  g_variant_builder_add (&b, "{st}", "total", (guint64) phase (run->mono_submitted, run->ended[STEP_SIGN]));
+  vd_task_set_timings (run->task, g_variant_builder_end (&b));
+}
+
+/* --- start: SubmitTask ------------------------------------------------------ */
 
 static gchar *
-record_path (VdTaskRunner *self, const gchar *id)
+new_task_id (VdTaskRunner *self)
 {
-  g_autofree gchar *name = g_strconcat (id, ".json", NULL);
+  gchar *id = NULL;
 
-  return vd_config_build_state_path (self->config, "tasks", name, NULL);
+  do {
+    g_autofree gchar *uuid = g_uuid_string_random ();
+    g_free (id);
+    id = g_strndup (uuid, 8);
+  } while (g_hash_table_contains (self->tasks, id));
+  return id;
 }
 
 static gboolean
-write_record (VdTaskRunner *self, Run *run, GError **error)
+check_instructions (const gchar *instructions, GError **error)
 {
-  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", NULL);
-  g_autofree gchar *path = record_path (self, vd_task_get_id (run->task));
-  g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autoptr(JsonGenerator) gen = json_generator_new ();
-  g_autoptr(JsonNode) root = NULL;
-  g_autofree gchar *text = NULL;
-
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "id");
-  json_builder_add_string_value (b, vd_task_get_id (run->task));
-  json_builder_set_member_name (b, "project");
-  json_builder_add_string_value (b, run->project);
-  json_builder_set_member_name (b, "image");
-  json_builder_add_string_value (b, vd_image_get_name (run->image));
-  json_builder_set_member_name (b, "image-digest");
-  json_builder_add_string_value (b, vd_image_get_digest (run->image));
-  json_builder_set_member_name (b, "submitted-at");
-  json_builder_add_int_value (b, run->started_at);
-  json_builder_end_object (b);
-  root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  text = json_generator_to_data (gen, NULL);
-  if (!vd_fs_mkdir (dir, 0700, 0, 0, error))
+  if (strlen (instructions) > VIVARIUM_TASK_INSTRUCTIONS_MAX) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
+                 "The instructions are %zu bytes; at most %u are accepted", strlen (instructions),
+                 VIVARIUM_TASK_INSTRUCTIONS_MAX);
     return FALSE;
-  return vd_fs_write_durably (path, text, 0600, error);
+  }
+  return TRUE;
 }
 
-/* --- records of finished tasks: ListTasks across restarts ----------------- */
-
-static gchar *
-done_path (VdTaskRunner *self, const gchar *id)
+static Run *
+run_new (VdTaskRunner *self, const gchar *project_name, VdImage *image, const gchar *instructions)
 {
-  g_autofree gchar *name = g_strconcat (id, ".json", NULL);
+  Run *run = g_new0 (Run, 1);
 
-  return vd_config_build_state_path (self->config, "tasks", "done", name, NULL);
+  run->runner = self;
+  run->progress = declare_steps ();
+  run->image = g_object_ref (image);
+  run->project = g_strdup (project_name);
+  run->instructions = g_strdup (instructions);
+  run->started_at = g_get_real_time ();
+  run->mono_submitted = g_get_monotonic_time ();
+  return run;
 }
 
-static void
-write_done_record (VdTaskRunner *self, VdTask *task)
+/* On the bus and on disk before anything starts: a daemon killed from
+ * here on reports the task FAILED at its next start. */
+static gboolean
+publish_task (VdTaskRunner *self, Run *run, const gchar *id, GError **error)
 {
-  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", "done", NULL);
-  g_autofree gchar *path = done_path (self, vd_task_get_id (task));
-  g_autoptr(JsonNode) root = vd_task_to_record (task);
-  g_autoptr(JsonGenerator) gen = json_generator_new ();
-  g_autofree gchar *text = NULL;
-  g_autoptr(GError) error = NULL;
-
-  json_generator_set_root (gen, root);
-  text = json_generator_to_data (gen, NULL);
-  if (!vd_fs_mkdir (dir, 0700, 0, 0, &error) || !vd_fs_write_durably (path, text, 0600, &error))
-    g_warning ("task %s: its record will not survive a restart: %s", vd_task_get_id (task), error->message);
+  run->task = vd_task_new (id, run->project, vd_image_get_name (run->image), run->agent ? "agent" : "script");
+  run->transcript = vd_transcript_new (vd_task_get_skeleton (run->task));
+  return self->export_func (vd_task_get_skeleton (run->task), vd_task_get_object_path (run->task),
+                            self->export_data, error) &&
+         write_record (self, run, error);
 }
 
-static void
-remove_done_record (VdTaskRunner *self, const gchar *id)
+static void finish_requested_cb (VdTask *task, const gchar *summary, const gchar *verify, gpointer user_data);
+static void cancel_requested_cb (VdTask *task, gpointer user_data);
+
+VdTask *
+vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *image, const gchar *instructions,
+                       GVariant *options, GError **error)
 {
-  g_autofree gchar *path = done_path (self, id);
+  g_autofree gchar *id = new_task_id (self);
+  g_autofree gchar *holder = g_strdup_printf ("task %s", id);
+  Run *run = run_new (self, project_name, image, instructions);
+  g_autoptr(GError) start_error = NULL;
+  VdProject *project;
 
-  if (g_unlink (path) != 0 && errno != ENOENT)
-    g_warning ("cannot remove the task record %s: %s", path, g_strerror (errno));
+  if (!check_instructions (instructions, error) || !parse_options (self, run, options, error) ||
+      (project = vd_project_store_lookup (self->projects, project_name, error)) == NULL ||
+      !vd_project_store_acquire (self->projects, project_name, holder, error)) {
+    run_free (run);
+    return NULL;
+  }
+  run->base_commit = vd_project_get_head (project, NULL);
+  if (!publish_task (self, run, id, error)) {
+    vd_project_store_release (self->projects, project_name);
+    run_free (run);
+    return NULL;
+  }
+  g_hash_table_insert (self->tasks, g_strdup (id), g_object_ref (run->task));
+  g_hash_table_insert (self->runs, g_strdup (id), run);
+  run->inhibit = vd_idle_inhibit (self->idle, holder);
+  g_signal_connect (run->task, "finish-requested", G_CALLBACK (finish_requested_cb), run);
+  g_signal_connect (run->task, "cancel-requested", G_CALLBACK (cancel_requested_cb), run);
+  vd_log_task (G_LOG_LEVEL_INFO, id, "task %s submitted (project %s, image %s)", id, project_name,
+               vd_image_get_name (image));
+  g_signal_emit (self, signals[SIGNAL_TASK_ADDED], 0, vd_task_get_object_path (run->task));
+  enter (run, STEP_WORK_SESSION);
+  if (!start_work_session (run, project, &start_error)) {
+    g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", start_error->message);
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+  }
+  return g_hash_table_lookup (self->tasks, id);
 }
 
-static void
-remove_record (VdTaskRunner *self, const gchar *id)
-{
-  g_autofree gchar *path = record_path (self, id);
-
-  if (g_unlink (path) != 0 && errno != ENOENT)
-    g_warning ("cannot remove the task record %s: %s", path, g_strerror (errno));
-}
-
-/* --- options --------------------------------------------------------------- */
+/* start: the options ---------------------------------------------------------- */
 
 static gboolean
 opt_fail (GError **error, const gchar *key, const gchar *why)
@@ -363,19 +498,24 @@ opt_string (GVariant *v, const gchar *key, gsize max, gchar **out, GError **erro
 }
 
 static gboolean
+opt_script (Run *run, const gchar *key, GVariant *v, GError **error)
+{
+  if (!g_variant_is_of_type (v, G_VARIANT_TYPE_BYTESTRING))
+    return opt_fail (error, key, "must be bytes (type ay)");
+  if (g_variant_get_size (v) == 0 || g_variant_get_size (v) > VIVARIUM_TASK_SCRIPT_MAX)
+    return opt_fail (error, key, "is empty or larger than 1 MiB");
+  g_clear_pointer (&run->script, g_bytes_unref);
+  run->script = g_variant_get_data_as_bytes (v);
+  return TRUE;
+}
+
+static gboolean
 opt_one (VdTaskRunner *self, Run *run, const gchar *key, GVariant *v, gchar **worker, GError **error)
 {
   if (g_str_equal (key, "worker"))
     return opt_string (v, key, 32, worker, error);
-  if (g_str_equal (key, "script")) {
-    if (!g_variant_is_of_type (v, G_VARIANT_TYPE_BYTESTRING))
-      return opt_fail (error, key, "must be bytes (type ay)");
-    if (g_variant_get_size (v) == 0 || g_variant_get_size (v) > VIVARIUM_TASK_SCRIPT_MAX)
-      return opt_fail (error, key, "is empty or larger than 1 MiB");
-    g_clear_pointer (&run->script, g_bytes_unref);
-    run->script = g_variant_get_data_as_bytes (v);
-    return TRUE;
-  }
+  if (g_str_equal (key, "script"))
+    return opt_script (run, key, v, error);
   if (g_str_equal (key, "verify"))
     return opt_string (v, key, VIVARIUM_REPORT_VERIFY_CMD_MAX, &run->caller_verify, error);
   if (g_str_equal (key, "timeout"))
@@ -414,6 +554,22 @@ parse_egress (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
 }
 
 static gboolean
+check_worker (Run *run, const gchar *worker, GError **error)
+{
+  if (g_str_equal (worker, "agent")) {
+    run->agent = TRUE;
+    if (run->script != NULL)
+      return opt_fail (error, "script", "is for a script worker; an agent worker runs vivarium-agent");
+    return TRUE;
+  }
+  if (!g_str_equal (worker, "script"))
+    return opt_fail (error, "worker", "must be “script” or “agent”");
+  if (run->script == NULL)
+    return opt_fail (error, "script", "is required for a script worker");
+  return TRUE;
+}
+
+static gboolean
 parse_options (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
 {
   g_autofree gchar *worker = g_strdup ("script");
@@ -432,22 +588,624 @@ parse_options (VdTaskRunner *self, Run *run, GVariant *options, GError **error)
     if (!opt_one (self, run, key, v, &worker, error))
       return FALSE;
   }
-  if (!parse_egress (self, run, options, error))
+  return parse_egress (self, run, options, error) && check_worker (run, worker, error);
+}
+
+/* start: the record a killed daemon leaves ------------------------------------ */
+
+static gchar *
+tasks_dir (VdTaskRunner *self, gboolean done)
+{
+  return vd_config_build_state_path (self->config, "tasks", done ? "done" : NULL, NULL);
+}
+
+static gboolean
+write_record (VdTaskRunner *self, Run *run, GError **error)
+{
+  g_autofree gchar *dir = tasks_dir (self, FALSE);
+  g_autofree gchar *name = g_strconcat (vd_task_get_id (run->task), ".json", NULL);
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) root = NULL;
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "id");
+  json_builder_add_string_value (b, vd_task_get_id (run->task));
+  json_builder_set_member_name (b, "project");
+  json_builder_add_string_value (b, run->project);
+  json_builder_set_member_name (b, "image");
+  json_builder_add_string_value (b, vd_image_get_name (run->image));
+  json_builder_set_member_name (b, "image-digest");
+  json_builder_add_string_value (b, vd_image_get_digest (run->image));
+  json_builder_set_member_name (b, "submitted-at");
+  json_builder_add_int_value (b, run->started_at);
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  return vd_record_write (dir, name, root, error);
+}
+
+/* --- the work session ------------------------------------------------------- */
+
+static void work_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+static void work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+static void work_session_ended_cb (VdSession *session, gpointer user_data);
+
+static gboolean
+start_work_session (Run *run, VdProject *project, GError **error)
+{
+  VdTaskRunner *self = run->runner;
+
+  run->session = vd_session_pool_create (self->pool, run->image, &run->session_options, 0, run->project,
+                                         vd_project_get_work_path (project), error);
+  if (run->session == NULL)
     return FALSE;
-  if (g_str_equal (worker, "agent")) {
-    run->agent = TRUE;
-    if (run->script != NULL)
-      return opt_fail (error, "script", "is for a script worker; an agent worker runs vivarium-agent");
-    return TRUE;
-  }
-  if (!g_str_equal (worker, "script"))
-    return opt_fail (error, "worker", "must be “script” or “agent”");
-  if (run->script == NULL)
-    return opt_fail (error, "script", "is required for a script worker");
+  run->session_id = g_strdup (vd_session_get_id (run->session));
+  run->session_uid = vd_session_get_uid (run->session);
+  g_signal_connect (run->session, "ended", G_CALLBACK (work_session_ended_cb), run);
+  /* From here the start is under way: a Cancel waits for its end. */
+  run->session_starting = TRUE;
+  vd_project_grant_async (project, run->session_uid, work_granted_cb, run);
   return TRUE;
 }
 
-/* --- the end: report ---------------------------------------------------------- */
+static void
+work_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
+    g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
+    /* Never started: nothing of it to stop but its files; the commit
+     * path gives the tree back to root. */
+    g_signal_handlers_disconnect_by_data (run->session, run);
+    vd_session_stop_async (run->session, NULL, NULL);
+    g_clear_object (&run->session);
+    run->session_starting = FALSE;
+    if (run->winding_down)
+      stop_work (run);
+    else
+      wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  if (run->winding_down) {
+    run->session_starting = FALSE;
+    stop_work (run);
+    return;
+  }
+  vd_task_set_session (run->task, vd_session_get_object_path (run->session));
+  vd_session_start_async (run->session, NULL, work_started_cb, run);
+}
+
+static void
+work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+  gboolean started = vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error);
+
+  run->session_starting = FALSE;
+  if (started && run->ended[STEP_WORK_SESSION] == 0)
+    mark_end (run, STEP_WORK_SESSION);
+  if (run->winding_down) {
+    stop_work (run);
+    return;
+  }
+  if (!started) {
+    g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  start_worker (run);
+}
+
+/* The work session's machine went away under the worker (killed, crashed,
+ * powered off): the worker can do nothing more, and the task says so now,
+ * in the machine's words, instead of when the worker's next call fails
+ * (and the worker is blamed for it). */
+static gchar *
+machine_death_reason (VdSession *session)
+{
+  const gchar *detail = vd_session_get_end_detail (session);
+
+  return g_strdup_printf ("the work session's machine died (%s%s)", detail != NULL ? "systemd: " : "",
+                          detail != NULL ? detail : "QEMU exited on its own");
+}
+
+static void
+work_session_ended_cb (VdSession *session, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autofree gchar *reason = NULL;
+
+  g_signal_handlers_disconnect_by_func (session, work_session_ended_cb, run);
+  if (run->winding_down || run->session_starting)
+    return;
+  if (vd_session_died (session))
+    reason = machine_death_reason (session);
+  else
+    reason = g_strdup_printf ("the work session ended before the worker: %s", vd_session_get_state_reason (session));
+  vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
+  wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+}
+
+/* --- the worker ------------------------------------------------------------- */
+
+static void worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data);
+static gboolean hard_limit_cb (gpointer user_data);
+
+static gboolean
+tool_allowed (Run *run, const gchar *tool)
+{
+  return run->tools == NULL || g_strv_contains ((const gchar * const *) run->tools, tool);
+}
+
+/* Before the unit starts: the worker's first call already finds them. */
+static void
+grant_worker (Run *run, guint32 uid)
+{
+  VdWorkerGrants *grants = run->runner->grants;
+
+  vd_worker_grants_add_worker (grants, uid, vd_worker_get_unit (run->worker));
+  for (gsize i = 0; i < G_N_ELEMENTS (tool_calls); i++) {
+    const gchar *path = g_str_equal (tool_calls[i].interface_name, I ("Task"))
+                        ? vd_task_get_object_path (run->task) : vd_session_get_object_path (run->session);
+    if (tool_allowed (run, tool_calls[i].tool))
+      vd_worker_grants_allow (grants, uid, tool_calls[i].interface_name, tool_calls[i].method, path);
+  }
+  vd_worker_grants_allow (grants, uid, I ("Task"), "Finish", vd_task_get_object_path (run->task));
+  if (run->agent)
+    vd_worker_grants_allow (grants, uid, I ("Task"), "Record", vd_task_get_object_path (run->task));
+}
+
+static gboolean
+open_model_socket (Run *run, guint32 uid, GError **error)
+{
+  VdConfig *config = run->runner->config;
+  g_autofree gchar *program = g_build_filename (vd_config_get_libexec_dir (config), "vivarium-agent", NULL);
+  g_autofree gchar *socket = vd_gateway_task_open (vd_config_get_runtime_dir (config), vd_task_get_id (run->task),
+                                                   uid, error);
+
+  if (socket == NULL)
+    return FALSE;
+  vd_worker_set_agent (run->worker, program, socket);
+  return TRUE;
+}
+
+/* A worker in its slot's uid, its grants in place, the hard limit set;
+ * a failure on the way says which part failed. */
+static gboolean
+launch_worker (Run *run, guint32 uid, GError **error)
+{
+  VdTaskRunner *self = run->runner;
+  g_autoptr(GError) local = NULL;
+
+  run->worker = vd_worker_new (self->systemd, self->config, vd_task_get_id (run->task), uid);
+  if (run->agent && !open_model_socket (run, uid, &local)) {
+    g_set_error (error, local->domain, local->code, "the agent's model socket could not be made: %s", local->message);
+    return FALSE;
+  }
+  grant_worker (run, uid);
+  g_signal_connect (run->worker, "exited", G_CALLBACK (worker_exited_cb), run);
+  if (!vd_worker_start (run->worker, run->script, run->instructions, vd_task_get_object_path (run->task),
+                        vd_session_get_object_path (run->session), 512, &local)) {
+    g_set_error (error, local->domain, local->code, "the worker did not start: %s", local->message);
+    return FALSE;
+  }
+  run->timeout_id = g_timeout_add_seconds (run->timeout_sec, hard_limit_cb, run);
+  return TRUE;
+}
+
+static void
+start_worker (Run *run)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *unit = vd_worker_unit_for (vd_task_get_id (run->task));
+  guint32 uid;
+
+  enter (run, STEP_WORKER);
+  if (!vd_worker_slots_claim (run->runner->slots, unit, &uid, &error)) {
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, error->message);
+    return;
+  }
+  run->worker_uid = uid;
+  if (!launch_worker (run, uid, &error)) {
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, error->message);
+    return;
+  }
+  vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: worker started as uid %u in %s",
+               vd_task_get_id (run->task), uid, vd_worker_get_unit (run->worker));
+}
+
+static void
+finish_requested_cb (VdTask *task, const gchar *summary, const gchar *verify, gpointer user_data)
+{
+  Run *run = user_data;
+
+  run->summary = g_strdup (summary);
+  run->worker_verify = verify[0] != '\0' ? g_strdup (verify) : NULL;
+  wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
+}
+
+static void
+cancel_requested_cb (VdTask *task, gpointer user_data)
+{
+  Run *run = user_data;
+
+  /* Once the work is over, a Cancel stops the commit itself, also when it
+   * comes while the work session is still stopping. */
+  if (run->winding_down && run->commit_cancel == NULL)
+    run->commit_cancel = g_cancellable_new ();
+  if (run->commit_cancel != NULL)
+    g_cancellable_cancel (run->commit_cancel);
+  wind_down (run, VIVARIUM_OUTCOME_FAILED, "cancelled");
+}
+
+/* An agent ends by Task.Finish; one that exits without it gave up, and
+ * its own last "failed" entry in the transcript says why better than its
+ * exit status does. An agent that could not reach its gateway says "Could
+ * not connect"; systemd knows why the gateway is not there. */
+static gchar *
+agent_stop_reason (Run *run, const gchar *failure)
+{
+  g_autofree gchar *why = vd_transcript_dup_failure (run->transcript);
+  g_autofree gchar *gateway = vd_gateway_dup_down_reason (run->runner->systemd);
+
+  return g_strdup_printf ("the agent stopped without finishing: %s",
+                          gateway != NULL ? gateway : why != NULL ? why :
+                          failure != NULL ? failure : "it exited without saying why");
+}
+
+static void
+worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
+{
+  Run *run = user_data;
+  const gchar *failure = vd_worker_get_failure (worker);
+  g_autofree gchar *reason = NULL;
+
+  g_signal_handlers_disconnect_by_data (worker, run);
+  /* The machine died under the worker, and the worker's end came first
+   * (the session's teardown waits for its units: the egress proxy's stop
+   * runs the main loop): the machine is to blame, not the worker. */
+  if (run->session != NULL && vd_session_died (run->session) && !run->winding_down) {
+    reason = machine_death_reason (run->session);
+    vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    return;
+  }
+  /* Without Finish, only a clean exit of a script is DONE; the rest says
+   * what went wrong. */
+  if (run->agent)
+    reason = agent_stop_reason (run, failure);
+  else if (failure != NULL)
+    reason = g_strdup (failure);
+  wind_down (run, reason != NULL ? VIVARIUM_OUTCOME_FAILED : VIVARIUM_OUTCOME_DONE, reason);
+}
+
+static gboolean
+hard_limit_cb (gpointer user_data)
+{
+  Run *run = user_data;
+  g_autofree gchar *reason = g_strdup_printf ("the task reached its hard limit of %u s; the work so far is committed",
+                                              run->timeout_sec);
+
+  run->timeout_id = 0;
+  wind_down (run, VIVARIUM_OUTCOME_IN_PROGRESS, reason);
+  return G_SOURCE_REMOVE;
+}
+
+/* The worker finished, exited, was cancelled or hit the hard limit: from
+ * here on it gets nothing, and the daemon does the rest. */
+static void
+wind_down (Run *run, VivariumOutcome outcome, const gchar *reason)
+{
+  if (run->winding_down)
+    return;
+  run->winding_down = TRUE;
+  mark_end (run, STEP_WORKER);
+  run->end_outcome = outcome;
+  run->end_reason = g_strdup (reason);
+  if (run->timeout_id != 0)
+    g_source_remove (run->timeout_id);
+  run->timeout_id = 0;
+  vd_task_close_worker (run->task);
+  vd_transcript_close (run->transcript);
+  enter (run, STEP_COMMIT);
+  if (run->worker != NULL) {
+    vd_worker_grants_remove (run->runner->grants, vd_worker_get_uid (run->worker));
+    vd_worker_stop (run->worker);
+  }
+  /* A session still booting is stopped once its start returns. */
+  if (!run->session_starting)
+    stop_work (run);
+}
+
+/* --- the commit ------------------------------------------------------------- */
+
+static void session_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+static void tree_returned_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+static void committed_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+
+static void
+collect_log (Run *run)
+{
+  VdCommandLog *log = vd_session_get_command_log (run->session);
+  guint64 offset = 0;
+
+  run->log = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
+  run->log_dropped = vd_command_log_get_dropped (log);
+  /* All the memory holds (bounded by VIVARIUM_LOG_ENTRIES_MAX): the report
+   * picks its list from it, and the whole goes beside the report. */
+  while (run->log->len < VIVARIUM_LOG_ENTRIES_MAX) {
+    g_autoptr(GError) error = NULL;
+    guint64 next = offset;
+    g_autoptr(GVariant) page = vd_command_log_get_page (log, offset, VIVARIUM_LOG_PAGE_MAX, &next, &error);
+    GVariantIter iter;
+    GVariant *entry;
+
+    if (page == NULL || g_variant_n_children (page) == 0 || next == offset)
+      break;
+    g_variant_iter_init (&iter, page);
+    while ((entry = g_variant_iter_next_value (&iter)) != NULL)
+      g_ptr_array_add (run->log, entry);
+    offset = next;
+  }
+}
+
+/* What the work session did, read before it goes. */
+static void
+stop_work (Run *run)
+{
+  if (run->session == NULL) {
+    commit_work (run);
+    return;
+  }
+  collect_log (run);
+  vd_guard_get_counters (run->runner->guard, run->session_uid, &run->drop_packets, &run->drop_bytes);
+  vd_task_set_session (run->task, NULL);
+  vd_session_stop_async (run->session, session_stopped_cb, run);
+}
+
+static void return_tree (Run *run);
+
+/* The work session stopped: the commit. The verification session
+ * stopped: its tree goes back to root, then the report. */
+static void
+session_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+
+  vd_session_stop_finish (VD_SESSION (source), res, NULL);
+  if (vd_progress_get_step_id (run->progress) == STEP_COMMIT)
+    commit_work (run);
+  else
+    return_tree (run);
+}
+
+static void
+commit_work (Run *run)
+{
+  VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
+
+  if (project == NULL) {
+    start_verification (run);
+    return;
+  }
+  /* The tree is root's again before the daemon reads it. */
+  vd_project_revoke_async (project, tree_returned_cb, run);
+}
+
+/* After the work session, before the commit: how full the worker left it. */
+static void
+measure_dataset (Run *run, VdProject *project)
+{
+  g_autoptr(GError) error = NULL;
+
+  run->dataset_quota = vd_project_get_quota (project);
+  run->has_dataset = vd_project_get_used_bytes (project, &run->dataset_used, &error);
+  if (!run->has_dataset)
+    g_warning ("task %s: cannot measure the dataset: %s", vd_task_get_id (run->task), error->message);
+}
+
+static void
+commit_tree (Run *run, VdProject *project)
+{
+  g_autofree gchar *message = NULL;
+
+  measure_dataset (run, project);
+  message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
+                             vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
+  if (run->commit_cancel == NULL)
+    run->commit_cancel = g_cancellable_new ();
+  vd_project_commit_async (project, message, vd_config_get_commit_file_max (run->runner->config),
+                           vd_config_get_commit_timeout_sec (run->runner->config), run->commit_cancel,
+                           committed_cb, run);
+}
+
+/* The tree is root's again: before the commit reads it, or after the
+ * verification session had it (then the report). */
+static void
+tree_returned_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error))
+    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
+  if (vd_progress_get_step_id (run->progress) == STEP_COMMIT)
+    commit_tree (run, VD_PROJECT (source));
+  else
+    end_run (run);
+}
+
+static void
+committed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  mark_end (run, STEP_COMMIT);
+  g_clear_object (&run->commit_cancel);
+  if (!vd_project_commit_finish (VD_PROJECT (source), res, &run->commit_id, &run->changes, &error)) {
+    g_free (run->end_reason);
+    run->end_reason = g_strdup_printf ("the daemon could not commit the work: %s", error->message);
+    run->end_outcome = VIVARIUM_OUTCOME_FAILED;
+  }
+  start_verification (run);
+}
+
+/* --- the verification session ---------------------------------------------- */
+
+static void verify_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+static void verify_started_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+
+/* The caller's command, else the worker's; none, or no commit (it
+ * failed): nothing to verify. */
+static gboolean
+choose_verification (Run *run)
+{
+  run->verify_command = g_strdup (run->caller_verify != NULL ? run->caller_verify : run->worker_verify);
+  run->verify_whose = run->caller_verify != NULL ? VIVARIUM_VERIFY_WHOSE_CALLER
+                    : run->worker_verify != NULL ? VIVARIUM_VERIFY_WHOSE_WORKER : VIVARIUM_VERIFY_WHOSE_NONE;
+  run->verify_exit = -1;
+  run->verdict = VIVARIUM_VERDICT_NEVER_RUN;
+  return run->verify_command != NULL && run->commit_id != NULL;
+}
+
+static void
+start_verification (Run *run)
+{
+  VdTaskRunner *self = run->runner;
+  VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
+  VdSessionOptions opts = run->session_options;
+  g_autoptr(GError) error = NULL;
+
+  /* The verification judges the tree, not the hosts: no secrets. */
+  opts.secrets = NULL;
+  opts.ssh_keys = NULL;
+  if (!choose_verification (run) || project == NULL) {
+    end_run (run);
+    return;
+  }
+  enter (run, STEP_VERIFY_SESSION);
+  opts.project_readonly = TRUE;
+  opts.timeout_sec = VD_TASK_VERIFY_TIMEOUT + 300;
+  run->verify_session = vd_session_pool_create (self->pool, run->image, &opts, 0, run->project,
+                                                vd_project_get_work_path (project), &error);
+  if (run->verify_session == NULL) {
+    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    end_run (run);
+    return;
+  }
+  vd_project_grant_async (project, vd_session_get_uid (run->verify_session), verify_granted_cb, run);
+}
+
+static void
+verify_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
+    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    vd_session_stop_async (run->verify_session, NULL, NULL);
+    g_clear_object (&run->verify_session);
+    vd_project_revoke_async (VD_PROJECT (source), tree_returned_cb, run);
+    return;
+  }
+  run->verify_session_id = g_strdup (vd_session_get_id (run->verify_session));
+  vd_session_start_async (run->verify_session, NULL, verify_started_cb, run);
+}
+
+static void
+verify_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error)) {
+    g_warning ("task %s: the verification session did not start: %s", vd_task_get_id (run->task), error->message);
+    run->verify_exit = -1;
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    vd_session_stop_async (run->verify_session, session_stopped_cb, run);
+    return;
+  }
+  run_verification (run);
+}
+
+/* --- the verification ------------------------------------------------------- */
+
+static void verify_ran_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+
+static void
+run_verification (Run *run)
+{
+  /* In /project, like the worker saw it; the command is the caller's or
+   * the worker's text, run only inside the guest. */
+  g_autofree gchar *script = g_strconcat ("cd /project && ", run->verify_command, NULL);
+  const gchar *argv[] = { "/bin/sh", "-c", script, NULL };
+
+  enter (run, STEP_VERIFY);
+  vd_session_exec_async (run->verify_session, argv, VD_TASK_VERIFY_TIMEOUT, NULL, verify_ran_cb, run);
+}
+
+static void
+verify_ran_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) result = vd_session_exec_finish (VD_SESSION (source), res, &error);
+
+  if (result == NULL) {
+    g_warning ("task %s: the verification did not run: %s", vd_task_get_id (run->task), error->message);
+    run->verify_exit = -1;
+    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+  } else {
+    run->verify_exit = result->exit_status;
+    run->verdict = result->exit_status == 0 && !result->signaled ? VIVARIUM_VERDICT_PASS : VIVARIUM_VERDICT_FAIL;
+  }
+  vd_session_stop_async (run->verify_session, session_stopped_cb, run);
+}
+
+/* The verification session is gone: the tree is root's again. */
+static void
+return_tree (Run *run)
+{
+  VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
+
+  if (project == NULL) {
+    end_run (run);
+    return;
+  }
+  vd_project_revoke_async (project, tree_returned_cb, run);
+}
+
+/* --- the report ------------------------------------------------------------- */
+
+static VivariumReport *assemble_report (Run *run);
+static void add_model_usage (Run *run, VivariumReport *report);
+static void sign_report (Run *run, VivariumReport *report);
+static void teardown (Run *run);
+
+/* Whatever happened before, the task ends here: reported, signed, and
+ * everything it held given back. */
+static void
+end_run (Run *run)
+{
+  g_autoptr(VivariumReport) report = NULL;
+
+  enter (run, STEP_REPORT);
+  mark_end (run, STEP_VERIFY);
+  /* No commit ran: its phase lasted until now. */
+  if (run->ended[STEP_COMMIT] == 0)
+    run->ended[STEP_COMMIT] = run->ended[STEP_VERIFY];
+  report = assemble_report (run);
+  if (run->agent)
+    add_model_usage (run, report);
+  sign_report (run, report);
+  teardown (run);
+}
 
 static VivariumFileChange
 file_change_of (VdChangeStatus status)
@@ -468,28 +1226,6 @@ file_kind_of (VdChangeKind kind)
   case VD_CHANGE_KIND_SPECIAL: return VIVARIUM_FILE_KIND_SPECIAL;
   default:                     return VIVARIUM_FILE_KIND_FILE;
   }
-}
-
-/* A phase that never began or never ended took no time. */
-static gint64
-phase (gint64 from, gint64 to)
-{
-  return from > 0 && to >= from ? to - from : 0;
-}
-
-static void
-publish_timings (Run *run, gint64 report_done)
-{
-  GVariantBuilder b;
-
-  g_variant_builder_init (&b, G_VARIANT_TYPE ("a{st}"));
-  g_variant_builder_add (&b, "{st}", "work-session-start", (guint64) phase (run->mono_submitted, run->mono_session_up));
-  g_variant_builder_add (&b, "{st}", "worker", (guint64) phase (run->mono_session_up, run->mono_worker_end));
-  g_variant_builder_add (&b, "{st}", "commit", (guint64) phase (run->mono_worker_end, run->mono_committed));
-  g_variant_builder_add (&b, "{st}", "verification", (guint64) phase (run->mono_committed, run->mono_verified));
-  g_variant_builder_add (&b, "{st}", "report", (guint64) phase (run->mono_verified, report_done));
-  g_variant_builder_add (&b, "{st}", "total", (guint64) phase (run->mono_submitted, report_done));
-  vd_task_set_timings (run->task, g_variant_builder_end (&b));
 }
 
 /* "groups debian, github; allow example.org" */
@@ -575,44 +1311,11 @@ assemble_report (Run *run)
   add_egress (run, r);
   if (run->has_dataset)
     vivarium_report_set_dataset (r, run->dataset_used, run->dataset_quota);
-  vivarium_report_set_timings (r, phase (run->mono_submitted, run->mono_session_up),
-                               phase (run->mono_session_up, run->mono_worker_end),
-                               phase (run->mono_worker_end, run->mono_committed),
-                               phase (run->mono_committed, run->mono_verified));
+  vivarium_report_set_timings (r, phase_of (run, STEP_WORK_SESSION), phase_of (run, STEP_WORKER),
+                               phase_of (run, STEP_COMMIT), phase_of (run, STEP_VERIFY));
   if (run->summary != NULL)
     vivarium_report_set_summary (r, run->summary, -1);
   return r;
-}
-
-static void
-prune_tasks (VdTaskRunner *self)
-{
-  g_autoptr(GPtrArray) finished = g_ptr_array_new ();
-  GHashTableIter iter;
-  gpointer value;
-
-  g_hash_table_iter_init (&iter, self->tasks);
-  while (g_hash_table_iter_next (&iter, NULL, &value)) {
-    if (vd_task_is_finished (value))
-      g_ptr_array_add (finished, value);
-  }
-  while (finished->len > VD_TASK_RUNNER_HISTORY) {
-    VdTask *oldest = g_ptr_array_index (finished, 0);
-    guint at = 0;
-    for (guint i = 1; i < finished->len; i++) {
-      VdTask *t = g_ptr_array_index (finished, i);
-      if (vd_task_get_submitted_at (t) < vd_task_get_submitted_at (oldest)) {
-        oldest = t;
-        at = i;
-      }
-    }
-    g_autofree gchar *object_path = g_strdup (vd_task_get_object_path (oldest));
-
-    g_ptr_array_remove_index_fast (finished, at);
-    remove_done_record (self, vd_task_get_id (oldest));
-    g_hash_table_remove (self->tasks, vd_task_get_id (oldest));
-    g_signal_emit (self, signals[SIGNAL_TASK_REMOVED], 0, object_path);
-  }
 }
 
 /* The gateway's counts go into the report (and the transcript); its
@@ -637,36 +1340,39 @@ add_model_usage (Run *run, VivariumReport *report)
   vd_gateway_task_close (runtime, id);
 }
 
-/* Everything the task held goes back, whatever happened before. */
+/* --- the signature ---------------------------------------------------------- */
+
+/* A report that cannot be signed or stored makes the task FAILED. */
 static void
-end_run (Run *run)
+sign_report (Run *run, VivariumReport *report)
 {
-  VdTaskRunner *self = run->runner;
-  g_autoptr(VivariumReport) report = NULL;
   g_autoptr(GError) error = NULL;
-  g_autofree gchar *id = g_strdup (vd_task_get_id (run->task));
-  VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
-  g_autoptr(GError) last_error = NULL;
   const gchar *path;
 
-  vd_task_set_step (run->task, "report");
-  run->mono_verified = g_get_monotonic_time ();
-  if (run->mono_committed == 0)
-    run->mono_committed = run->mono_verified;
-  report = assemble_report (run);
-  if (run->agent)
-    add_model_usage (run, report);
-  path = vd_report_store_add_with_log (self->reports, report, run->log, run->log_dropped, &error);
+  enter (run, STEP_SIGN);
+  path = vd_report_store_add_with_log (run->runner->reports, report, run->log, run->log_dropped, &error);
   if (path == NULL) {
-    g_warning ("task %s: no report: %s", id, error->message);
+    g_warning ("task %s: no report: %s", vd_task_get_id (run->task), error->message);
     g_free (run->end_reason);
     run->end_reason = g_strdup_printf ("the report could not be signed or stored: %s", error->message);
     run->end_outcome = VIVARIUM_OUTCOME_FAILED;
   }
   vd_task_set_report (run->task, path);
-  publish_timings (run, g_get_monotonic_time ());
-  if (project != NULL && !vd_project_set_last_task (project, id, &last_error))
-    g_warning ("task %s: cannot record the last task: %s", id, last_error->message);
+  mark_end (run, STEP_SIGN);
+  publish_timings (run);
+}
+
+/* --- the teardown ----------------------------------------------------------- */
+
+static void
+release_held (Run *run, const gchar *id)
+{
+  VdTaskRunner *self = run->runner;
+  VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
+  g_autoptr(GError) error = NULL;
+
+  if (project != NULL && !vd_project_set_last_task (project, id, &error))
+    g_warning ("task %s: cannot record the last task: %s", id, error->message);
   vd_project_store_release (self->projects, run->project);
   if (run->worker != NULL)
     vd_worker_cleanup (run->worker);
@@ -674,612 +1380,100 @@ end_run (Run *run)
     vd_worker_slots_release (self->slots, run->worker_uid);
   remove_record (self, id);
   vd_idle_uninhibit (self->idle, run->inhibit);
+}
+
+/* The run goes; the task stays on the bus, finished, and on disk. */
+static void
+teardown (Run *run)
+{
+  VdTaskRunner *self = run->runner;
+  g_autofree gchar *id = g_strdup (vd_task_get_id (run->task));
+
+  enter (run, STEP_TEARDOWN);
+  release_held (run, id);
   vd_log_task (G_LOG_LEVEL_INFO, id, "task %s ended: %s%s%s", id, vivarium_outcome_to_string (run->end_outcome),
                run->end_reason != NULL ? ", " : "", run->end_reason != NULL ? run->end_reason : "");
+  vd_progress_finish (run->progress);
   vd_task_finish (run->task, run->end_outcome, run->end_reason);
   write_done_record (self, run->task);
   g_hash_table_remove (self->runs, id);
   prune_tasks (self);
 }
 
-/* --- the end: verification in a fresh session ---------------------------------- */
+static void
+remove_file (const gchar *path)
+{
+  if (g_unlink (path) != 0 && errno != ENOENT)
+    g_warning ("cannot remove the task record %s: %s", path, g_strerror (errno));
+}
 
 static void
-verify_revoked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+remove_record (VdTaskRunner *self, const gchar *id)
 {
-  Run *run = user_data;
+  g_autofree gchar *name = g_strconcat (id, ".json", NULL);
+  g_autofree gchar *path = vd_config_build_state_path (self->config, "tasks", name, NULL);
+
+  remove_file (path);
+}
+
+/* The record of a finished task: ListTasks across restarts. */
+static void
+write_done_record (VdTaskRunner *self, VdTask *task)
+{
+  g_autofree gchar *dir = tasks_dir (self, TRUE);
+  g_autofree gchar *name = g_strconcat (vd_task_get_id (task), ".json", NULL);
+  g_autoptr(JsonNode) root = vd_task_to_record (task);
   g_autoptr(GError) error = NULL;
 
-  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error))
-    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
-  end_run (run);
+  if (!vd_record_write (dir, name, root, &error))
+    g_warning ("task %s: its record will not survive a restart: %s", vd_task_get_id (task), error->message);
 }
 
 static void
-verify_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+remove_done_record (VdTaskRunner *self, const gchar *id)
 {
-  Run *run = user_data;
-  VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
+  g_autofree gchar *name = g_strconcat (id, ".json", NULL);
+  g_autofree gchar *path = vd_config_build_state_path (self->config, "tasks", "done", name, NULL);
 
-  vd_session_stop_finish (VD_SESSION (source), res, NULL);
-  if (project == NULL) {
-    end_run (run);
-    return;
-  }
-  vd_project_revoke_async (project, verify_revoked_cb, run);
+  remove_file (path);
 }
 
+static gint
+by_submission (gconstpointer a, gconstpointer b)
+{
+  gint64 x = vd_task_get_submitted_at (*(VdTask * const *) a);
+  gint64 y = vd_task_get_submitted_at (*(VdTask * const *) b);
+
+  return x < y ? -1 : x > y;
+}
+
+/* At most VD_TASK_RUNNER_HISTORY finished tasks stay; the oldest leave
+ * the bus and the disk. */
 static void
-verify_ran_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+prune_tasks (VdTaskRunner *self)
 {
-  Run *run = user_data;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(VdAgentExecResult) result = vd_session_exec_finish (VD_SESSION (source), res, &error);
-
-  if (result == NULL) {
-    g_warning ("task %s: the verification did not run: %s", vd_task_get_id (run->task), error->message);
-    run->verify_exit = -1;
-    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
-  } else {
-    run->verify_exit = result->exit_status;
-    run->verdict = result->exit_status == 0 && !result->signaled ? VIVARIUM_VERDICT_PASS : VIVARIUM_VERDICT_FAIL;
-  }
-  vd_session_stop_async (run->verify_session, verify_stopped_cb, run);
-}
-
-static void
-verify_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Run *run = user_data;
-  g_autoptr(GError) error = NULL;
-  g_autofree gchar *script = NULL;
-
-  if (!vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error)) {
-    g_warning ("task %s: the verification session did not start: %s", vd_task_get_id (run->task), error->message);
-    run->verify_exit = -1;
-    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
-    vd_session_stop_async (run->verify_session, verify_stopped_cb, run);
-    return;
-  }
-  /* In /project, like the worker saw it; the command is the caller's or
-   * the worker's text, run only inside the guest. */
-  script = g_strconcat ("cd /project && ", run->verify_command, NULL);
-  {
-    const gchar *argv[] = { "/bin/sh", "-c", script, NULL };
-    vd_session_exec_async (run->verify_session, argv, VD_TASK_VERIFY_TIMEOUT, NULL, verify_ran_cb, run);
-  }
-}
-
-static void
-verify_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Run *run = user_data;
-  g_autoptr(GError) error = NULL;
-
-  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
-    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
-    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
-    vd_session_stop_async (run->verify_session, NULL, NULL);
-    g_clear_object (&run->verify_session);
-    vd_project_revoke_async (VD_PROJECT (source), verify_revoked_cb, run);
-    return;
-  }
-  run->verify_session_id = g_strdup (vd_session_get_id (run->verify_session));
-  vd_session_start_async (run->verify_session, NULL, verify_started_cb, run);
-}
-
-static void
-start_verification (Run *run)
-{
-  VdTaskRunner *self = run->runner;
-  VdProject *project = vd_project_store_lookup (self->projects, run->project, NULL);
-  VdSessionOptions opts = run->session_options;
-  g_autoptr(GError) error = NULL;
-
-  /* The verification judges the tree, not the hosts: no secrets. */
-  opts.secrets = NULL;
-  opts.ssh_keys = NULL;
-
-  run->verify_command = g_strdup (run->caller_verify != NULL ? run->caller_verify : run->worker_verify);
-  run->verify_whose = run->caller_verify != NULL ? VIVARIUM_VERIFY_WHOSE_CALLER
-                    : run->worker_verify != NULL ? VIVARIUM_VERIFY_WHOSE_WORKER : VIVARIUM_VERIFY_WHOSE_NONE;
-  run->verify_exit = -1;
-  run->verdict = VIVARIUM_VERDICT_NEVER_RUN;
-  /* No commit (it failed): nothing to verify. */
-  if (run->verify_command == NULL || project == NULL || run->commit_id == NULL) {
-    end_run (run);
-    return;
-  }
-  vd_task_set_step (run->task, "verify");
-  opts.project_readonly = TRUE;
-  opts.timeout_sec = VD_TASK_VERIFY_TIMEOUT + 300;
-  run->verify_session = vd_session_pool_create (self->pool, run->image, &opts, 0, run->project,
-                                                vd_project_get_work_path (project), &error);
-  if (run->verify_session == NULL) {
-    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
-    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
-    end_run (run);
-    return;
-  }
-  vd_project_grant_async (project, vd_session_get_uid (run->verify_session), verify_granted_cb, run);
-}
-
-/* --- the end: commit -------------------------------------------------------------- */
-
-static void
-committed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Run *run = user_data;
-  g_autoptr(GError) error = NULL;
-
-  run->mono_committed = g_get_monotonic_time ();
-  g_clear_object (&run->commit_cancel);
-  if (!vd_project_commit_finish (VD_PROJECT (source), res, &run->commit_id, &run->changes, &error)) {
-    g_free (run->end_reason);
-    run->end_reason = g_strdup_printf ("the daemon could not commit the work: %s", error->message);
-    run->end_outcome = VIVARIUM_OUTCOME_FAILED;
-  }
-  start_verification (run);
-}
-
-/* After the work session, before the commit: how full the worker left it. */
-static void
-measure_dataset (Run *run, VdProject *project)
-{
-  g_autoptr(GError) error = NULL;
-
-  run->dataset_quota = vd_project_get_quota (project);
-  run->has_dataset = vd_project_get_used_bytes (project, &run->dataset_used, &error);
-  if (!run->has_dataset)
-    g_warning ("task %s: cannot measure the dataset: %s", vd_task_get_id (run->task), error->message);
-}
-
-static void
-revoked_for_commit_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Run *run = user_data;
-  VdProject *project = VD_PROJECT (source);
-  g_autofree gchar *message = NULL;
-  g_autoptr(GError) error = NULL;
-
-  if (!vd_project_owner_finish (project, res, &error))
-    g_warning ("task %s: %s", vd_task_get_id (run->task), error->message);
-  measure_dataset (run, project);
-  message = g_strdup_printf ("Task %s\n\nCommitted by vivariumd for the task's worker (%s outcome: %s).\n",
-                             vd_task_get_id (run->task), run->project, vivarium_outcome_to_string (run->end_outcome));
-  if (run->commit_cancel == NULL)
-    run->commit_cancel = g_cancellable_new ();
-  vd_project_commit_async (project, message, vd_config_get_commit_file_max (run->runner->config),
-                           vd_config_get_commit_timeout_sec (run->runner->config), run->commit_cancel,
-                           committed_cb, run);
-}
-
-static void
-commit_work (Run *run)
-{
-  VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, NULL);
-
-  if (project == NULL) {
-    start_verification (run);
-    return;
-  }
-  /* The tree is root's again before the daemon reads it. */
-  vd_project_revoke_async (project, revoked_for_commit_cb, run);
-}
-
-static void
-work_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Run *run = user_data;
-
-  vd_session_stop_finish (VD_SESSION (source), res, NULL);
-  commit_work (run);
-}
-
-static void
-collect_log (Run *run)
-{
-  VdCommandLog *log = vd_session_get_command_log (run->session);
-  guint64 offset = 0;
-
-  run->log = g_ptr_array_new_with_free_func ((GDestroyNotify) g_variant_unref);
-  run->log_dropped = vd_command_log_get_dropped (log);
-  /* All the memory holds (bounded by VIVARIUM_LOG_ENTRIES_MAX): the report
-   * picks its list from it, and the whole goes beside the report. */
-  while (run->log->len < VIVARIUM_LOG_ENTRIES_MAX) {
-    g_autoptr(GError) error = NULL;
-    guint64 next = offset;
-    g_autoptr(GVariant) page = vd_command_log_get_page (log, offset, VIVARIUM_LOG_PAGE_MAX, &next, &error);
-    GVariantIter iter;
-    GVariant *entry;
-
-    if (page == NULL || g_variant_n_children (page) == 0 || next == offset)
-      break;
-    g_variant_iter_init (&iter, page);
-    while ((entry = g_variant_iter_next_value (&iter)) != NULL)
-      g_ptr_array_add (run->log, entry);
-    offset = next;
-  }
-}
-
-static void stop_work (Run *run);
-
-/* The worker finished, exited, was cancelled or hit the hard limit: from
- * here on it gets nothing, and the daemon does the rest. */
-static void
-wind_down (Run *run, VivariumOutcome outcome, const gchar *reason)
-{
-  if (run->winding_down)
-    return;
-  run->winding_down = TRUE;
-  run->mono_worker_end = g_get_monotonic_time ();
-  run->end_outcome = outcome;
-  run->end_reason = g_strdup (reason);
-  if (run->timeout_id != 0)
-    g_source_remove (run->timeout_id);
-  run->timeout_id = 0;
-  vd_task_close_worker (run->task);
-  vd_transcript_close (run->transcript);
-  vd_task_set_step (run->task, "commit");
-  if (run->worker != NULL) {
-    vd_worker_grants_remove (run->runner->grants, vd_worker_get_uid (run->worker));
-    vd_worker_stop (run->worker);
-  }
-  /* A session still booting is stopped once its start returns. */
-  if (!run->session_starting)
-    stop_work (run);
-}
-
-static void
-stop_work (Run *run)
-{
-  if (run->session == NULL) {
-    commit_work (run);
-    return;
-  }
-  collect_log (run);
-  vd_guard_get_counters (run->runner->guard, run->session_uid, &run->drop_packets, &run->drop_bytes);
-  vd_task_set_session (run->task, NULL);
-  vd_session_stop_async (run->session, work_stopped_cb, run);
-}
-
-/* --- the work ----------------------------------------------------------------------- */
-
-static void
-finish_requested_cb (VdTask *task, const gchar *summary, const gchar *verify, gpointer user_data)
-{
-  Run *run = user_data;
-
-  run->summary = g_strdup (summary);
-  run->worker_verify = verify[0] != '\0' ? g_strdup (verify) : NULL;
-  wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
-}
-
-static void
-cancel_requested_cb (VdTask *task, gpointer user_data)
-{
-  Run *run = user_data;
-
-  /* Once the work is over, a Cancel stops the commit itself, also when it
-   * comes while the work session is still stopping. */
-  if (run->winding_down && run->commit_cancel == NULL)
-    run->commit_cancel = g_cancellable_new ();
-  if (run->commit_cancel != NULL)
-    g_cancellable_cancel (run->commit_cancel);
-  wind_down (run, VIVARIUM_OUTCOME_FAILED, "cancelled");
-}
-
-static gchar *machine_death_reason (VdSession *session);
-
-static void
-worker_exited_cb (VdWorker *worker, gboolean success, gpointer user_data)
-{
-  Run *run = user_data;
-  const gchar *failure = vd_worker_get_failure (worker);
-
-  g_signal_handlers_disconnect_by_data (worker, run);
-  /* The machine died under the worker, and the worker's end came first
-   * (the session's teardown waits for its units: the egress proxy's stop
-   * runs the main loop): the machine is to blame, not the worker. */
-  if (run->session != NULL && vd_session_died (run->session) && !run->winding_down) {
-    g_autofree gchar *reason = machine_death_reason (run->session);
-    vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
-    return;
-  }
-  /* An agent ends by Task.Finish; one that exits without it gave up, and
-   * its own last "failed" entry in the transcript says why better than its
-   * exit status does. Without Finish, only a clean exit of a script is DONE;
-   * the rest says what went wrong. */
-  if (run->agent) {
-    g_autofree gchar *why = vd_transcript_dup_failure (run->transcript);
-    /* An agent that could not reach its gateway says "Could not connect";
-     * systemd knows why the gateway is not there. */
-    g_autofree gchar *gateway = vd_gateway_dup_down_reason (run->runner->systemd);
-    g_autofree gchar *reason = g_strdup_printf ("the agent stopped without finishing: %s",
-                                                gateway != NULL ? gateway : why != NULL ? why :
-                                                failure != NULL ? failure : "it exited without saying why");
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
-    return;
-  }
-  if (failure != NULL) {
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, failure);
-    return;
-  }
-  wind_down (run, VIVARIUM_OUTCOME_DONE, NULL);
-}
-
-/* The work session's machine went away under the worker (killed, crashed,
- * powered off): the worker can do nothing more, and the task says so now,
- * in the machine's words, instead of when the worker's next call fails
- * (and the worker is blamed for it). */
-static gchar *
-machine_death_reason (VdSession *session)
-{
-  const gchar *detail = vd_session_get_end_detail (session);
-
-  return g_strdup_printf ("the work session's machine died (%s%s)", detail != NULL ? "systemd: " : "",
-                          detail != NULL ? detail : "QEMU exited on its own");
-}
-
-static void
-work_session_ended_cb (VdSession *session, gpointer user_data)
-{
-  Run *run = user_data;
-  g_autofree gchar *reason = NULL;
-
-  g_signal_handlers_disconnect_by_func (session, work_session_ended_cb, run);
-  if (run->winding_down || run->session_starting)
-    return;
-  if (vd_session_died (session))
-    reason = machine_death_reason (session);
-  else
-    reason = g_strdup_printf ("the work session ended before the worker: %s", vd_session_get_state_reason (session));
-  vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
-  wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
-}
-
-static gboolean
-hard_limit_cb (gpointer user_data)
-{
-  Run *run = user_data;
-  g_autofree gchar *reason = g_strdup_printf ("the task reached its hard limit of %u s; the work so far is committed",
-                                              run->timeout_sec);
-
-  run->timeout_id = 0;
-  wind_down (run, VIVARIUM_OUTCOME_IN_PROGRESS, reason);
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-tool_allowed (Run *run, const gchar *tool)
-{
-  return run->tools == NULL || g_strv_contains ((const gchar * const *) run->tools, tool);
-}
-
-/* Before the unit starts: the worker's first call already finds them. */
-static void
-grant_worker (Run *run, guint32 uid)
-{
-  VdWorkerGrants *grants = run->runner->grants;
-
-  vd_worker_grants_add_worker (grants, uid, vd_worker_get_unit (run->worker));
-  for (gsize i = 0; i < G_N_ELEMENTS (tool_calls); i++) {
-    const gchar *path = g_str_equal (tool_calls[i].interface_name, I ("Task"))
-                        ? vd_task_get_object_path (run->task) : vd_session_get_object_path (run->session);
-    if (tool_allowed (run, tool_calls[i].tool))
-      vd_worker_grants_allow (grants, uid, tool_calls[i].interface_name, tool_calls[i].method, path);
-  }
-  vd_worker_grants_allow (grants, uid, I ("Task"), "Finish", vd_task_get_object_path (run->task));
-  if (run->agent)
-    vd_worker_grants_allow (grants, uid, I ("Task"), "Record", vd_task_get_object_path (run->task));
-}
-
-static gboolean
-open_model_socket (Run *run, guint32 uid, GError **error)
-{
-  VdConfig *config = run->runner->config;
-  g_autofree gchar *program = g_build_filename (vd_config_get_libexec_dir (config), "vivarium-agent", NULL);
-  g_autofree gchar *socket = vd_gateway_task_open (vd_config_get_runtime_dir (config), vd_task_get_id (run->task),
-                                                   uid, error);
-
-  if (socket == NULL)
-    return FALSE;
-  vd_worker_set_agent (run->worker, program, socket);
-  return TRUE;
-}
-
-static void
-start_worker (Run *run)
-{
-  VdTaskRunner *self = run->runner;
-  g_autoptr(GError) error = NULL;
-  g_autofree gchar *unit = vd_worker_unit_for (vd_task_get_id (run->task));
-  guint32 uid;
-
-  if (!vd_worker_slots_claim (self->slots, unit, &uid, &error)) {
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, error->message);
-    return;
-  }
-  run->worker_uid = uid;
-  run->worker = vd_worker_new (self->systemd, self->config, vd_task_get_id (run->task), uid);
-  if (run->agent && !open_model_socket (run, uid, &error)) {
-    g_autofree gchar *reason = g_strdup_printf ("the agent's model socket could not be made: %s", error->message);
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
-    return;
-  }
-  grant_worker (run, uid);
-  g_signal_connect (run->worker, "exited", G_CALLBACK (worker_exited_cb), run);
-  if (!vd_worker_start (run->worker, run->script, run->instructions, vd_task_get_object_path (run->task),
-                        vd_session_get_object_path (run->session), 512, &error)) {
-    g_autofree gchar *reason = g_strdup_printf ("the worker did not start: %s", error->message);
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
-    return;
-  }
-  run->timeout_id = g_timeout_add_seconds (run->timeout_sec, hard_limit_cb, run);
-  vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: worker started as uid %u in %s",
-               vd_task_get_id (run->task), uid, vd_worker_get_unit (run->worker));
-}
-
-static void
-work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Run *run = user_data;
-  g_autoptr(GError) error = NULL;
-  gboolean started = vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error);
-
-  run->session_starting = FALSE;
-  if (started && run->mono_session_up == 0)
-    run->mono_session_up = g_get_monotonic_time ();
-  if (run->winding_down) {
-    stop_work (run);
-    return;
-  }
-  if (!started) {
-    g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
-    wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
-    return;
-  }
-  start_worker (run);
-}
-
-static void
-work_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Run *run = user_data;
-  g_autoptr(GError) error = NULL;
-
-  if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
-    g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
-    /* Never started: nothing of it to stop but its files; the commit
-     * path gives the tree back to root. */
-    g_signal_handlers_disconnect_by_data (run->session, run);
-    vd_session_stop_async (run->session, NULL, NULL);
-    g_clear_object (&run->session);
-    run->session_starting = FALSE;
-    if (run->winding_down)
-      stop_work (run);
-    else
-      wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
-    return;
-  }
-  if (run->winding_down) {
-    run->session_starting = FALSE;
-    stop_work (run);
-    return;
-  }
-  vd_task_set_session (run->task, vd_session_get_object_path (run->session));
-  vd_session_start_async (run->session, NULL, work_started_cb, run);
-}
-
-static gboolean
-start_work_session (Run *run, VdProject *project, GError **error)
-{
-  VdTaskRunner *self = run->runner;
-
-  run->session = vd_session_pool_create (self->pool, run->image, &run->session_options, 0, run->project,
-                                         vd_project_get_work_path (project), error);
-  if (run->session == NULL)
-    return FALSE;
-  run->session_id = g_strdup (vd_session_get_id (run->session));
-  run->session_uid = vd_session_get_uid (run->session);
-  g_signal_connect (run->session, "ended", G_CALLBACK (work_session_ended_cb), run);
-  /* From here the start is under way: a Cancel waits for its end. */
-  run->session_starting = TRUE;
-  vd_project_grant_async (project, run->session_uid, work_granted_cb, run);
-  return TRUE;
-}
-
-static gchar *
-new_task_id (VdTaskRunner *self)
-{
-  gchar *id = NULL;
-
-  do {
-    g_autofree gchar *uuid = g_uuid_string_random ();
-    g_free (id);
-    id = g_strndup (uuid, 8);
-  } while (g_hash_table_contains (self->tasks, id));
-  return id;
-}
-
-static gboolean
-check_instructions (const gchar *instructions, GError **error)
-{
-  if (strlen (instructions) > VIVARIUM_TASK_INSTRUCTIONS_MAX) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
-                 "The instructions are %zu bytes; at most %u are accepted", strlen (instructions),
-                 VIVARIUM_TASK_INSTRUCTIONS_MAX);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-VdTask *
-vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *image, const gchar *instructions,
-                       GVariant *options, GError **error)
-{
-  g_autofree gchar *id = new_task_id (self);
-  g_autofree gchar *holder = g_strdup_printf ("task %s", id);
-  Run *run = g_new0 (Run, 1);
-  VdProject *project;
-
-  run->runner = self;
-  run->image = g_object_ref (image);
-  run->project = g_strdup (project_name);
-  run->instructions = g_strdup (instructions);
-  run->started_at = g_get_real_time ();
-  run->mono_submitted = g_get_monotonic_time ();
-  if (!check_instructions (instructions, error) || !parse_options (self, run, options, error) ||
-      (project = vd_project_store_lookup (self->projects, project_name, error)) == NULL ||
-      !vd_project_store_acquire (self->projects, project_name, holder, error)) {
-    run_free (run);
-    return NULL;
-  }
-  run->base_commit = vd_project_get_head (project, NULL);
-  run->task = vd_task_new (id, project_name, vd_image_get_name (image), run->agent ? "agent" : "script");
-  run->transcript = vd_transcript_new (vd_task_get_skeleton (run->task));
-  if (!self->export_func (vd_task_get_skeleton (run->task), vd_task_get_object_path (run->task), self->export_data,
-                          error) ||
-      !write_record (self, run, error)) {
-    vd_project_store_release (self->projects, project_name);
-    run_free (run);
-    return NULL;
-  }
-  g_hash_table_insert (self->tasks, g_strdup (id), g_object_ref (run->task));
-  g_hash_table_insert (self->runs, g_strdup (id), run);
-  run->inhibit = vd_idle_inhibit (self->idle, holder);
-  g_signal_connect (run->task, "finish-requested", G_CALLBACK (finish_requested_cb), run);
-  g_signal_connect (run->task, "cancel-requested", G_CALLBACK (cancel_requested_cb), run);
-  vd_log_task (G_LOG_LEVEL_INFO, id, "task %s submitted (project %s, image %s)", id, project_name,
-               vd_image_get_name (image));
-  g_signal_emit (self, signals[SIGNAL_TASK_ADDED], 0, vd_task_get_object_path (run->task));
-  {
-    g_autoptr(GError) start_error = NULL;
-    if (!start_work_session (run, project, &start_error)) {
-      g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", start_error->message);
-      wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
-    }
-  }
-  return g_hash_table_lookup (self->tasks, id);
-}
-
-const gchar **
-vd_task_runner_list_paths (VdTaskRunner *self)
-{
-  GPtrArray *paths = g_ptr_array_new ();
+  g_autoptr(GPtrArray) finished = g_ptr_array_new ();
   GHashTableIter iter;
   gpointer value;
 
   g_hash_table_iter_init (&iter, self->tasks);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    g_ptr_array_add (paths, (gpointer) vd_task_get_object_path (value));
-  g_ptr_array_sort (paths, (GCompareFunc) g_strcmp0);
-  g_ptr_array_add (paths, NULL);
-  return (const gchar **) g_ptr_array_free (paths, FALSE);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    if (vd_task_is_finished (value))
+      g_ptr_array_add (finished, value);
+  }
+  g_ptr_array_sort (finished, by_submission);
+  for (guint i = 0; i + VD_TASK_RUNNER_HISTORY < finished->len; i++) {
+    VdTask *oldest = g_ptr_array_index (finished, i);
+    g_autofree gchar *object_path = g_strdup (vd_task_get_object_path (oldest));
+    g_autofree gchar *id = g_strdup (vd_task_get_id (oldest));
+
+    remove_done_record (self, id);
+    g_hash_table_remove (self->tasks, id);
+    g_signal_emit (self, signals[SIGNAL_TASK_REMOVED], 0, object_path);
+  }
 }
 
-/* --- a killed daemon's tasks --------------------------------------------------------- */
+/* --- a restarted daemon: the records of killed and of finished tasks --------- */
 
 static const gchar *
 token_or_null (const gchar *s)
@@ -1351,7 +1545,7 @@ load_one_done (VdTaskRunner *self, const gchar *dir, const gchar *name)
 static void
 load_done (VdTaskRunner *self)
 {
-  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", "done", NULL);
+  g_autofree gchar *dir = tasks_dir (self, TRUE);
   g_auto(GStrv) names = vd_fs_list_dir (dir);
 
   for (guint i = 0; names[i] != NULL; i++) {
@@ -1364,7 +1558,7 @@ load_done (VdTaskRunner *self)
 void
 vd_task_runner_recover (VdTaskRunner *self)
 {
-  g_autofree gchar *dir = vd_config_build_state_path (self->config, "tasks", NULL);
+  g_autofree gchar *dir = tasks_dir (self, FALSE);
   g_auto(GStrv) names = vd_fs_list_dir (dir);
 
   for (guint i = 0; names[i] != NULL; i++) {
@@ -1384,6 +1578,23 @@ vd_task_runner_recover (VdTaskRunner *self)
     remove_record (self, id);
   }
   load_done (self);
+}
+
+/* --- the rest of the runner's face ------------------------------------------ */
+
+const gchar **
+vd_task_runner_list_paths (VdTaskRunner *self)
+{
+  GPtrArray *paths = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, self->tasks);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_ptr_array_add (paths, (gpointer) vd_task_get_object_path (value));
+  g_ptr_array_sort (paths, (GCompareFunc) g_strcmp0);
+  g_ptr_array_add (paths, NULL);
+  return (const gchar **) g_ptr_array_free (paths, FALSE);
 }
 
 void

@@ -22,7 +22,9 @@ G_BEGIN_DECLS
  * verification re-run in a fresh session with the committed tree shared
  * read-only, the signed report. One task per project (the project store
  * says Busy). A record TASKS/<id>.json exists while a task runs, so that a
- * daemon killed meanwhile reports it FAILED at its next start.
+ * daemon killed meanwhile reports it FAILED at its next start. The steps
+ * of a task are declared once, in vd-task-runner.c (run_steps[]): Task.Step
+ * and Timings come from there.
  *
  * At most VD_TASK_RUNNER_HISTORY finished tasks stay on the bus.
  *

@@ -25,6 +25,7 @@ struct _VdTask {
   gchar                 *path;
   VivariumDBusTask      *skeleton;
   VivariumOutcome        outcome;
+  VdTaskStep             step;
   gboolean               finished;
   gboolean               worker_closed;   /* Ask/Finish no longer accepted */
   GDBusMethodInvocation *ask;             /* the worker's pending Ask */
@@ -33,6 +34,16 @@ struct _VdTask {
 };
 
 G_DEFINE_TYPE (VdTask, vd_task, G_TYPE_OBJECT)
+
+/* By VdTaskStep; the names are Task.Step's, as the XML lists them. */
+static const gchar * const step_names[] = { "work", "commit", "verify", "report", "done" };
+
+const gchar *
+vd_task_step_to_string (VdTaskStep step)
+{
+  g_return_val_if_fail ((guint) step < G_N_ELEMENTS (step_names), "work");
+  return step_names[step];
+}
 
 enum { SIGNAL_FINISH_REQUESTED, SIGNAL_CANCEL_REQUESTED, N_SIGNALS };
 static guint signals[N_SIGNALS];
@@ -274,7 +285,7 @@ static gboolean
 handle_cancel (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, VdTask *self)
 {
   /* The commit may be long (a big tree): a Cancel stops it too. */
-  gboolean committing = g_strcmp0 (vivarium_dbus_task_get_step (iface), "commit") == 0 && !self->finished;
+  gboolean committing = self->step == VD_TASK_STEP_COMMIT && !self->finished;
 
   if (!committing && refuse_closed (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -299,7 +310,7 @@ vd_task_new (const gchar *id, const gchar *project, const gchar *image, const gc
   vivarium_dbus_task_set_image (s, image);
   vivarium_dbus_task_set_worker (s, worker);
   vivarium_dbus_task_set_outcome (s, vivarium_outcome_to_string (self->outcome));
-  vivarium_dbus_task_set_step (s, "work");
+  vd_task_set_step (self, VD_TASK_STEP_WORK);
   vivarium_dbus_task_set_question (s, "");
   vivarium_dbus_task_set_reason (s, "");
   vivarium_dbus_task_set_session (s, "/");
@@ -353,9 +364,16 @@ vd_task_get_submitted_at (VdTask *self)
 }
 
 void
-vd_task_set_step (VdTask *self, const gchar *step)
+vd_task_set_step (VdTask *self, VdTaskStep step)
 {
-  vivarium_dbus_task_set_step (self->skeleton, step);
+  self->step = step;
+  vivarium_dbus_task_set_step (self->skeleton, vd_task_step_to_string (step));
+}
+
+VdTaskStep
+vd_task_get_step (VdTask *self)
+{
+  return self->step;
 }
 
 void
@@ -402,7 +420,7 @@ vd_task_finish (VdTask *self, VivariumOutcome outcome, const gchar *reason)
   self->finished = TRUE;
   vivarium_dbus_task_set_reason (self->skeleton, reason != NULL ? reason : "");
   vivarium_dbus_task_set_finished_at (self->skeleton, (guint64) g_get_real_time ());
-  vivarium_dbus_task_set_step (self->skeleton, "done");
+  vd_task_set_step (self, VD_TASK_STEP_DONE);
   vivarium_dbus_task_set_session (self->skeleton, "/");
   /* IN_PROGRESS at the hard limit is an end too: waiters learn it now. */
   if (self->outcome == outcome)

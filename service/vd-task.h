@@ -23,6 +23,18 @@ G_BEGIN_DECLS
 /* The contract's bounds (Wait's timeout, Ask, Answer, Finish's summary)
  * are VIVARIUM_TASK_* in common/vivarium-names.h. */
 
+/* What the daemon does for the task now, in the order a task runs; its
+ * name is Task.Step (the contract: clients and tests read the names). */
+typedef enum {
+  VD_TASK_STEP_WORK,     /* "work": the work session starts, the worker works */
+  VD_TASK_STEP_COMMIT,   /* "commit": the work session stops, the daemon commits */
+  VD_TASK_STEP_VERIFY,   /* "verify": the re-run in a fresh session */
+  VD_TASK_STEP_REPORT,   /* "report": signed, stored; the task lets go of what it held */
+  VD_TASK_STEP_DONE,     /* "done" */
+} VdTaskStep;
+
+const gchar     *vd_task_step_to_string  (VdTaskStep step);
+
 #define VD_TYPE_TASK (vd_task_get_type ())
 G_DECLARE_FINAL_TYPE (VdTask, vd_task, VD, TASK, GObject)
 
@@ -37,8 +49,10 @@ VivariumOutcome  vd_task_get_outcome     (VdTask *self);
 gboolean         vd_task_is_finished     (VdTask *self);
 gint64           vd_task_get_submitted_at (VdTask *self);
 
+/* The runner's, from its declared steps; vd_task_finish() makes it DONE. */
 void             vd_task_set_step        (VdTask      *self,
-                                          const gchar *step);
+                                          VdTaskStep   step);
+VdTaskStep       vd_task_get_step        (VdTask      *self);
 void             vd_task_set_session     (VdTask      *self,
                                           const gchar *session_path);
 /* The work session's kept egress decision log (Task.GetEgressLog). */

@@ -123,6 +123,23 @@ test_cancelled_state (Fixture *f, gconstpointer data)
   g_assert_cmpstr (vivarium_dbus_job_get_state (iface (job)), ==, "cancelled");
 }
 
+/* The jobs' directory is the daemon's alone (builders' logs), whatever
+ * made it first: the tasks' record writer keeps it 0700, the record 0600. */
+static void
+test_record_private (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *record = g_build_filename (f->dir, "b0b0b0b0.json", NULL);
+  g_autoptr(VdJob) job = NULL;
+  GStatBuf st;
+
+  g_assert_cmpint (g_chmod (f->dir, 0755), ==, 0);
+  job = vd_job_new ("build-image", "b0b0b0b0", f->dir, TRUE);
+  g_assert_cmpint (g_stat (f->dir, &st), ==, 0);
+  g_assert_cmpuint (st.st_mode & 07777, ==, 0700);
+  g_assert_cmpint (g_stat (record, &st), ==, 0);
+  g_assert_cmpuint (st.st_mode & 07777, ==, 0600);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -131,5 +148,6 @@ main (int argc, char **argv)
   g_test_add ("/job/running-becomes-failed", Fixture, NULL, fixture_setup, test_running_becomes_failed, fixture_teardown);
   g_test_add ("/job/succeeded", Fixture, NULL, fixture_setup, test_succeeded_and_cancel, fixture_teardown);
   g_test_add ("/job/cancelled", Fixture, NULL, fixture_setup, test_cancelled_state, fixture_teardown);
+  g_test_add ("/job/record-private", Fixture, NULL, fixture_setup, test_record_private, fixture_teardown);
   return g_test_run ();
 }

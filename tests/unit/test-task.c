@@ -217,6 +217,64 @@ test_short_wait (Fixture *f, gconstpointer data)
   g_assert_cmpint (g_get_monotonic_time () - t0, >=, G_USEC_PER_SEC / 2);
 }
 
+static gchar *
+step_of (Fixture *f)
+{
+  gchar *step = NULL;
+
+  g_object_get (vd_task_get_skeleton (f->task), "step", &step, NULL);
+  return step;
+}
+
+static void
+count_cb (VdTask *task, gpointer user_data)
+{
+  (*(guint *) user_data)++;
+}
+
+/* Task.Step speaks the XML's names, from the typed step; a Cancel that
+ * comes while the daemon commits (the worker closed) still reaches the
+ * runner, one after the commit is refused. */
+static void
+test_steps (Fixture *f, gconstpointer data)
+{
+  const gchar *names[] = { "work", "commit", "verify", "report", "done" };
+  Call during = { 0 }, after = { 0 };
+  guint cancels = 0;
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    g_assert_cmpstr (vd_task_step_to_string (i), ==, names[i]);
+  g_assert_cmpint (vd_task_get_step (f->task), ==, VD_TASK_STEP_WORK);
+  {
+    g_autofree gchar *step = step_of (f);
+    g_assert_cmpstr (step, ==, "work");
+  }
+  g_signal_connect (f->task, "cancel-requested", G_CALLBACK (count_cb), &cancels);
+  vd_task_close_worker (f->task);
+  vd_task_set_step (f->task, VD_TASK_STEP_COMMIT);
+  {
+    g_autofree gchar *step = step_of (f);
+    g_assert_cmpstr (step, ==, "commit");
+  }
+  start_call (f, "Cancel", NULL, &during);
+  finish_call (&during);
+  g_assert_no_error (during.error);
+  g_variant_unref (during.reply);
+  g_assert_cmpuint (cancels, ==, 1);
+  vd_task_set_step (f->task, VD_TASK_STEP_REPORT);
+  start_call (f, "Cancel", NULL, &after);
+  finish_call (&after);
+  g_assert_error (after.error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE);
+  g_clear_error (&after.error);
+  g_assert_cmpuint (cancels, ==, 1);
+  vd_task_finish (f->task, VIVARIUM_OUTCOME_DONE, NULL);
+  {
+    g_autofree gchar *step = step_of (f);
+    g_assert_cmpstr (step, ==, "done");
+  }
+  g_assert_cmpint (vd_task_get_step (f->task), ==, VD_TASK_STEP_DONE);
+}
+
 /* A finished task's record reads back as the same finished task; a
  * record that is not one is refused, not half-loaded. */
 static void
@@ -277,6 +335,7 @@ main (int argc, char *argv[])
   g_test_add ("/task/waits-bounded-and-released", Fixture, NULL, fixture_set_up, test_waits_bounded_and_released,
               fixture_tear_down);
   g_test_add ("/task/short-wait", Fixture, NULL, fixture_set_up, test_short_wait, fixture_tear_down);
+  g_test_add ("/task/steps", Fixture, NULL, fixture_set_up, test_steps, fixture_tear_down);
   g_test_add_func ("/task/record-round-trip", test_record_round_trip);
   return g_test_run ();
 }
