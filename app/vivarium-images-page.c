@@ -429,7 +429,8 @@ build_clicked_cb (VivariumImagesPage *self)
   VivariumDBusManager *manager = vivarium_client_get_manager (self->client);
 
   if (manager != NULL)
-    vivarium_dbus_manager_call_list_recipes (manager, self->cancellable, recipes_cb, g_object_ref (self));
+    vivarium_dbus_manager_call_list_recipes (manager, vivarium_call_flags (FALSE), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                             self->cancellable, recipes_cb, g_object_ref (self));
 }
 
 /* --- importing ----------------------------------------------------------- */

@@ -110,7 +110,8 @@ expanded_cb (AdwExpanderRow *row, GParamSpec *pspec, gpointer user_data)
     return;
   }
   g_hash_table_add (self->expanded, g_strdup (path));
-  vivarium_dbus_project_call_log (project, RECENT_COMMITS, self->cancellable, log_ready_cb, g_object_ref (label));
+  vivarium_dbus_project_call_log (project, RECENT_COMMITS, vivarium_call_flags (FALSE),
+                                  VIVARIUM_CALL_TIMEOUT_DEFAULT, self->cancellable, log_ready_cb, g_object_ref (label));
 }
 
 /* --- actions ----------------------------------------------------------- */

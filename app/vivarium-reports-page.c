@@ -304,7 +304,8 @@ open_report (VivariumReportsPage *self, VivariumDBusReport *report)
   load->page = g_object_ref (self);
   load->fingerprint = g_strdup (manager != NULL && vivarium_dbus_manager_get_key_fingerprint (manager) != NULL
                                   ? vivarium_dbus_manager_get_key_fingerprint (manager) : "");
-  vivarium_dbus_report_call_get_json (report, self->cancellable, json_ready_cb, load);
+  vivarium_dbus_report_call_get_json (report, vivarium_call_flags (FALSE), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                      self->cancellable, json_ready_cb, load);
 }
 
 /* Activated (pointer, Enter) or selected (keyboard, AT-SPI): either opens. */

@@ -220,7 +220,8 @@ transcript_clicked_cb (GtkButton *button, gpointer user_data)
   if (task == NULL || self == NULL)
     return;
   gtk_label_set_text (label, _("Loading…"));
-  vivarium_dbus_task_call_get_transcript (task, self->cancellable, transcript_ready_cb, g_object_ref (label));
+  vivarium_dbus_task_call_get_transcript (task, vivarium_call_flags (FALSE), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                          self->cancellable, transcript_ready_cb, g_object_ref (label));
 }
 
 /* --- rows ---------------------------------------------------------------- */
@@ -326,7 +327,8 @@ transcript_follow_tick (gpointer data)
     return G_SOURCE_REMOVE;
   if (!gtk_widget_get_mapped (GTK_WIDGET (label)))
     return G_SOURCE_CONTINUE;
-  vivarium_dbus_task_call_get_transcript (f->task, f->cancellable, transcript_ready_cb, g_object_ref (label));
+  vivarium_dbus_task_call_get_transcript (f->task, vivarium_call_flags (FALSE), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                          f->cancellable, transcript_ready_cb, g_object_ref (label));
   return running ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
 }
 

@@ -715,12 +715,12 @@ import_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   vd_log_image (G_LOG_LEVEL_INFO, vd_image_get_name (image), "imported image %s", vd_image_get_name (image));
-  vivarium_dbus_manager_complete_import_image (self->skeleton, invocation, vd_image_get_object_path (image));
+  vivarium_dbus_manager_complete_import_image (self->skeleton, invocation, NULL, vd_image_get_object_path (image));
 }
 
 static gboolean
 handle_import_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocation,
-                     const gchar *name, GVariant *handle, gpointer user_data)
+                     GUnixFDList *fd_list, const gchar *name, GVariant *handle, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
   g_autoptr(VdImageImport) import = NULL;
