@@ -26,7 +26,8 @@ image_from_args (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError
     return NULL;
   if (!vctl_connect (ctx, error))
     return NULL;
-  path = vctl_find_object (ctx, "ListImages", VIVARIUM_DBUS_PATH_IMAGES, _("image"),
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_images_sync,
+                           VIVARIUM_DBUS_PATH_IMAGES, _("image"),
                            (*argv)[1], error);
   if (path == NULL)
     return NULL;
@@ -72,7 +73,7 @@ vctl_cmd_image_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  return vctl_print_objects (ctx, "ListImages", VIVARIUM_DBUS_TYPE_IMAGE_PROXY,
+  return vctl_print_objects (ctx, vivarium_dbus_manager_call_list_images_sync, VIVARIUM_DBUS_TYPE_IMAGE_PROXY,
                              VIVARIUM_DBUS_IFACE_PREFIX ".Image", header, print_image_row,
                              _("No images."), error);
 }
@@ -80,17 +81,17 @@ vctl_cmd_image_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
 gboolean
 vctl_cmd_image_recipes (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
+  g_auto(GStrv) names = NULL;
   g_autoptr(GVariant) recipes = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "ListRecipes", NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_list_recipes_sync (ctx->manager, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                     &names, NULL, error))
     return FALSE;
-  recipes = g_variant_get_child_value (ret, 0);
+  recipes = g_variant_ref_sink (g_variant_new_strv ((const gchar * const *) names, -1));
   if (ctx->json) {
     g_autoptr(JsonNode) root = json_gvariant_serialize (recipes);
     vctl_print_json (root);
@@ -262,16 +263,26 @@ wait_for_job (VctlContext *ctx, const gchar *job_path, GError **error)
   return ok;
 }
 
-/* A verb that answers with a Job's path: follow the job to its end. */
+/* The verbs that answer with a Job's path: follow the job to its end. */
 static gboolean
-call_and_wait_for_job (VctlContext *ctx, gpointer proxy, const gchar *method, GVariant *args, GError **error)
+build_and_wait (VctlContext *ctx, const gchar *recipe, const gchar *name, GError **error)
 {
-  g_autoptr(GVariant) ret = vctl_call (ctx, proxy, method, args, -1, NULL, error);
-  const gchar *job_path = NULL;
+  g_autofree gchar *job_path = NULL;
 
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_build_image_sync (ctx->manager, recipe, name, vctl_call_flags (ctx),
+                                                    VIVARIUM_CALL_TIMEOUT_DEFAULT, &job_path, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(&o)", &job_path);
+  return wait_for_job (ctx, job_path, error);
+}
+
+static gboolean
+save_and_wait (VctlContext *ctx, VivariumDBusSession *session, const gchar *name, GError **error)
+{
+  g_autofree gchar *job_path = NULL;
+
+  if (!vivarium_dbus_session_call_save_as_image_sync (session, name, vctl_call_flags (ctx),
+                                                      VIVARIUM_CALL_TIMEOUT_DEFAULT, &job_path, NULL, error))
+    return FALSE;
   return wait_for_job (ctx, job_path, error);
 }
 
@@ -284,8 +295,7 @@ vctl_cmd_image_build (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  if (!call_and_wait_for_job (ctx, ctx->manager, "BuildImage", g_variant_new ("(ss)", (*argv)[1], (*argv)[2]),
-                              error))
+  if (!build_and_wait (ctx, (*argv)[1], (*argv)[2], error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[2]);
   g_print (_("Built image “%s”.\n"), shown);
@@ -319,7 +329,7 @@ gboolean
 vctl_cmd_image_import (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(GUnixFDList) fds = NULL;
-  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *path = NULL;
   g_autofree gchar *name = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
@@ -329,9 +339,9 @@ vctl_cmd_image_import (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "ImportImage",
-                   g_variant_new ("(sh)", (*argv)[1], 0), VCTL_TIMEOUT_LONG, fds, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_import_image_sync (ctx->manager, (*argv)[1], g_variant_new_handle (0),
+                                                     vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, fds, &path, NULL,
+                                                     NULL, error))
     return FALSE;
   name = vctl_escape_line ((*argv)[1]);
   g_print (_("Imported image “%s”.\n"), name);
@@ -342,7 +352,6 @@ gboolean
 vctl_cmd_image_freeze (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) digest = NULL;
   g_autofree gchar *name = NULL;
   g_autofree gchar *shown = NULL;
@@ -350,8 +359,7 @@ vctl_cmd_image_freeze (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   if (image == NULL)
     return FALSE;
   /* Hashing a large disk takes longer than the default call timeout. */
-  ret = vctl_call (ctx, image, "Freeze", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_image_call_freeze_sync (image, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, error))
     return FALSE;
   digest = vctl_get_property (ctx, image, "Digest", error);
   if (digest == NULL)
@@ -366,16 +374,13 @@ gboolean
 vctl_cmd_image_verify (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *name = NULL;
   gboolean ok = FALSE;
 
   if (image == NULL)
     return FALSE;
-  ret = vctl_call (ctx, image, "Verify", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_image_call_verify_sync (image, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, &ok, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(b)", &ok);
   name = vctl_escape_line ((*argv)[1]);
   /* A mismatch is an answer, not a failure to check; it still has to end
    * in a non-zero status and a name a script can match. */
@@ -392,13 +397,11 @@ gboolean
 vctl_cmd_image_delete (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *name = NULL;
 
   if (image == NULL)
     return FALSE;
-  ret = vctl_call (ctx, image, "Delete", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_image_call_delete_sync (image, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, error))
     return FALSE;
   name = vctl_escape_line ((*argv)[1]);
   g_print (_("Deleted image “%s”.\n"), name);
@@ -484,7 +487,8 @@ vctl_cmd_session_save_as_image (VctlContext *ctx, const VctlCommand *cmd, gchar 
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) || !vctl_connect (ctx, error))
     return FALSE;
-  path = vctl_find_object (ctx, "ListSessions", VIVARIUM_DBUS_PATH_SESSIONS, _("session"), (*argv)[1], error);
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_sessions_sync,
+                           VIVARIUM_DBUS_PATH_SESSIONS, _("session"), (*argv)[1], error);
   if (path == NULL)
     return FALSE;
   session = vivarium_dbus_session_proxy_new_sync (ctx->bus, G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
@@ -492,7 +496,7 @@ vctl_cmd_session_save_as_image (VctlContext *ctx, const VctlCommand *cmd, gchar 
                                                   VIVARIUM_DBUS_NAME, path, NULL, error);
   if (session == NULL)
     return FALSE;
-  if (!call_and_wait_for_job (ctx, session, "SaveAsImage", g_variant_new ("(s)", (*argv)[2]), error))
+  if (!save_and_wait (ctx, session, (*argv)[2], error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[2]);
   g_print (_("Saved the session as the frozen image “%s”.\n"), shown);
