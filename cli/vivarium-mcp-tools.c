@@ -145,17 +145,19 @@ success_result (VmcpIdentity *identity, JsonObject *structured, const gchar *tex
 
 /* --- listings ------------------------------------------------------------- */
 
-static gchar **
-list_paths (VmcpTools *self, const gchar *method, GError **error)
-{
-  g_autoptr(GVariant) ret = vmcp_daemon_call (self->daemon, VIVARIUM_DBUS_PATH, "Manager", method,
-                                              NULL, G_VARIANT_TYPE ("(ao)"), CALL_TIMEOUT_MSEC, error);
-  g_autoptr(GVariant) paths = NULL;
+/* One of the Manager's List* calls, e.g. vivarium_dbus_manager_call_list_tasks_sync. */
+typedef gboolean (*ListCall) (VivariumDBusManager *manager, GDBusCallFlags call_flags, gint timeout_msec,
+                              gchar ***out_paths, GCancellable *cancellable, GError **error);
 
-  if (ret == NULL)
+static gchar **
+list_paths (VmcpTools *self, ListCall list, GError **error)
+{
+  g_autoptr(VivariumDBusManager) manager = vmcp_daemon_manager (self->daemon, error);
+  gchar **paths = NULL;
+
+  if (manager == NULL || !list (manager, VMCP_CALL_FLAGS, CALL_TIMEOUT_MSEC, &paths, NULL, error))
     return NULL;
-  paths = g_variant_get_child_value (ret, 0);
-  return g_variant_dup_objv (paths, NULL);
+  return paths;
 }
 
 static gboolean
@@ -196,7 +198,7 @@ project_row (GVariant **v)
 }
 
 typedef struct {
-  const gchar          *method;
+  ListCall              list;
   const gchar          *iface;
   const gchar * const  *props;
   const gchar          *types;
@@ -208,10 +210,10 @@ typedef struct {
 static const gchar * const image_props[] = { "Name", "Frozen", "Digest", "Size", NULL };
 static const gchar * const project_props[] = { "Name", "Head", "QuotaBytes", "UsedBytes", NULL };
 static const Listing images_listing = {
-  "ListImages", "Image", image_props, "sbst", "images", image_row, vmcp_manifest_allows_image,
+  vivarium_dbus_manager_call_list_images_sync, "Image", image_props, "sbst", "images", image_row, vmcp_manifest_allows_image,
 };
 static const Listing projects_listing = {
-  "ListProjects", "Project", project_props, "sstt", "projects", project_row,
+  vivarium_dbus_manager_call_list_projects_sync, "Project", project_props, "sstt", "projects", project_row,
   vmcp_manifest_allows_project,
 };
 
@@ -219,7 +221,7 @@ static JsonNode *
 run_listing (VmcpTools *self, const Listing *listing, VmcpIdentity *identity)
 {
   g_autoptr(GError) error = NULL;
-  g_auto(GStrv) paths = list_paths (self, listing->method, &error);
+  g_auto(GStrv) paths = list_paths (self, listing->list, &error);
   g_autoptr(GString) text = g_string_new (NULL);
   JsonArray *rows;
   JsonObject *structured;
@@ -286,7 +288,7 @@ check_scope (VmcpTools *self, const gchar *project, const gchar *image, GError *
 static gboolean
 task_exists (VmcpTools *self, const gchar *path, const gchar *id, GError **error)
 {
-  g_auto(GStrv) tasks = list_paths (self, "ListTasks", error);
+  g_auto(GStrv) tasks = list_paths (self, vivarium_dbus_manager_call_list_tasks_sync, error);
 
   if (tasks == NULL)
     return FALSE;
@@ -327,14 +329,16 @@ task_path (VmcpTools *self, const gchar *id, VmcpIdentity *identity, GError **er
 static gboolean
 wait_for (VmcpTools *self, const gchar *path, guint seconds, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(VivariumDBusTask) task = NULL;
+  g_autofree gchar *outcome = NULL;
 
   if (seconds == 0)
     return TRUE;
+  task = vmcp_daemon_task (self->daemon, path, error);
   /* The daemon ends the wait itself; the call must outlive it. */
-  ret = vmcp_daemon_call (self->daemon, path, "Task", "Wait", g_variant_new ("(u)", seconds),
-                          G_VARIANT_TYPE ("(s)"), (gint) (seconds + 60) * 1000, error);
-  return ret != NULL;
+  return task != NULL &&
+         vivarium_dbus_task_call_wait_sync (task, seconds, VMCP_CALL_FLAGS, (gint) (seconds + 60) * 1000,
+                                            &outcome, NULL, error);
 }
 
 static void
@@ -443,14 +447,14 @@ static JsonNode *
 fetch_report (VmcpTools *self, const gchar *report_path, const TaskProps *p, VmcpIdentity *identity,
               GString *text, GError **error)
 {
-  g_autoptr(GVariant) json = vmcp_daemon_call (self->daemon, report_path, "Report", "GetJson", NULL,
-                                               G_VARIANT_TYPE ("(s)"), CALL_TIMEOUT_MSEC, error);
-  const gchar *data, *shown;
+  g_autoptr(VivariumDBusReport) proxy = vmcp_daemon_report (self->daemon, report_path, error);
+  g_autofree gchar *data = NULL;
+  const gchar *shown;
   JsonNode *report;
 
-  if (json == NULL)
+  if (proxy == NULL ||
+      !vivarium_dbus_report_call_get_json_sync (proxy, VMCP_CALL_FLAGS, CALL_TIMEOUT_MSEC, &data, NULL, error))
     return NULL;
-  g_variant_get (json, "(&s)", &data);
   report = vmcp_identity_take_report (identity, data, strlen (data), p->id, p->project, error);
   if (report == NULL)
     return NULL;
@@ -542,8 +546,8 @@ run_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity)
   const gchar *instructions = json_object_get_string_member (args, "instructions");
   g_auto(GVariantBuilder) options = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  const gchar *path = NULL;
+  g_autoptr(VivariumDBusManager) manager = NULL;
+  g_autofree gchar *path = NULL;
 
   if (!vivarium_project_name_validate (project, &error) ||
       !vivarium_name_validate ("image", image, &error))
@@ -556,12 +560,12 @@ run_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity)
     g_variant_builder_add (&options, "{sv}", "verify",
                            g_variant_new_string (json_object_get_string_member (args, "verify")));
   add_egress_options (&options, args);
-  ret = vmcp_daemon_call (self->daemon, VIVARIUM_DBUS_PATH, "Manager", "SubmitTask",
-                          g_variant_new ("(sssa{sv})", project, image, instructions, &options),
-                          G_VARIANT_TYPE ("(o)"), SUBMIT_TIMEOUT_MSEC, &error);
-  if (ret == NULL)
+  manager = vmcp_daemon_manager (self->daemon, &error);
+  if (manager == NULL ||
+      !vivarium_dbus_manager_call_submit_task_sync (manager, project, image, instructions,
+                                                    g_variant_builder_end (&options), VMCP_CALL_FLAGS,
+                                                    SUBMIT_TIMEOUT_MSEC, &path, NULL, &error))
     return error_result (identity, error);
-  g_variant_get (ret, "(&o)", &path);
   if (!wait_for (self, path, wait_argument (args, "wait_seconds"), &error)) {
     g_autofree gchar *id = vmcp_daemon_get_string (self->daemon, path, "Task", "Id", NULL);
     vmcp_identity_set_task (identity, id, NULL);
@@ -578,18 +582,18 @@ act_on_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity, TaskActi
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *path = task_path (self, json_object_get_string_member (args, "task"), identity, &error);
-  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(VivariumDBusTask) task = NULL;
 
   if (path == NULL)
     return error_result (identity, error);
-  if (action == ACT_ANSWER)
-    ret = vmcp_daemon_call (self->daemon, path, "Task", "Answer",
-                            g_variant_new ("(s)", json_object_get_string_member (args, "text")),
-                            G_VARIANT_TYPE ("()"), CALL_TIMEOUT_MSEC, &error);
-  else if (action == ACT_CANCEL)
-    ret = vmcp_daemon_call (self->daemon, path, "Task", "Cancel", NULL, G_VARIANT_TYPE ("()"),
-                            CALL_TIMEOUT_MSEC, &error);
-  if (action != ACT_NONE && ret == NULL)
+  if (action != ACT_NONE && (task = vmcp_daemon_task (self->daemon, path, &error)) == NULL)
+    return error_result (identity, error);
+  if (action == ACT_ANSWER &&
+      !vivarium_dbus_task_call_answer_sync (task, json_object_get_string_member (args, "text"), VMCP_CALL_FLAGS,
+                                            CALL_TIMEOUT_MSEC, NULL, &error))
+    return error_result (identity, error);
+  if (action == ACT_CANCEL &&
+      !vivarium_dbus_task_call_cancel_sync (task, VMCP_CALL_FLAGS, CALL_TIMEOUT_MSEC, NULL, &error))
     return error_result (identity, error);
   if (wait_member != NULL &&
       !wait_for (self, path, action == ACT_CANCEL ? VMCP_WAIT_DEFAULT_SEC : wait_argument (args, wait_member),
