@@ -438,18 +438,22 @@ back_clicked_cb (VivariumSessionsPage *self)
   adw_leaflet_navigate (self->leaflet, ADW_NAVIGATION_DIRECTION_BACK);
 }
 
+/* Stop or Resume: a Session verb without arguments. */
+typedef void (*SessionVerbCall) (VivariumDBusSession *proxy, GDBusCallFlags call_flags, gint timeout_msec,
+                                 GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data);
+
 static void
-admin_call (VivariumSessionsPage *self, const char *method, const char *what)
+admin_call (VivariumSessionsPage *self, SessionVerbCall call, const char *what)
 {
   if (self->selected != NULL)
-    vivarium_admin_call (GTK_WIDGET (self), G_DBUS_PROXY (self->selected), method, NULL, NULL,
-                         what, NULL, NULL);
+    call (self->selected, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+          vivarium_admin_call_new (GTK_WIDGET (self), what, NULL, NULL));
 }
 
 static void
 stop_clicked_cb (VivariumSessionsPage *self)
 {
-  admin_call (self, "Stop", _("Could not stop the session"));
+  admin_call (self, vivarium_dbus_session_call_stop, _("Could not stop the session"));
 }
 
 /* What a command printed is the guest's: capped, plain text. */
@@ -504,15 +508,16 @@ exec_clicked_cb (VivariumSessionsPage *self)
     return;
   }
   gtk_label_set_text (self->exec_label, _("Running…"));
-  vivarium_admin_call (GTK_WIDGET (self), G_DBUS_PROXY (self->selected), "Exec",
-                       g_variant_new ("(^as^assu)", argv, (const char *const[]) { NULL }, "", EXEC_TIMEOUT_SEC),
-                       NULL, _("Could not run the command"), exec_done, NULL);
+  vivarium_dbus_session_call_exec (self->selected, (const char *const *) argv, (const char *const[]) { NULL }, "",
+                                   EXEC_TIMEOUT_SEC, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                   vivarium_admin_call_new (GTK_WIDGET (self), _("Could not run the command"),
+                                                            exec_done, NULL));
 }
 
 static void
 resume_clicked_cb (VivariumSessionsPage *self)
 {
-  admin_call (self, "Resume", _("Could not resume the session"));
+  admin_call (self, vivarium_dbus_session_call_resume, _("Could not resume the session"));
 }
 
 static void

@@ -94,8 +94,9 @@ answer_clicked_cb (GtkWidget *widget, gpointer user_data)
     vivarium_toast (GTK_WIDGET (self), _("Type an answer first."));
     return;
   }
-  vivarium_admin_call (GTK_WIDGET (self), G_DBUS_PROXY (task), "Answer", g_variant_new ("(s)", text), NULL,
-                       _("Could not send the answer"), answered_done, NULL);
+  vivarium_dbus_task_call_answer (task, text, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                  vivarium_admin_call_new (GTK_WIDGET (self), _("Could not send the answer"),
+                                                           answered_done, NULL));
 }
 
 static void
@@ -105,7 +106,8 @@ cancel_response_cb (AdwMessageDialog *dialog, const char *response, gpointer use
   GtkWidget *page = g_object_get_data (G_OBJECT (dialog), "page");
 
   if (g_strcmp0 (response, "confirm") == 0 && page != NULL)
-    vivarium_admin_call (page, G_DBUS_PROXY (task), "Cancel", NULL, NULL, _("Could not cancel the task"), NULL, NULL);
+    vivarium_dbus_task_call_cancel (task, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                    vivarium_admin_call_new (page, _("Could not cancel the task"), NULL, NULL));
 }
 
 static void
