@@ -65,15 +65,24 @@ G_DEFINE_FINAL_TYPE (VivariumSessionsPage, vivarium_sessions_page, ADW_TYPE_BIN)
 static void load_log_page (VivariumSessionsPage *self);
 
 static const char *
-state_label (const char *state)
+state_label (gint state)
 {
-  if (g_strcmp0 (state, "starting") == 0) return _("Starting");
-  if (g_strcmp0 (state, "running") == 0) return _("Running");
-  if (g_strcmp0 (state, "paused") == 0) return _("Paused");
-  if (g_strcmp0 (state, "stopping") == 0) return _("Stopping");
-  if (g_strcmp0 (state, "stopped") == 0) return _("Stopped");
-  if (g_strcmp0 (state, "failed") == 0) return _("Failed");
-  return _("Unknown state");
+  switch (state) {
+  case VIVARIUM_SESSION_STATE_STARTING: return _("Starting");
+  case VIVARIUM_SESSION_STATE_RUNNING: return _("Running");
+  case VIVARIUM_SESSION_STATE_PAUSED: return _("Paused");
+  case VIVARIUM_SESSION_STATE_STOPPING: return _("Stopping");
+  case VIVARIUM_SESSION_STATE_STOPPED: return _("Stopped");
+  case VIVARIUM_SESSION_STATE_FAILED: return _("Failed");
+  default: return _("Unknown state");
+  }
+}
+
+/* NULL (no session selected) is no state, as an unknown word is. */
+static gint
+session_state (VivariumDBusSession *session)
+{
+  return vivarium_parse_session_state (session != NULL ? vivarium_dbus_session_get_state (session) : NULL);
 }
 
 /* "Running · tiny · tcg · up 3 min 2 s" */
@@ -85,7 +94,7 @@ session_summary (VivariumDBusSession *session)
   g_autofree char *accel = vivarium_plain_text (vivarium_dbus_session_get_accelerator (session), 16);
 
   return g_strdup_printf (_("%s · %s · %s · up %s"),
-                          state_label (vivarium_dbus_session_get_state (session)),
+                          state_label (session_state (session)),
                           image, accel, uptime);
 }
 
@@ -146,15 +155,15 @@ format_timings (GVariant *timings)
 static void
 update_actions (VivariumSessionsPage *self)
 {
-  const char *state = self->selected != NULL ? vivarium_dbus_session_get_state (self->selected) : NULL;
+  gint state = session_state (self->selected);
   gboolean usable = vivarium_permission_usable (self->permission);
-  gboolean active = g_strcmp0 (state, "stopped") != 0 && g_strcmp0 (state, "failed") != 0;
+  gboolean active = state != VIVARIUM_SESSION_STATE_STOPPED && state != VIVARIUM_SESSION_STATE_FAILED;
 
-  gtk_widget_set_visible (GTK_WIDGET (self->resume_button), g_strcmp0 (state, "paused") == 0);
+  gtk_widget_set_visible (GTK_WIDGET (self->resume_button), state == VIVARIUM_SESSION_STATE_PAUSED);
   gtk_widget_set_sensitive (GTK_WIDGET (self->resume_button), usable);
   gtk_widget_set_sensitive (GTK_WIDGET (self->stop_button), usable && active);
-  gtk_widget_set_sensitive (GTK_WIDGET (self->screenshot_button), g_strcmp0 (state, "running") == 0);
-  gtk_widget_set_sensitive (GTK_WIDGET (self->exec_button), usable && g_strcmp0 (state, "running") == 0);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->screenshot_button), state == VIVARIUM_SESSION_STATE_RUNNING);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->exec_button), usable && state == VIVARIUM_SESSION_STATE_RUNNING);
 }
 
 static void
@@ -179,7 +188,7 @@ show_detail (VivariumSessionsPage *self)
     return;
   }
   vivarium_set_label (self->title_label, vivarium_dbus_session_get_id (s));
-  gtk_label_set_text (self->state_label, state_label (vivarium_dbus_session_get_state (s)));
+  gtk_label_set_text (self->state_label, state_label (session_state (s)));
   /* A property not yet cached reads as NULL: nothing to say yet. */
   reason = vivarium_dbus_session_get_state_reason (s);
   vivarium_set_label (self->reason_label, reason != NULL ? reason : "");
@@ -347,7 +356,7 @@ screenshot_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 take_screenshot (VivariumSessionsPage *self, GDBusCallFlags flags)
 {
-  if (self->selected == NULL || g_strcmp0 (vivarium_dbus_session_get_state (self->selected), "running") != 0)
+  if (session_state (self->selected) != VIVARIUM_SESSION_STATE_RUNNING)
     return;
   g_dbus_proxy_call (G_DBUS_PROXY (self->selected), "Screenshot", NULL, flags,
                      flags & G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION ? INTERACTIVE_TIMEOUT_MS : -1,

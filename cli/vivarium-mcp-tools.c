@@ -8,6 +8,7 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vivarium-report.h"
+#include "vivarium-state.h"
 #include "vivarium-mcp-identity.h"
 #include "vivarium-mcp-tools.h"
 
@@ -371,6 +372,9 @@ question_node (const gchar *question)
 
 typedef struct {
   gchar *id, *project, *image, *outcome, *step, *reason, *question, *session, *report;
+  /* The outcome parsed; a word this build does not know is no outcome. */
+  gboolean        outcome_known;
+  VivariumOutcome outcome_value;
 } TaskProps;
 
 static void
@@ -412,7 +416,14 @@ read_task (VmcpTools *self, const gchar *path, TaskProps *p, GError **error)
     return FALSE;
   p->session = g_variant_dup_string (session, NULL);
   p->report = g_variant_dup_string (report, NULL);
+  p->outcome_known = vivarium_outcome_from_string (p->outcome, &p->outcome_value);
   return TRUE;
+}
+
+static gboolean
+task_outcome_is (const TaskProps *p, VivariumOutcome outcome)
+{
+  return p->outcome_known && p->outcome_value == outcome;
 }
 
 /* While the task runs its work session names the machine; once reported,
@@ -485,7 +496,7 @@ task_result (VmcpTools *self, const gchar *path, VmcpIdentity *identity)
     g_autofree gchar *shown = vivarium_report_escape_untrusted (p.reason, TRUE);
     g_string_append_printf (text, "Reason: %s\n", shown);
   }
-  if (g_str_equal (p.outcome, "NEEDS_INPUT"))
+  if (task_outcome_is (&p, VIVARIUM_OUTCOME_NEEDS_INPUT))
     append_question (text, p.question);
   if (g_strcmp0 (p.report, "/") != 0) {
     report = fetch_report (self, p.report, &p, identity, text, &error);
@@ -493,7 +504,7 @@ task_result (VmcpTools *self, const gchar *path, VmcpIdentity *identity)
       return error_result (identity, error);
   } else {
     identity_from_image (self, identity, p.image);
-    if (g_str_equal (p.outcome, "IN_PROGRESS"))
+    if (task_outcome_is (&p, VIVARIUM_OUTCOME_IN_PROGRESS))
       g_string_append (text, "Still running: call vm_wait with this task id.\n");
   }
   structured = json_object_new ();
@@ -507,7 +518,7 @@ task_result (VmcpTools *self, const gchar *path, VmcpIdentity *identity)
   else
     json_object_set_null_member (structured, "reason");
   json_object_set_member (structured, "question",
-                          question_node (g_str_equal (p.outcome, "NEEDS_INPUT") ? p.question : NULL));
+                          question_node (task_outcome_is (&p, VIVARIUM_OUTCOME_NEEDS_INPUT) ? p.question : NULL));
   json_object_set_member (structured, "report", report != NULL ? report : json_node_new (JSON_NODE_NULL));
   return success_result (identity, structured, text->str);
 }

@@ -10,6 +10,7 @@
 #include "vivarium-dbus-generated.h"
 #include "vivarium-names.h"
 #include "vivarium-report.h"
+#include "vivarium-state.h"
 
 G_BEGIN_DECLS
 

@@ -110,11 +110,27 @@ typedef struct {
   VctlProgress     *progress;
   VivariumDBusJob  *job;
   VctlContext      *ctx;
-  gchar            *state;
+  gchar            *state;        /* the daemon's word, for the message */
+  gboolean          state_known;  /* …and parsed, once, where it arrives */
+  VivariumJobState  state_value;
   gchar            *message;
   gboolean          vanished;
   gboolean          cancelling;
 } JobWait;
+
+static void
+job_wait_set_state (JobWait *w, gchar *state)
+{
+  g_free (w->state);
+  w->state = state;
+  w->state_known = vivarium_job_state_from_string (state, &w->state_value);
+}
+
+static gboolean
+job_state_is (const JobWait *w, VivariumJobState state)
+{
+  return w->state_known && w->state_value == state;
+}
 
 /* Progress and Step are properties: they arrive as PropertiesChanged. */
 static void
@@ -132,8 +148,7 @@ on_job_finished (VivariumDBusJob *job, const gchar *state, const gchar *message,
 {
   JobWait *w = user_data;
 
-  g_free (w->state);
-  w->state = g_strdup (state);
+  job_wait_set_state (w, g_strdup (state));
   g_free (w->message);
   w->message = g_strdup (message);
   g_main_loop_quit (w->loop);
@@ -214,9 +229,9 @@ job_outcome (JobWait *w, GError **error)
                          _("The daemon went away before the job finished"));
     return FALSE;
   }
-  if (g_strcmp0 (w->state, "succeeded") == 0)
+  if (job_state_is (w, VIVARIUM_JOB_STATE_SUCCEEDED))
     return TRUE;
-  if (g_strcmp0 (w->state, "cancelled") == 0) {
+  if (job_state_is (w, VIVARIUM_JOB_STATE_CANCELLED)) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
                          _("The job was cancelled"));
     return FALSE;
@@ -247,15 +262,15 @@ wait_for_job (VctlContext *ctx, const gchar *job_path, GError **error)
   w.progress = vctl_progress_new (stdout);
   /* The proxy subscribed to signals before it read the properties, so a
    * job that ended in between shows its final State here instead. */
-  w.state = vivarium_dbus_job_dup_state (w.job);
-  if (g_strcmp0 (w.state, "running") == 0) {
+  job_wait_set_state (&w, vivarium_dbus_job_dup_state (w.job));
+  if (job_state_is (&w, VIVARIUM_JOB_STATE_RUNNING)) {
     vctl_progress_update (w.progress, vivarium_dbus_job_get_percent (w.job),
                           vivarium_dbus_job_get_step (w.job));
     job_wait_run (&w);
   } else {
     w.message = vivarium_dbus_job_dup_error_message (w.job);
   }
-  if (g_strcmp0 (w.state, "succeeded") == 0)
+  if (job_state_is (&w, VIVARIUM_JOB_STATE_SUCCEEDED))
     vctl_progress_update (w.progress, 100, _("Done"));
   vctl_progress_end (w.progress);
   ok = job_outcome (&w, error);

@@ -774,12 +774,14 @@ vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
     call_session_verb (ctx, cmd, argv, vivarium_dbus_session_call_resume_sync, error);
   g_autoptr(GVariant) state = NULL;
   g_autofree gchar *id = NULL;
+  VivariumSessionState parsed;
 
   if (session == NULL)
     return FALSE;
   id = vctl_escape_line ((*argv)[1]);
   state = vctl_get_property (ctx, session, "State", NULL);
-  if (state != NULL && g_strcmp0 (g_variant_get_string (state, NULL), "paused") == 0) {
+  if (state != NULL && vivarium_session_state_from_string (g_variant_get_string (state, NULL), &parsed) &&
+      parsed == VIVARIUM_SESSION_STATE_PAUSED) {
     g_autoptr(GVariant) reason = vctl_get_property (ctx, session, "StateReason", NULL);
     g_autofree gchar *shown = vctl_escape_line (reason != NULL ? g_variant_get_string (reason, NULL) : "");
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,

@@ -326,17 +326,21 @@ report_outcome (VctlContext *ctx, VivariumDBusTask *task, const gchar *id, const
                 GError **error)
 {
   g_autofree gchar *shown_id = vctl_escape_line (id);
+  VivariumOutcome o;
 
-  if (g_strcmp0 (outcome, "DONE") == 0) {
-    g_print ("DONE\n");
-  } else if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0) {
+  if (!vivarium_outcome_from_string (outcome, &o)) {
+    g_autofree gchar *shown = vctl_escape_line (outcome);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
+                 _("The daemon gave task “%s” an unknown outcome “%s”"), shown_id, shown);
+    return FALSE;
+  }
+  g_print ("%s\n", vivarium_outcome_to_string (o));
+  if (o == VIVARIUM_OUTCOME_NEEDS_INPUT) {
     g_autofree gchar *question = read_string_property (ctx, task, "Question");
-    g_print ("NEEDS_INPUT\n");
     print_question (question);
     ctx->exit_status = VCTL_EXIT_NEEDS_INPUT;
-  } else if (g_strcmp0 (outcome, "IN_PROGRESS") == 0) {
+  } else if (o == VIVARIUM_OUTCOME_IN_PROGRESS) {
     g_autofree gchar *reason = read_string_property (ctx, task, "Reason");
-    g_print ("IN_PROGRESS\n");
     /* A task stopped at its hard limit stays IN_PROGRESS; waiting again
      * would not change that, so say so where a person sees it. */
     if (reason[0] != '\0') {
@@ -345,16 +349,10 @@ report_outcome (VctlContext *ctx, VivariumDBusTask *task, const gchar *id, const
                   shown_id, shown);
     }
     ctx->exit_status = VCTL_EXIT_IN_PROGRESS;
-  } else if (g_strcmp0 (outcome, "FAILED") == 0) {
+  } else if (o == VIVARIUM_OUTCOME_FAILED) {
     g_autofree gchar *reason = read_string_property (ctx, task, "Reason");
-    g_print ("FAILED\n");
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("Task “%s” failed: %s"),
                  shown_id, reason[0] != '\0' ? reason : _("no reason given"));
-    return FALSE;
-  } else {
-    g_autofree gchar *shown = vctl_escape_line (outcome);
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
-                 _("The daemon gave task “%s” an unknown outcome “%s”"), shown_id, shown);
     return FALSE;
   }
   return TRUE;
@@ -615,7 +613,7 @@ task_is_over (TranscriptFollow *f, GError **error)
 {
   g_autoptr(GVariant) finished = vctl_get_property (f->ctx, f->task, "FinishedAt", error);
   g_autoptr(GVariant) outcome = NULL;
-  const gchar *o;
+  VivariumOutcome o;
 
   if (finished == NULL)
     return FALSE;
@@ -624,8 +622,9 @@ task_is_over (TranscriptFollow *f, GError **error)
   outcome = vctl_get_property (f->ctx, f->task, "Outcome", error);
   if (outcome == NULL)
     return FALSE;
-  o = g_variant_is_of_type (outcome, G_VARIANT_TYPE_STRING) ? g_variant_get_string (outcome, NULL) : "";
-  return g_strcmp0 (o, "DONE") == 0 || g_strcmp0 (o, "FAILED") == 0;
+  return g_variant_is_of_type (outcome, G_VARIANT_TYPE_STRING) &&
+         vivarium_outcome_from_string (g_variant_get_string (outcome, NULL), &o) &&
+         (o == VIVARIUM_OUTCOME_DONE || o == VIVARIUM_OUTCOME_FAILED);
 }
 
 static gboolean

@@ -220,6 +220,7 @@ test_state_strings (void)
   VivariumJobState j;
   VivariumOutcome o;
   VivariumVerdict v;
+  VivariumEgressState e;
 
   for (guint i = VIVARIUM_SESSION_STATE_STARTING; i <= VIVARIUM_SESSION_STATE_FAILED; i++) {
     g_assert_true (vivarium_session_state_from_string (vivarium_session_state_to_string (i), &s));
@@ -237,6 +238,13 @@ test_state_strings (void)
     g_assert_true (vivarium_verdict_from_string (vivarium_verdict_to_string (i), &v));
     g_assert_cmpuint (v, ==, i);
   }
+  for (guint i = VIVARIUM_EGRESS_STATE_OFF; i <= VIVARIUM_EGRESS_STATE_FAILED; i++) {
+    g_assert_true (vivarium_egress_state_from_string (vivarium_egress_state_to_string (i), &e));
+    g_assert_cmpuint (e, ==, i);
+  }
+  /* The words of the contract (dbus/…xml, EgressState). */
+  g_assert_cmpstr (vivarium_egress_state_to_string (VIVARIUM_EGRESS_STATE_OFF), ==, "off");
+  g_assert_cmpstr (vivarium_egress_state_to_string (VIVARIUM_EGRESS_STATE_FAILED), ==, "failed");
   g_assert_cmpstr (vivarium_session_state_to_string (VIVARIUM_SESSION_STATE_PAUSED), ==, "paused");
   g_assert_cmpstr (vivarium_outcome_to_string (VIVARIUM_OUTCOME_NEEDS_INPUT), ==, "NEEDS_INPUT");
   g_assert_false (vivarium_session_state_from_string ("Running", &s));
