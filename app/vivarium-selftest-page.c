@@ -245,9 +245,9 @@ run_clicked_cb (VivariumSelftestPage *self)
   gtk_progress_bar_set_fraction (self->progress_bar, 0);
   gtk_label_set_text (self->step_label, _("Starting…"));
   gtk_revealer_set_reveal_child (self->progress_revealer, TRUE);
-  g_dbus_proxy_call (G_DBUS_PROXY (self->guard), "RunSelfTest", g_variant_new ("(a{sv})", NULL),
-                     G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, G_MAXINT, NULL,
-                     run_finished_cb, g_object_ref (self));
+  vivarium_dbus_guard_call_run_self_test (self->guard, g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0),
+                                          vivarium_call_flags (TRUE), VIVARIUM_CALL_TIMEOUT_LONG, NULL,
+                                          run_finished_cb, g_object_ref (self));
 }
 
 static void

@@ -13,7 +13,6 @@
 #define LOG_PAGE 50
 #define SCREEN_REFRESH_SEC 5
 #define TICK_SEC 10
-#define INTERACTIVE_TIMEOUT_MS (6 * 60 * 1000)
 
 struct _VivariumSessionsPage {
   AdwBin               parent_instance;
@@ -298,10 +297,9 @@ load_log_page (VivariumSessionsPage *self)
   if (self->selected == NULL || self->log_loading)
     return;
   self->log_loading = TRUE;
-  g_dbus_proxy_call (G_DBUS_PROXY (self->selected), "GetCommandLog",
-                     g_variant_new ("(tu)", self->log_next, (guint32) LOG_PAGE),
-                     G_DBUS_CALL_FLAGS_NONE, -1, self->detail_cancellable,
-                     log_page_cb, g_object_ref (self));
+  vivarium_dbus_session_call_get_command_log (self->selected, self->log_next, LOG_PAGE, vivarium_call_flags (FALSE),
+                                              VIVARIUM_CALL_TIMEOUT_DEFAULT, self->detail_cancellable, log_page_cb,
+                                              g_object_ref (self));
 }
 
 static void
@@ -358,9 +356,10 @@ take_screenshot (VivariumSessionsPage *self, GDBusCallFlags flags)
 {
   if (session_state (self->selected) != VIVARIUM_SESSION_STATE_RUNNING)
     return;
-  g_dbus_proxy_call (G_DBUS_PROXY (self->selected), "Screenshot", NULL, flags,
-                     flags & G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION ? INTERACTIVE_TIMEOUT_MS : -1,
-                     self->detail_cancellable, screenshot_cb, g_object_ref (self));
+  vivarium_dbus_session_call_screenshot (self->selected, flags,
+                                         flags & G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION
+                                           ? VIVARIUM_CALL_TIMEOUT_INTERACTIVE : VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                         self->detail_cancellable, screenshot_cb, g_object_ref (self));
 }
 
 static void

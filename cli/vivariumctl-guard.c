@@ -268,9 +268,8 @@ run_self_test (VctlContext *ctx, VivariumDBusGuard *guard, const gchar *image, c
   /* With --json, stdout holds the document alone. */
   w.progress = vctl_progress_new (ctx->json ? stderr : stdout);
   g_signal_connect (guard, "self-test-progress", G_CALLBACK (on_self_test_progress), &w);
-  g_dbus_proxy_call (G_DBUS_PROXY (guard), "RunSelfTest",
-                     g_variant_new ("(a{sv})", &options),
-                     vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, on_self_test_done, &w);
+  vivarium_dbus_guard_call_run_self_test (guard, g_variant_builder_end (&options), vctl_call_flags (ctx),
+                                          VCTL_TIMEOUT_LONG, NULL, on_self_test_done, &w);
   g_main_loop_run (w.loop);
   g_signal_handlers_disconnect_by_data (guard, &w);
   vctl_progress_free (w.progress);

@@ -191,8 +191,8 @@ on_sigint (gpointer user_data)
     w->cancelling = TRUE;
     vctl_progress_end (w->progress);
     g_printerr ("%s\n", _("Cancelling…"));
-    g_dbus_proxy_call (G_DBUS_PROXY (w->job), "Cancel", NULL,
-                       vctl_call_flags (w->ctx), -1, NULL, on_cancel_done, NULL);
+    vivarium_dbus_job_call_cancel (w->job, vctl_call_flags (w->ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT, NULL,
+                                   on_cancel_done, NULL);
   }
   return G_SOURCE_CONTINUE;
 }
