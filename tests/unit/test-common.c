@@ -253,6 +253,17 @@ test_state_strings (void)
   g_assert_false (vivarium_session_state_is_active (VIVARIUM_SESSION_STATE_STOPPED));
 }
 
+/* A failed check inside common/ names common/ as its log domain, in
+ * whichever program it runs: a daemon's journal or a client's stderr can
+ * then tell it from the caller's own messages. */
+static void
+test_log_domain (void)
+{
+  g_test_expect_message ("vivarium-common", G_LOG_LEVEL_CRITICAL, "*value < n*");
+  g_assert_null (vivarium_session_state_to_string ((VivariumSessionState) 99));
+  g_test_assert_expected_messages ();
+}
+
 /* GLib's domains never reach a caller: each is turned into the Vivarium
  * domain with the sentence kept. */
 static void
@@ -298,6 +309,7 @@ main (int argc, char **argv)
   g_test_add_func ("/common/escape-untrusted", test_escape_untrusted);
   g_test_add_func ("/common/denylist", test_denylist);
   g_test_add_func ("/common/state-strings", test_state_strings);
+  g_test_add_func ("/common/log-domain", test_log_domain);
   g_test_add_func ("/common/error-convert", test_error_convert);
   g_test_add_func ("/service/qemu-command", test_qemu_command);
   return g_test_run ();
