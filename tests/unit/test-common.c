@@ -3,6 +3,7 @@
 
 #include <gio/gio.h>
 
+#include "vivarium-call.h"
 #include "vivarium-denylist.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
@@ -264,6 +265,24 @@ test_log_domain (void)
   g_test_assert_expected_messages ();
 }
 
+/* What every client's call path keeps of the old wrappers: interactive
+ * authorization unless told not to, and the daemon's refusal as a typed
+ * error whose message is the daemon's sentence alone. */
+static void
+test_call_helpers (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *sentence = NULL;
+
+  g_assert_cmpint (vivarium_call_flags (TRUE), ==, G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION);
+  g_assert_cmpint (vivarium_call_flags (FALSE), ==, G_DBUS_CALL_FLAGS_NONE);
+  error = g_dbus_error_new_for_dbus_error (VIVARIUM_DBUS_ERROR_PREFIX ".NotFound", "There is no task called “x”");
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND);
+  sentence = vivarium_call_error_sentence (error);
+  g_assert_cmpstr (sentence, ==, "There is no task called “x”");
+  g_assert_cmpint (VIVARIUM_CALL_TIMEOUT_LONG, ==, G_MAXINT);
+}
+
 /* GLib's domains never reach a caller: each is turned into the Vivarium
  * domain with the sentence kept. */
 static void
@@ -310,6 +329,7 @@ main (int argc, char **argv)
   g_test_add_func ("/common/denylist", test_denylist);
   g_test_add_func ("/common/state-strings", test_state_strings);
   g_test_add_func ("/common/log-domain", test_log_domain);
+  g_test_add_func ("/common/call-helpers", test_call_helpers);
   g_test_add_func ("/common/error-convert", test_error_convert);
   g_test_add_func ("/service/qemu-command", test_qemu_command);
   return g_test_run ();
