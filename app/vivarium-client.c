@@ -258,15 +258,14 @@ static const struct {
 char *
 vivarium_client_describe_error (const GError *error)
 {
-  g_autoptr(GError) copy = g_error_copy (error);
-  g_autofree char *remote = g_dbus_error_get_remote_error (copy);
+  g_autofree char *remote = g_dbus_error_get_remote_error (error);
+  g_autofree char *sentence = vivarium_call_error_sentence (error);
 
-  g_dbus_error_strip_remote_error (copy);
   for (gsize i = 0; remote != NULL && i < G_N_ELEMENTS (error_sentences); i++) {
     if (g_strcmp0 (remote, error_sentences[i].name) == 0)
-      return g_strdup_printf ("%s %s", _(error_sentences[i].sentence), copy->message);
+      return g_strdup_printf ("%s %s", _(error_sentences[i].sentence), sentence);
   }
-  return g_strdup (copy->message);
+  return g_steal_pointer (&sentence);
 }
 
 static void

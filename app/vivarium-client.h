@@ -3,6 +3,7 @@
 
 #include <gio/gio.h>
 #include "vivarium-dbus-generated.h"
+#include "vivarium-call.h"
 
 G_BEGIN_DECLS
 

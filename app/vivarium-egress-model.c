@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "vivarium-egress-model.h"
+#include "vivarium-client.h"
 
 /* A refresh asks from where the last one stopped ("next") until the daemon
  * says there is no more. When more than MAX_KEPT entries are new, it jumps
@@ -149,9 +150,17 @@ static void
 fetch_page (VivariumEgressModel *self)
 {
   self->round_pages++;
-  g_dbus_proxy_call (self->source, "GetEgressLog",
-                     g_variant_new ("(tu)", self->next, (guint32) VIVARIUM_EGRESS_MODEL_PAGE),
-                     G_DBUS_CALL_FLAGS_NONE, -1, self->cancellable, page_cb, g_object_ref (self));
+  /* Sessions and tasks keep the same log under the same method. */
+  if (VIVARIUM_DBUS_IS_SESSION (self->source))
+    vivarium_dbus_session_call_get_egress_log (VIVARIUM_DBUS_SESSION (self->source), self->next,
+                                               VIVARIUM_EGRESS_MODEL_PAGE, vivarium_call_flags (FALSE),
+                                               VIVARIUM_CALL_TIMEOUT_DEFAULT, self->cancellable, page_cb,
+                                               g_object_ref (self));
+  else
+    vivarium_dbus_task_call_get_egress_log (VIVARIUM_DBUS_TASK (self->source), self->next,
+                                            VIVARIUM_EGRESS_MODEL_PAGE, vivarium_call_flags (FALSE),
+                                            VIVARIUM_CALL_TIMEOUT_DEFAULT, self->cancellable, page_cb,
+                                            g_object_ref (self));
 }
 
 void

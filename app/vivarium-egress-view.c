@@ -57,17 +57,15 @@ mode_text (const char *mode)
 }
 
 static const char *
-state_text (const char *state)
+state_text (gint state)
 {
-  if (g_strcmp0 (state, "off") == 0)
-    return _("Off: this mode has no egress proxy");
-  if (g_strcmp0 (state, "starting") == 0)
-    return _("Starting");
-  if (g_strcmp0 (state, "running") == 0)
-    return _("Running: every connection goes through it and is logged below");
-  if (g_strcmp0 (state, "failed") == 0)
-    return _("Failed: the guest has no way out");
-  return NULL;
+  switch (state) {
+  case VIVARIUM_EGRESS_STATE_OFF: return _("Off: this mode has no egress proxy");
+  case VIVARIUM_EGRESS_STATE_STARTING: return _("Starting");
+  case VIVARIUM_EGRESS_STATE_RUNNING: return _("Running: every connection goes through it and is logged below");
+  case VIVARIUM_EGRESS_STATE_FAILED: return _("Failed: the guest has no way out");
+  default: return NULL;
+  }
 }
 
 /* A gone session's proxy has no properties: nothing to show of it. */
@@ -80,10 +78,11 @@ session_mode (VivariumEgressView *self)
 static gboolean
 session_can_decide (VivariumEgressView *self)
 {
-  const char *state = self->session != NULL ? vivarium_dbus_session_get_state (self->session) : NULL;
+  const char *word = self->session != NULL ? vivarium_dbus_session_get_state (self->session) : NULL;
+  gint state = vivarium_parse_session_state (word);
 
   return g_strcmp0 (session_mode (self), "allowlist") == 0 &&
-         state != NULL && g_strcmp0 (state, "stopped") != 0 && g_strcmp0 (state, "failed") != 0;
+         word != NULL && state != VIVARIUM_SESSION_STATE_STOPPED && state != VIVARIUM_SESSION_STATE_FAILED;
 }
 
 static void
@@ -98,7 +97,8 @@ static void
 show_mode_and_state (VivariumEgressView *self)
 {
   const char *mode = session_mode (self);
-  const char *state = self->session != NULL ? vivarium_dbus_session_get_egress_state (self->session) : NULL;
+  const char *word = self->session != NULL ? vivarium_dbus_session_get_egress_state (self->session) : NULL;
+  gint state = vivarium_parse_egress_state (word);
   const char *reason = self->session != NULL ? vivarium_dbus_session_get_egress_state_reason (self->session) : NULL;
   g_autofree char *banner = NULL;
 
@@ -107,10 +107,10 @@ show_mode_and_state (VivariumEgressView *self)
                                                      : _("Not known"));
   else
     set_subtitle (self->mode_row, mode_text (mode) != NULL ? mode_text (mode) : mode);
-  set_subtitle (self->state_row, state_text (state) != NULL ? state_text (state) : (state != NULL ? state : _("Not known")));
+  set_subtitle (self->state_row, state_text (state) != NULL ? state_text (state) : (word != NULL ? word : _("Not known")));
 
   /* A failed proxy is the one state the operator must not miss. */
-  if (g_strcmp0 (state, "failed") == 0) {
+  if (state == VIVARIUM_EGRESS_STATE_FAILED) {
     g_autofree char *why = vivarium_plain_text (reason != NULL && *reason != '\0' ? reason : _("no reason was given"), 300);
 
     banner = g_strdup_printf (_("The egress proxy failed: the guest has no way out (nothing falls back to open). %s"), why);

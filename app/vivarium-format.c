@@ -78,3 +78,29 @@ vivarium_format_time (guint64 usec)
   local = g_date_time_to_local (utc);
   return g_date_time_format (local, "%x %X");
 }
+
+#define DEFINE_PARSE(name, Type, from_string)                                  \
+  gint                                                                         \
+  name (const char *word)                                                      \
+  {                                                                            \
+    Type value;                                                                \
+    return from_string (word, &value) ? (gint) value : VIVARIUM_STATE_UNKNOWN; \
+  }
+
+DEFINE_PARSE (vivarium_parse_session_state, VivariumSessionState, vivarium_session_state_from_string)
+DEFINE_PARSE (vivarium_parse_egress_state, VivariumEgressState, vivarium_egress_state_from_string)
+DEFINE_PARSE (vivarium_parse_outcome, VivariumOutcome, vivarium_outcome_from_string)
+DEFINE_PARSE (vivarium_parse_verdict, VivariumVerdict, vivarium_verdict_from_string)
+
+/* A Task's or a Report's outcome, as both pages say it. */
+const char *
+vivarium_outcome_label (gint outcome)
+{
+  switch (outcome) {
+  case VIVARIUM_OUTCOME_IN_PROGRESS: return _("In progress");
+  case VIVARIUM_OUTCOME_NEEDS_INPUT: return _("Needs input");
+  case VIVARIUM_OUTCOME_DONE: return _("Done");
+  case VIVARIUM_OUTCOME_FAILED: return _("Failed");
+  default: return _("Unknown");
+  }
+}

@@ -3,6 +3,8 @@
 
 #include <glib.h>
 
+#include "vivarium-state.h"
+
 G_BEGIN_DECLS
 
 /* How the app writes what the daemon sends: no widgets here, so the models
@@ -19,5 +21,16 @@ char    *vivarium_format_uptime       (guint64       started_at_usec);
 char    *vivarium_format_time         (guint64       usec);
 char    *vivarium_format_duration     (guint64       usec);
 char    *vivarium_format_duration_ms  (guint64       msec);
+
+/* The daemon's state words, parsed once where a property or a result is
+ * read: the value of the common enum, or VIVARIUM_STATE_UNKNOWN for a word
+ * this build does not know (a newer daemon), which equals no state. */
+#define VIVARIUM_STATE_UNKNOWN (-1)
+
+gint         vivarium_parse_session_state (const char *word);
+gint         vivarium_parse_egress_state  (const char *word);
+gint         vivarium_parse_outcome       (const char *word);
+gint         vivarium_parse_verdict       (const char *word);
+const char  *vivarium_outcome_label       (gint        outcome);
 
 G_END_DECLS

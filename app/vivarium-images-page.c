@@ -94,14 +94,20 @@ verify_clicked_cb (GtkButton *button, gpointer user_data)
   if (image == NULL)
     return;
   name = vivarium_plain_text (vivarium_dbus_image_get_name (image), 64);
-  vivarium_admin_call (GTK_WIDGET (page_of (GTK_WIDGET (button))), G_DBUS_PROXY (image), "Verify", NULL, NULL,
-                       _("Could not verify the image"), verify_done, g_steal_pointer (&name));
+  vivarium_dbus_image_call_verify (image, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                   vivarium_admin_call_new (GTK_WIDGET (page_of (GTK_WIDGET (button))),
+                                                            _("Could not verify the image"), verify_done,
+                                                            g_steal_pointer (&name)));
 }
+
+/* Freeze or Delete: an Image verb without arguments. */
+typedef void (*ImageVerbCall) (VivariumDBusImage *proxy, GDBusCallFlags call_flags, gint timeout_msec,
+                               GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data);
 
 typedef struct {
   VivariumImagesPage *page;
   VivariumDBusImage  *image;
-  const char         *method;
+  ImageVerbCall       call;
   const char         *what;
 } Confirm;
 
@@ -111,15 +117,15 @@ confirm_response_cb (AdwMessageDialog *dialog, const char *response, gpointer us
   g_autofree Confirm *confirm = user_data;
 
   if (g_strcmp0 (response, "confirm") == 0)
-    vivarium_admin_call (GTK_WIDGET (confirm->page), G_DBUS_PROXY (confirm->image), confirm->method,
-                         NULL, NULL, confirm->what, NULL, NULL);
+    confirm->call (confirm->image, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                   vivarium_admin_call_new (GTK_WIDGET (confirm->page), confirm->what, NULL, NULL));
   g_object_unref (confirm->image);
   g_object_unref (confirm->page);
 }
 
 /* Freeze and Delete cannot be undone: both ask first, and say so. */
 static void
-confirm_then_call (GtkWidget *button, const char *method, const char *heading,
+confirm_then_call (GtkWidget *button, ImageVerbCall call, const char *heading,
                    const char *body, const char *verb, const char *what)
 {
   VivariumDBusImage *image = row_image (button);
@@ -137,7 +143,7 @@ confirm_then_call (GtkWidget *button, const char *method, const char *heading,
   confirm = g_new0 (Confirm, 1);
   confirm->page = g_object_ref (self);
   confirm->image = g_object_ref (image);
-  confirm->method = method;
+  confirm->call = call;
   confirm->what = what;
   g_signal_connect (dialog, "response", G_CALLBACK (confirm_response_cb), confirm);
   gtk_window_present (GTK_WINDOW (dialog));
@@ -157,7 +163,7 @@ freeze_clicked_cb (GtkButton *button, gpointer user_data)
   g_autofree char *name = row_name (GTK_WIDGET (button));
   g_autofree char *heading = g_strdup_printf (_("Freeze “%s”?"), name);
 
-  confirm_then_call (GTK_WIDGET (button), "Freeze", heading,
+  confirm_then_call (GTK_WIDGET (button), vivarium_dbus_image_call_freeze, heading,
                      _("A frozen image is read-only, and its digest is checked before every boot. "
                        "Freezing cannot be undone."),
                      _("_Freeze"), _("Could not freeze the image"));
@@ -169,7 +175,7 @@ delete_clicked_cb (GtkButton *button, gpointer user_data)
   g_autofree char *name = row_name (GTK_WIDGET (button));
   g_autofree char *heading = g_strdup_printf (_("Delete “%s”?"), name);
 
-  confirm_then_call (GTK_WIDGET (button), "Delete", heading,
+  confirm_then_call (GTK_WIDGET (button), vivarium_dbus_image_call_delete, heading,
                      _("Its files are removed. This cannot be undone."),
                      _("_Delete"), _("Could not delete the image"));
 }
@@ -317,8 +323,9 @@ static void
 job_cancel_clicked_cb (VivariumImagesPage *self)
 {
   if (self->job != NULL)
-    vivarium_admin_call (GTK_WIDGET (self), G_DBUS_PROXY (self->job), "Cancel", NULL, NULL,
-                         _("Could not cancel the build"), NULL, NULL);
+    vivarium_dbus_job_call_cancel (self->job, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                   vivarium_admin_call_new (GTK_WIDGET (self), _("Could not cancel the build"),
+                                                            NULL, NULL));
 }
 
 typedef struct {
@@ -353,15 +360,19 @@ name_response_cb (AdwMessageDialog *dialog, const char *response, gpointer user_
     GtkStringObject *recipe = gtk_drop_down_get_selected_item (nd->recipes);
 
     if (recipe != NULL)
-      vivarium_admin_call (GTK_WIDGET (nd->page), G_DBUS_PROXY (manager), "BuildImage",
-                           g_variant_new ("(ss)", gtk_string_object_get_string (recipe), name), NULL,
-                           _("Could not start the build"), build_done, NULL);
+      vivarium_dbus_manager_call_build_image (manager, gtk_string_object_get_string (recipe), name,
+                                              VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                              vivarium_admin_call_new (GTK_WIDGET (nd->page),
+                                                                       _("Could not start the build"),
+                                                                       build_done, NULL));
   } else {
     /* The daemon never opens a path for us: it gets the open file. */
     fds = g_unix_fd_list_new_from_array (&nd->fd, 1);
     nd->fd = -1;
-    vivarium_admin_call (GTK_WIDGET (nd->page), G_DBUS_PROXY (manager), "ImportImage",
-                         g_variant_new ("(sh)", name, 0), fds, _("Could not import the disk"), NULL, NULL);
+    vivarium_dbus_manager_call_import_image (manager, name, g_variant_new_handle (0), VIVARIUM_ADMIN_CALL, fds,
+                                             NULL, vivarium_admin_call_done,
+                                             vivarium_admin_call_new (GTK_WIDGET (nd->page),
+                                                                      _("Could not import the disk"), NULL, NULL));
   }
   name_dialog_free (nd);
 }
@@ -429,7 +440,8 @@ build_clicked_cb (VivariumImagesPage *self)
   VivariumDBusManager *manager = vivarium_client_get_manager (self->client);
 
   if (manager != NULL)
-    vivarium_dbus_manager_call_list_recipes (manager, self->cancellable, recipes_cb, g_object_ref (self));
+    vivarium_dbus_manager_call_list_recipes (manager, vivarium_call_flags (FALSE), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                             self->cancellable, recipes_cb, g_object_ref (self));
 }
 
 /* --- importing ----------------------------------------------------------- */

@@ -257,11 +257,9 @@ submit_clicked_cb (VivariumNewTaskDialog *self)
   gtk_widget_set_visible (GTK_WIDGET (self->error_label), FALSE);
   validate (self);
   /* Interactive: the desktop's polkit agent may ask for a password. */
-  g_dbus_proxy_call (G_DBUS_PROXY (manager), "SubmitTask",
-                     g_variant_new ("(sss@a{sv})", form.project, form.image, instructions,
-                                    vivarium_task_form_options (&form)),
-                     G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, SUBMIT_TIMEOUT_MS,
-                     self->cancellable, submit_done_cb, g_object_ref (self));
+  vivarium_dbus_manager_call_submit_task (manager, form.project, form.image, instructions,
+                                          vivarium_task_form_options (&form), vivarium_call_flags (TRUE),
+                                          SUBMIT_TIMEOUT_MS, self->cancellable, submit_done_cb, g_object_ref (self));
 }
 
 static void

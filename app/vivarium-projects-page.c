@@ -110,7 +110,8 @@ expanded_cb (AdwExpanderRow *row, GParamSpec *pspec, gpointer user_data)
     return;
   }
   g_hash_table_add (self->expanded, g_strdup (path));
-  vivarium_dbus_project_call_log (project, RECENT_COMMITS, self->cancellable, log_ready_cb, g_object_ref (label));
+  vivarium_dbus_project_call_log (project, RECENT_COMMITS, vivarium_call_flags (FALSE),
+                                  VIVARIUM_CALL_TIMEOUT_DEFAULT, self->cancellable, log_ready_cb, g_object_ref (label));
 }
 
 /* --- actions ----------------------------------------------------------- */
@@ -142,8 +143,10 @@ publish_clicked_cb (GtkButton *button, gpointer user_data)
 
   if (project == NULL)
     return;
-  vivarium_admin_call (GTK_WIDGET (page_of (GTK_WIDGET (button))), G_DBUS_PROXY (project), "Publish", NULL, NULL,
-                       _("Could not publish the project"), published_done, project_name (project));
+  vivarium_dbus_project_call_publish (project, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                      vivarium_admin_call_new (GTK_WIDGET (page_of (GTK_WIDGET (button))),
+                                                               _("Could not publish the project"), published_done,
+                                                               project_name (project)));
 }
 
 typedef struct {
@@ -158,9 +161,10 @@ remote_response_cb (AdwMessageDialog *dialog, const char *response, gpointer use
   g_autofree RemoteDialog *rd = user_data;
 
   if (g_strcmp0 (response, "confirm") == 0)
-    vivarium_admin_call (GTK_WIDGET (rd->page), G_DBUS_PROXY (rd->project), "SetRemote",
-                         g_variant_new ("(s)", gtk_editable_get_text (rd->entry)), NULL,
-                         _("Could not set the remote"), NULL, NULL);
+    vivarium_dbus_project_call_set_remote (rd->project, gtk_editable_get_text (rd->entry), VIVARIUM_ADMIN_CALL, NULL,
+                                           vivarium_admin_call_done,
+                                           vivarium_admin_call_new (GTK_WIDGET (rd->page),
+                                                                    _("Could not set the remote"), NULL, NULL));
   g_object_unref (rd->project);
   g_object_unref (rd->page);
 }
@@ -204,8 +208,8 @@ delete_response_cb (AdwMessageDialog *dialog, const char *response, gpointer use
   GtkWidget *page = g_object_get_data (G_OBJECT (dialog), "page");
 
   if (g_strcmp0 (response, "confirm") == 0 && page != NULL)
-    vivarium_admin_call (page, G_DBUS_PROXY (project), "Delete", NULL, NULL,
-                         _("Could not delete the project"), NULL, NULL);
+    vivarium_dbus_project_call_delete (project, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                       vivarium_admin_call_new (page, _("Could not delete the project"), NULL, NULL));
 }
 
 static void
@@ -428,10 +432,12 @@ create_response_cb (AdwMessageDialog *dialog, const char *response, gpointer use
   guint64 mib = parse_quota_mib (gtk_editable_get_text (cd->quota));
 
   if (g_strcmp0 (response, "confirm") == 0 && manager != NULL)
-    vivarium_admin_call (GTK_WIDGET (cd->page), G_DBUS_PROXY (manager), "CreateProject",
-                         g_variant_new ("(st@a{sv})", gtk_editable_get_text (cd->name), mib * MIB,
-                                        g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0)),
-                         NULL, _("Could not create the project"), NULL, NULL);
+    vivarium_dbus_manager_call_create_project (manager, gtk_editable_get_text (cd->name), mib * MIB,
+                                               g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0),
+                                               VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                               vivarium_admin_call_new (GTK_WIDGET (cd->page),
+                                                                        _("Could not create the project"),
+                                                                        NULL, NULL));
   g_object_unref (cd->page);
 }
 

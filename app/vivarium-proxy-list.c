@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "vivarium-proxy-list.h"
+#include "vivarium-call.h"
 #include "vivarium-dbus-generated.h"
 
 /* A GListModel of the daemon's sessions, images, projects, tasks or
@@ -34,17 +35,21 @@ G_DEFINE_FINAL_TYPE_WITH_CODE (VivariumProxyList, vivarium_proxy_list, G_TYPE_OB
 enum { PROP_0, PROP_LOADED, N_PROPS };
 static GParamSpec *props[N_PROPS];
 
+/* The Manager's List* call of a kind, e.g. vivarium_dbus_manager_call_list_sessions. */
+typedef void (*ListCall) (VivariumDBusManager *proxy, GDBusCallFlags call_flags, gint timeout_msec,
+                          GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data);
+
 static const struct {
-  const char *list_method;
+  ListCall    list;
   const char *added;
   const char *removed;   /* NULL: the daemon never announces a removal */
   const char *interface;
 } kinds[] = {
-  [VIVARIUM_PROXY_LIST_SESSIONS] = { "ListSessions", "SessionAdded", "SessionRemoved", "org.vivarium.Vivarium1.Session" },
-  [VIVARIUM_PROXY_LIST_IMAGES] = { "ListImages", "ImageAdded", "ImageRemoved", "org.vivarium.Vivarium1.Image" },
-  [VIVARIUM_PROXY_LIST_PROJECTS] = { "ListProjects", "ProjectAdded", "ProjectRemoved", "org.vivarium.Vivarium1.Project" },
-  [VIVARIUM_PROXY_LIST_TASKS] = { "ListTasks", "TaskAdded", NULL, "org.vivarium.Vivarium1.Task" },
-  [VIVARIUM_PROXY_LIST_REPORTS] = { "ListReports", "ReportAdded", NULL, "org.vivarium.Vivarium1.Report" },
+  [VIVARIUM_PROXY_LIST_SESSIONS] = { vivarium_dbus_manager_call_list_sessions, "SessionAdded", "SessionRemoved", "org.vivarium.Vivarium1.Session" },
+  [VIVARIUM_PROXY_LIST_IMAGES] = { vivarium_dbus_manager_call_list_images, "ImageAdded", "ImageRemoved", "org.vivarium.Vivarium1.Image" },
+  [VIVARIUM_PROXY_LIST_PROJECTS] = { vivarium_dbus_manager_call_list_projects, "ProjectAdded", "ProjectRemoved", "org.vivarium.Vivarium1.Project" },
+  [VIVARIUM_PROXY_LIST_TASKS] = { vivarium_dbus_manager_call_list_tasks, "TaskAdded", NULL, "org.vivarium.Vivarium1.Task" },
+  [VIVARIUM_PROXY_LIST_REPORTS] = { vivarium_dbus_manager_call_list_reports, "ReportAdded", NULL, "org.vivarium.Vivarium1.Report" },
 };
 
 static GType
@@ -196,8 +201,8 @@ start (VivariumProxyList *self)
   /* Subscribe before listing, so nothing added in between is missed; an
    * object both listed and announced is fetched once. */
   self->signal_id = g_signal_connect (self->manager, "g-signal", G_CALLBACK (manager_signal_cb), self);
-  g_dbus_proxy_call (self->manager, kinds[self->kind].list_method, NULL, G_DBUS_CALL_FLAGS_NONE,
-                     -1, self->cancellable, list_ready_cb, g_object_ref (self));
+  kinds[self->kind].list (VIVARIUM_DBUS_MANAGER (self->manager), vivarium_call_flags (FALSE),
+                          VIVARIUM_CALL_TIMEOUT_DEFAULT, self->cancellable, list_ready_cb, g_object_ref (self));
 }
 
 gboolean

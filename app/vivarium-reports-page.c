@@ -34,17 +34,10 @@ struct _VivariumReportsPage {
 G_DEFINE_FINAL_TYPE (VivariumReportsPage, vivarium_reports_page, ADW_TYPE_BIN)
 
 /* The outcome filter's items, in the .ui's order; NULL: any. */
-static const char *const outcome_filters[] = { NULL, "DONE", "NEEDS_INPUT", "IN_PROGRESS", "FAILED" };
-
-static const char *
-outcome_label (const char *outcome)
-{
-  if (g_strcmp0 (outcome, "IN_PROGRESS") == 0) return _("In progress");
-  if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0) return _("Needs input");
-  if (g_strcmp0 (outcome, "DONE") == 0) return _("Done");
-  if (g_strcmp0 (outcome, "FAILED") == 0) return _("Failed");
-  return _("Unknown");
-}
+static const gint outcome_filters[] = {
+  VIVARIUM_STATE_UNKNOWN, VIVARIUM_OUTCOME_DONE, VIVARIUM_OUTCOME_NEEDS_INPUT, VIVARIUM_OUTCOME_IN_PROGRESS,
+  VIVARIUM_OUTCOME_FAILED,
+};
 
 static const char *
 verdict_label (VivariumVerdict verdict)
@@ -150,7 +143,7 @@ show_header (VivariumReportsPage *self, VivariumReport *report)
   g_autofree char *commands = g_strdup_printf ("%u", vivarium_report_get_commands (report)->len +
                                                      (guint) vivarium_report_get_commands_omitted (report));
 
-  fact (g, _("Outcome"), outcome_label (vivarium_outcome_to_string (outcome)));
+  fact (g, _("Outcome"), vivarium_outcome_label (outcome));
   fact (g, _("Project"), vivarium_report_get_project (report));
   fact (g, _("Task"), vivarium_report_get_task_id (report));
   fact (g, _("Image"), image);
@@ -304,7 +297,8 @@ open_report (VivariumReportsPage *self, VivariumDBusReport *report)
   load->page = g_object_ref (self);
   load->fingerprint = g_strdup (manager != NULL && vivarium_dbus_manager_get_key_fingerprint (manager) != NULL
                                   ? vivarium_dbus_manager_get_key_fingerprint (manager) : "");
-  vivarium_dbus_report_call_get_json (report, self->cancellable, json_ready_cb, load);
+  vivarium_dbus_report_call_get_json (report, vivarium_call_flags (FALSE), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                      self->cancellable, json_ready_cb, load);
 }
 
 /* Activated (pointer, Enter) or selected (keyboard, AT-SPI): either opens. */
@@ -338,8 +332,8 @@ create_report_row (gpointer item, gpointer user_data)
   g_autofree char *project = vivarium_plain_text (vivarium_dbus_report_get_project (report), 64);
   g_autofree char *when = vivarium_format_time (vivarium_dbus_report_get_created_at (report));
   g_autofree char *title = g_strdup_printf (_("Report %s"), id);
-  g_autofree char *subtitle = g_strdup_printf (_("%s · %s · %s"), project,
-                                               outcome_label (vivarium_dbus_report_get_outcome (report)), when);
+  gint outcome = vivarium_parse_outcome (vivarium_dbus_report_get_outcome (report));
+  g_autofree char *subtitle = g_strdup_printf (_("%s · %s · %s"), project, vivarium_outcome_label (outcome), when);
   GtkWidget *row = adw_action_row_new ();
   GtkWidget *arrow = gtk_image_new_from_icon_name ("go-next-symbolic");
 
@@ -359,10 +353,10 @@ filter_report (gpointer item, gpointer user_data)
   VivariumReportsPage *self = user_data;
   VivariumDBusReport *report = item;
   guint selected = gtk_drop_down_get_selected (self->outcome_filter);
-  const char *outcome = selected < G_N_ELEMENTS (outcome_filters) ? outcome_filters[selected] : NULL;
+  gint outcome = selected < G_N_ELEMENTS (outcome_filters) ? outcome_filters[selected] : VIVARIUM_STATE_UNKNOWN;
   const char *project = gtk_editable_get_text (GTK_EDITABLE (self->project_filter));
 
-  if (outcome != NULL && g_strcmp0 (vivarium_dbus_report_get_outcome (report), outcome) != 0)
+  if (outcome != VIVARIUM_STATE_UNKNOWN && vivarium_parse_outcome (vivarium_dbus_report_get_outcome (report)) != outcome)
     return FALSE;
   return *project == '\0' || strstr (vivarium_dbus_report_get_project (report), project) != NULL;
 }

@@ -32,21 +32,25 @@ struct _VivariumSelftestPage {
 G_DEFINE_FINAL_TYPE (VivariumSelftestPage, vivarium_selftest_page, ADW_TYPE_BIN)
 
 static const char *
-outcome_label (const char *outcome)
+outcome_label (gint verdict)
 {
-  if (g_strcmp0 (outcome, "pass") == 0) return _("Pass");
-  if (g_strcmp0 (outcome, "fail") == 0) return _("Fail");
-  if (g_strcmp0 (outcome, "inconclusive") == 0) return _("Inconclusive");
-  if (g_strcmp0 (outcome, "never-run") == 0) return _("Never run");
-  return _("Unknown");
+  switch (verdict) {
+  case VIVARIUM_VERDICT_PASS: return _("Pass");
+  case VIVARIUM_VERDICT_FAIL: return _("Fail");
+  case VIVARIUM_VERDICT_INCONCLUSIVE: return _("Inconclusive");
+  case VIVARIUM_VERDICT_NEVER_RUN: return _("Never run");
+  default: return _("Unknown");
+  }
 }
 
 static const char *
-outcome_class (const char *outcome)
+outcome_class (gint verdict)
 {
-  if (g_strcmp0 (outcome, "pass") == 0) return "success";
-  if (g_strcmp0 (outcome, "fail") == 0) return "error";
-  return "warning";
+  switch (verdict) {
+  case VIVARIUM_VERDICT_PASS: return "success";
+  case VIVARIUM_VERDICT_FAIL: return "error";
+  default: return "warning";
+  }
 }
 
 static void
@@ -84,11 +88,12 @@ header_label (const char *untrusted)
 static GtkWidget *
 cell_button (const char *row, const char *column, const VivariumSelftestCell *cell)
 {
-  GtkWidget *button = gtk_button_new_with_label (outcome_label (cell->outcome));
-  g_autofree char *name = g_strdup_printf (_("%s in configuration %s: %s"), row, column, outcome_label (cell->outcome));
+  gint outcome = vivarium_parse_verdict (cell->outcome);
+  GtkWidget *button = gtk_button_new_with_label (outcome_label (outcome));
+  g_autofree char *name = g_strdup_printf (_("%s in configuration %s: %s"), row, column, outcome_label (outcome));
 
   gtk_widget_add_css_class (button, "flat");
-  gtk_widget_add_css_class (gtk_button_get_child (GTK_BUTTON (button)), outcome_class (cell->outcome));
+  gtk_widget_add_css_class (gtk_button_get_child (GTK_BUTTON (button)), outcome_class (outcome));
   gtk_accessible_update_property (GTK_ACCESSIBLE (button), GTK_ACCESSIBLE_PROPERTY_LABEL, name, -1);
   gtk_widget_set_tooltip_text (button, _("Show the evidence"));
   g_object_set_data_full (G_OBJECT (button), "evidence", g_strdup (cell->evidence), g_free);
@@ -123,7 +128,7 @@ fill_matrix (VivariumSelftestPage *self, VivariumSelftestResult *result)
 }
 
 static void
-show_verdict (VivariumSelftestPage *self, const char *verdict)
+show_verdict (VivariumSelftestPage *self, gint verdict)
 {
   g_autofree char *text = g_strdup_printf (_("Verdict: %s"), outcome_label (verdict));
 
@@ -131,7 +136,7 @@ show_verdict (VivariumSelftestPage *self, const char *verdict)
   gtk_widget_remove_css_class (GTK_WIDGET (self->verdict_label), "success");
   gtk_widget_remove_css_class (GTK_WIDGET (self->verdict_label), "error");
   gtk_widget_remove_css_class (GTK_WIDGET (self->verdict_label), "warning");
-  if (g_strcmp0 (verdict, "never-run") != 0)
+  if (verdict != VIVARIUM_VERDICT_NEVER_RUN)
     gtk_widget_add_css_class (GTK_WIDGET (self->verdict_label), outcome_class (verdict));
 }
 
@@ -147,7 +152,7 @@ show_result (VivariumSelftestPage *self, const char *json)
   self->json = g_strdup (json);
   gtk_widget_set_sensitive (GTK_WIDGET (self->export_button), json != NULL && *json != '\0');
   if (json == NULL || *json == '\0') {
-    show_verdict (self, "never-run");
+    show_verdict (self, VIVARIUM_VERDICT_NEVER_RUN);
     gtk_label_set_text (self->when_label, _("The self-test has not run on this machine yet."));
     clear_matrix (self);
     return;
@@ -159,12 +164,13 @@ show_result (VivariumSelftestPage *self, const char *json)
     clear_matrix (self);
     return;
   }
-  show_verdict (self, vivarium_selftest_result_verdict (result));
+  show_verdict (self, vivarium_parse_verdict (vivarium_selftest_result_verdict (result)));
   finished = vivarium_plain_text (vivarium_selftest_result_finished (result), 64);
   when = g_strdup_printf (_("Finished %s · %u passed, %u failed, %u inconclusive"), finished,
-                          vivarium_selftest_result_count (result, "pass"),
-                          vivarium_selftest_result_count (result, "fail"),
-                          vivarium_selftest_result_count (result, "inconclusive"));
+                          vivarium_selftest_result_count (result, vivarium_verdict_to_string (VIVARIUM_VERDICT_PASS)),
+                          vivarium_selftest_result_count (result, vivarium_verdict_to_string (VIVARIUM_VERDICT_FAIL)),
+                          vivarium_selftest_result_count (result,
+                                                          vivarium_verdict_to_string (VIVARIUM_VERDICT_INCONCLUSIVE)));
   gtk_label_set_text (self->when_label, when);
   fill_matrix (self, result);
 }
@@ -239,9 +245,9 @@ run_clicked_cb (VivariumSelftestPage *self)
   gtk_progress_bar_set_fraction (self->progress_bar, 0);
   gtk_label_set_text (self->step_label, _("Starting…"));
   gtk_revealer_set_reveal_child (self->progress_revealer, TRUE);
-  g_dbus_proxy_call (G_DBUS_PROXY (self->guard), "RunSelfTest", g_variant_new ("(a{sv})", NULL),
-                     G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, G_MAXINT, NULL,
-                     run_finished_cb, g_object_ref (self));
+  vivarium_dbus_guard_call_run_self_test (self->guard, g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0),
+                                          vivarium_call_flags (TRUE), VIVARIUM_CALL_TIMEOUT_LONG, NULL,
+                                          run_finished_cb, g_object_ref (self));
 }
 
 static void

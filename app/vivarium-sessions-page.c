@@ -13,7 +13,6 @@
 #define LOG_PAGE 50
 #define SCREEN_REFRESH_SEC 5
 #define TICK_SEC 10
-#define INTERACTIVE_TIMEOUT_MS (6 * 60 * 1000)
 
 struct _VivariumSessionsPage {
   AdwBin               parent_instance;
@@ -65,15 +64,24 @@ G_DEFINE_FINAL_TYPE (VivariumSessionsPage, vivarium_sessions_page, ADW_TYPE_BIN)
 static void load_log_page (VivariumSessionsPage *self);
 
 static const char *
-state_label (const char *state)
+state_label (gint state)
 {
-  if (g_strcmp0 (state, "starting") == 0) return _("Starting");
-  if (g_strcmp0 (state, "running") == 0) return _("Running");
-  if (g_strcmp0 (state, "paused") == 0) return _("Paused");
-  if (g_strcmp0 (state, "stopping") == 0) return _("Stopping");
-  if (g_strcmp0 (state, "stopped") == 0) return _("Stopped");
-  if (g_strcmp0 (state, "failed") == 0) return _("Failed");
-  return _("Unknown state");
+  switch (state) {
+  case VIVARIUM_SESSION_STATE_STARTING: return _("Starting");
+  case VIVARIUM_SESSION_STATE_RUNNING: return _("Running");
+  case VIVARIUM_SESSION_STATE_PAUSED: return _("Paused");
+  case VIVARIUM_SESSION_STATE_STOPPING: return _("Stopping");
+  case VIVARIUM_SESSION_STATE_STOPPED: return _("Stopped");
+  case VIVARIUM_SESSION_STATE_FAILED: return _("Failed");
+  default: return _("Unknown state");
+  }
+}
+
+/* NULL (no session selected) is no state, as an unknown word is. */
+static gint
+session_state (VivariumDBusSession *session)
+{
+  return vivarium_parse_session_state (session != NULL ? vivarium_dbus_session_get_state (session) : NULL);
 }
 
 /* "Running · tiny · tcg · up 3 min 2 s" */
@@ -85,7 +93,7 @@ session_summary (VivariumDBusSession *session)
   g_autofree char *accel = vivarium_plain_text (vivarium_dbus_session_get_accelerator (session), 16);
 
   return g_strdup_printf (_("%s · %s · %s · up %s"),
-                          state_label (vivarium_dbus_session_get_state (session)),
+                          state_label (session_state (session)),
                           image, accel, uptime);
 }
 
@@ -146,15 +154,15 @@ format_timings (GVariant *timings)
 static void
 update_actions (VivariumSessionsPage *self)
 {
-  const char *state = self->selected != NULL ? vivarium_dbus_session_get_state (self->selected) : NULL;
+  gint state = session_state (self->selected);
   gboolean usable = vivarium_permission_usable (self->permission);
-  gboolean active = g_strcmp0 (state, "stopped") != 0 && g_strcmp0 (state, "failed") != 0;
+  gboolean active = state != VIVARIUM_SESSION_STATE_STOPPED && state != VIVARIUM_SESSION_STATE_FAILED;
 
-  gtk_widget_set_visible (GTK_WIDGET (self->resume_button), g_strcmp0 (state, "paused") == 0);
+  gtk_widget_set_visible (GTK_WIDGET (self->resume_button), state == VIVARIUM_SESSION_STATE_PAUSED);
   gtk_widget_set_sensitive (GTK_WIDGET (self->resume_button), usable);
   gtk_widget_set_sensitive (GTK_WIDGET (self->stop_button), usable && active);
-  gtk_widget_set_sensitive (GTK_WIDGET (self->screenshot_button), g_strcmp0 (state, "running") == 0);
-  gtk_widget_set_sensitive (GTK_WIDGET (self->exec_button), usable && g_strcmp0 (state, "running") == 0);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->screenshot_button), state == VIVARIUM_SESSION_STATE_RUNNING);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->exec_button), usable && state == VIVARIUM_SESSION_STATE_RUNNING);
 }
 
 static void
@@ -179,7 +187,7 @@ show_detail (VivariumSessionsPage *self)
     return;
   }
   vivarium_set_label (self->title_label, vivarium_dbus_session_get_id (s));
-  gtk_label_set_text (self->state_label, state_label (vivarium_dbus_session_get_state (s)));
+  gtk_label_set_text (self->state_label, state_label (session_state (s)));
   /* A property not yet cached reads as NULL: nothing to say yet. */
   reason = vivarium_dbus_session_get_state_reason (s);
   vivarium_set_label (self->reason_label, reason != NULL ? reason : "");
@@ -289,10 +297,9 @@ load_log_page (VivariumSessionsPage *self)
   if (self->selected == NULL || self->log_loading)
     return;
   self->log_loading = TRUE;
-  g_dbus_proxy_call (G_DBUS_PROXY (self->selected), "GetCommandLog",
-                     g_variant_new ("(tu)", self->log_next, (guint32) LOG_PAGE),
-                     G_DBUS_CALL_FLAGS_NONE, -1, self->detail_cancellable,
-                     log_page_cb, g_object_ref (self));
+  vivarium_dbus_session_call_get_command_log (self->selected, self->log_next, LOG_PAGE, vivarium_call_flags (FALSE),
+                                              VIVARIUM_CALL_TIMEOUT_DEFAULT, self->detail_cancellable, log_page_cb,
+                                              g_object_ref (self));
 }
 
 static void
@@ -347,11 +354,12 @@ screenshot_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 take_screenshot (VivariumSessionsPage *self, GDBusCallFlags flags)
 {
-  if (self->selected == NULL || g_strcmp0 (vivarium_dbus_session_get_state (self->selected), "running") != 0)
+  if (session_state (self->selected) != VIVARIUM_SESSION_STATE_RUNNING)
     return;
-  g_dbus_proxy_call (G_DBUS_PROXY (self->selected), "Screenshot", NULL, flags,
-                     flags & G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION ? INTERACTIVE_TIMEOUT_MS : -1,
-                     self->detail_cancellable, screenshot_cb, g_object_ref (self));
+  vivarium_dbus_session_call_screenshot (self->selected, flags,
+                                         flags & G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION
+                                           ? VIVARIUM_CALL_TIMEOUT_INTERACTIVE : VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                         self->detail_cancellable, screenshot_cb, g_object_ref (self));
 }
 
 static void
@@ -438,18 +446,22 @@ back_clicked_cb (VivariumSessionsPage *self)
   adw_leaflet_navigate (self->leaflet, ADW_NAVIGATION_DIRECTION_BACK);
 }
 
+/* Stop or Resume: a Session verb without arguments. */
+typedef void (*SessionVerbCall) (VivariumDBusSession *proxy, GDBusCallFlags call_flags, gint timeout_msec,
+                                 GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data);
+
 static void
-admin_call (VivariumSessionsPage *self, const char *method, const char *what)
+admin_call (VivariumSessionsPage *self, SessionVerbCall call, const char *what)
 {
   if (self->selected != NULL)
-    vivarium_admin_call (GTK_WIDGET (self), G_DBUS_PROXY (self->selected), method, NULL, NULL,
-                         what, NULL, NULL);
+    call (self->selected, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+          vivarium_admin_call_new (GTK_WIDGET (self), what, NULL, NULL));
 }
 
 static void
 stop_clicked_cb (VivariumSessionsPage *self)
 {
-  admin_call (self, "Stop", _("Could not stop the session"));
+  admin_call (self, vivarium_dbus_session_call_stop, _("Could not stop the session"));
 }
 
 /* What a command printed is the guest's: capped, plain text. */
@@ -504,15 +516,16 @@ exec_clicked_cb (VivariumSessionsPage *self)
     return;
   }
   gtk_label_set_text (self->exec_label, _("Running…"));
-  vivarium_admin_call (GTK_WIDGET (self), G_DBUS_PROXY (self->selected), "Exec",
-                       g_variant_new ("(^as^assu)", argv, (const char *const[]) { NULL }, "", EXEC_TIMEOUT_SEC),
-                       NULL, _("Could not run the command"), exec_done, NULL);
+  vivarium_dbus_session_call_exec (self->selected, (const char *const *) argv, (const char *const[]) { NULL }, "",
+                                   EXEC_TIMEOUT_SEC, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                   vivarium_admin_call_new (GTK_WIDGET (self), _("Could not run the command"),
+                                                            exec_done, NULL));
 }
 
 static void
 resume_clicked_cb (VivariumSessionsPage *self)
 {
-  admin_call (self, "Resume", _("Could not resume the session"));
+  admin_call (self, vivarium_dbus_session_call_resume, _("Could not resume the session"));
 }
 
 static void

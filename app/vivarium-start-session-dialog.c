@@ -116,10 +116,9 @@ submit_clicked_cb (VivariumStartSessionDialog *self)
   validate (self);
   /* No project: a session from the Images page is a machine to try
    * things on; a task's session is the task's. */
-  g_dbus_proxy_call (G_DBUS_PROXY (manager), "StartSession",
-                     g_variant_new ("(ss@a{sv})", "", form.image, vivarium_session_form_options (&form)),
-                     G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION, START_TIMEOUT_MS,
-                     self->cancellable, start_done_cb, g_object_ref (self));
+  vivarium_dbus_manager_call_start_session (manager, "", form.image, vivarium_session_form_options (&form),
+                                            vivarium_call_flags (TRUE), START_TIMEOUT_MS, self->cancellable,
+                                            start_done_cb, g_object_ref (self));
 }
 
 static void

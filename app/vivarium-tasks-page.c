@@ -46,30 +46,28 @@ page_of (GtkWidget *widget)
 }
 
 static const char *
-outcome_label (const char *outcome)
+outcome_class (gint outcome)
 {
-  if (g_strcmp0 (outcome, "IN_PROGRESS") == 0) return _("In progress");
-  if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0) return _("Needs input");
-  if (g_strcmp0 (outcome, "DONE") == 0) return _("Done");
-  if (g_strcmp0 (outcome, "FAILED") == 0) return _("Failed");
-  return _("Unknown");
+  switch (outcome) {
+  case VIVARIUM_OUTCOME_DONE: return "success";
+  case VIVARIUM_OUTCOME_FAILED: return "error";
+  case VIVARIUM_OUTCOME_NEEDS_INPUT: return "warning";
+  default: return "accent";
+  }
 }
 
-static const char *
-outcome_class (const char *outcome)
+static gint
+task_outcome (VivariumDBusTask *task)
 {
-  if (g_strcmp0 (outcome, "DONE") == 0) return "success";
-  if (g_strcmp0 (outcome, "FAILED") == 0) return "error";
-  if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0) return "warning";
-  return "accent";
+  return vivarium_parse_outcome (vivarium_dbus_task_get_outcome (task));
 }
 
 static gboolean
 task_running (VivariumDBusTask *task)
 {
-  const char *outcome = vivarium_dbus_task_get_outcome (task);
+  gint outcome = task_outcome (task);
 
-  return g_strcmp0 (outcome, "IN_PROGRESS") == 0 || g_strcmp0 (outcome, "NEEDS_INPUT") == 0;
+  return outcome == VIVARIUM_OUTCOME_IN_PROGRESS || outcome == VIVARIUM_OUTCOME_NEEDS_INPUT;
 }
 
 /* --- answering, cancelling -------------------------------------------- */
@@ -94,8 +92,9 @@ answer_clicked_cb (GtkWidget *widget, gpointer user_data)
     vivarium_toast (GTK_WIDGET (self), _("Type an answer first."));
     return;
   }
-  vivarium_admin_call (GTK_WIDGET (self), G_DBUS_PROXY (task), "Answer", g_variant_new ("(s)", text), NULL,
-                       _("Could not send the answer"), answered_done, NULL);
+  vivarium_dbus_task_call_answer (task, text, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                  vivarium_admin_call_new (GTK_WIDGET (self), _("Could not send the answer"),
+                                                           answered_done, NULL));
 }
 
 static void
@@ -105,7 +104,8 @@ cancel_response_cb (AdwMessageDialog *dialog, const char *response, gpointer use
   GtkWidget *page = g_object_get_data (G_OBJECT (dialog), "page");
 
   if (g_strcmp0 (response, "confirm") == 0 && page != NULL)
-    vivarium_admin_call (page, G_DBUS_PROXY (task), "Cancel", NULL, NULL, _("Could not cancel the task"), NULL, NULL);
+    vivarium_dbus_task_call_cancel (task, VIVARIUM_ADMIN_CALL, NULL, vivarium_admin_call_done,
+                                    vivarium_admin_call_new (page, _("Could not cancel the task"), NULL, NULL));
 }
 
 static void
@@ -220,7 +220,8 @@ transcript_clicked_cb (GtkButton *button, gpointer user_data)
   if (task == NULL || self == NULL)
     return;
   gtk_label_set_text (label, _("Loading…"));
-  vivarium_dbus_task_call_get_transcript (task, self->cancellable, transcript_ready_cb, g_object_ref (label));
+  vivarium_dbus_task_call_get_transcript (task, vivarium_call_flags (FALSE), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                          self->cancellable, transcript_ready_cb, g_object_ref (label));
 }
 
 /* --- rows ---------------------------------------------------------------- */
@@ -326,7 +327,8 @@ transcript_follow_tick (gpointer data)
     return G_SOURCE_REMOVE;
   if (!gtk_widget_get_mapped (GTK_WIDGET (label)))
     return G_SOURCE_CONTINUE;
-  vivarium_dbus_task_call_get_transcript (f->task, f->cancellable, transcript_ready_cb, g_object_ref (label));
+  vivarium_dbus_task_call_get_transcript (f->task, vivarium_call_flags (FALSE), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                          f->cancellable, transcript_ready_cb, g_object_ref (label));
   return running ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
 }
 
@@ -410,9 +412,9 @@ egress_row (void)
 }
 
 static GtkWidget *
-outcome_badge (const char *outcome)
+outcome_badge (gint outcome)
 {
-  GtkWidget *badge = gtk_label_new (outcome_label (outcome));
+  GtkWidget *badge = gtk_label_new (vivarium_outcome_label (outcome));
 
   gtk_widget_add_css_class (badge, outcome_class (outcome));
   gtk_widget_set_valign (badge, GTK_ALIGN_CENTER);
@@ -439,7 +441,7 @@ create_task_row (gpointer item, gpointer user_data)
 {
   VivariumTasksPage *self = user_data;
   VivariumDBusTask *task = item;
-  const char *outcome = vivarium_dbus_task_get_outcome (task);
+  gint outcome = task_outcome (task);
   g_autofree char *id = vivarium_plain_text (vivarium_dbus_task_get_id (task), 64);
   g_autofree char *project = vivarium_plain_text (vivarium_dbus_task_get_project (task), 64);
   g_autofree char *step = vivarium_plain_text (vivarium_dbus_task_get_step (task), 32);
@@ -456,7 +458,7 @@ create_task_row (gpointer item, gpointer user_data)
   g_object_set_data_full (G_OBJECT (row), "task", g_object_ref (task), g_object_unref);
   adw_expander_row_add_action (ADW_EXPANDER_ROW (row), outcome_badge (outcome));
 
-  if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0)
+  if (outcome == VIVARIUM_OUTCOME_NEEDS_INPUT)
     adw_expander_row_add_row (ADW_EXPANDER_ROW (row), question_row (task, self->permission));
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Project"), project));
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Image"), vivarium_dbus_task_get_image (task)));
@@ -485,7 +487,7 @@ create_task_row (gpointer item, gpointer user_data)
   /* The page outlives its rows; a row being made has no parent yet. */
   g_signal_connect (row, "notify::expanded", G_CALLBACK (expanded_cb), self);
   /* A question is what the operator must see: that row opens itself. */
-  if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0 ||
+  if (outcome == VIVARIUM_OUTCOME_NEEDS_INPUT ||
       g_hash_table_contains (self->expanded, g_dbus_proxy_get_object_path (G_DBUS_PROXY (task))))
     adw_expander_row_set_expanded (ADW_EXPANDER_ROW (row), TRUE);
   return row;

@@ -64,30 +64,42 @@ vivarium_permission_usable (GPermission *permission)
   return g_permission_get_allowed (permission) || g_permission_get_can_acquire (permission);
 }
 
-/* Admin calls may wait for a password prompt (the daemon allows 5 min). */
-#define INTERACTIVE_TIMEOUT_MS (6 * 60 * 1000)
-
-typedef struct {
+struct _VivariumAdminCall {
   GtkWidget        *page;
   char             *what;
   VivariumCallDone  done;
   gpointer          user_data;
-} AdminCall;
+};
 
 static void
-admin_call_free (AdminCall *call)
+admin_call_free (VivariumAdminCall *call)
 {
   g_object_unref (call->page);
   g_free (call->what);
   g_free (call);
 }
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (AdminCall, admin_call_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VivariumAdminCall, admin_call_free)
 
-static void
-admin_call_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+VivariumAdminCall *
+vivarium_admin_call_new (GtkWidget *page, const char *what, VivariumCallDone done, gpointer user_data)
 {
-  g_autoptr(AdminCall) call = user_data;
+  VivariumAdminCall *call = g_new0 (VivariumAdminCall, 1);
+
+  call->page = g_object_ref (page);
+  call->what = g_strdup (what);
+  call->done = done;
+  call->user_data = user_data;
+  return call;
+}
+
+/* Finished here rather than by each verb's typed _finish, so that every
+ * refusal takes the one path to a toast. The generated calls are
+ * GDBusProxy calls, with or without descriptors: one finish fits all. */
+void
+vivarium_admin_call_done (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VivariumAdminCall) call = user_data;
   g_autoptr(GError) error = NULL;
   g_autoptr(GVariant) reply = g_dbus_proxy_call_with_unix_fd_list_finish (G_DBUS_PROXY (source), NULL, res, &error);
 
@@ -97,23 +109,6 @@ admin_call_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   if (call->done != NULL)
     call->done (call->page, reply, call->user_data);
-}
-
-/* Every admin verb: interactive (the desktop's polkit agent may ask for a
- * password), and a refusal becomes a toast that says what and why. */
-void
-vivarium_admin_call (GtkWidget *page, GDBusProxy *proxy, const char *method, GVariant *parameters,
-                     GUnixFDList *fd_list, const char *what, VivariumCallDone done, gpointer user_data)
-{
-  AdminCall *call = g_new0 (AdminCall, 1);
-
-  call->page = g_object_ref (page);
-  call->what = g_strdup (what);
-  call->done = done;
-  call->user_data = user_data;
-  g_dbus_proxy_call_with_unix_fd_list (proxy, method, parameters,
-                                       G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION,
-                                       INTERACTIVE_TIMEOUT_MS, fd_list, NULL, admin_call_cb, call);
 }
 
 /* GTK 4.8 names a button with a mnemonic label "_Build… Build…" (the raw

@@ -4,6 +4,7 @@
 #include <gio/gunixfdlist.h>
 #include <gtk/gtk.h>
 
+#include "vivarium-call.h"
 #include "vivarium-format.h"
 
 G_BEGIN_DECLS
@@ -28,14 +29,22 @@ typedef void (*VivariumCallDone) (GtkWidget *page,
 void vivarium_name_mnemonic_buttons (GtkWidget *root);
 void vivarium_expand_on_select      (GtkListBox *list);
 
-void vivarium_admin_call (GtkWidget        *page,
-                          GDBusProxy       *proxy,
-                          const char       *method,
-                          GVariant         *parameters,
-                          GUnixFDList      *fd_list,
-                          const char       *what,
-                          VivariumCallDone  done,
-                          gpointer          user_data);
+/* Every admin verb is the generated call with VIVARIUM_ADMIN_CALL (its
+ * flags and timeout), vivarium_admin_call_done as its callback and
+ * vivarium_admin_call_new (...) as its data: interactive (the desktop's
+ * polkit agent may ask for a password), and a refusal becomes a toast that
+ * says what and why; @done gets the reply. */
+#define VIVARIUM_ADMIN_CALL vivarium_call_flags (TRUE), VIVARIUM_CALL_TIMEOUT_INTERACTIVE
+
+typedef struct _VivariumAdminCall VivariumAdminCall;
+
+VivariumAdminCall *vivarium_admin_call_new  (GtkWidget        *page,
+                                             const char       *what,
+                                             VivariumCallDone  done,
+                                             gpointer          user_data);
+void               vivarium_admin_call_done (GObject          *source,
+                                             GAsyncResult     *res,
+                                             gpointer          call);
 
 G_END_DECLS
 

@@ -11,11 +11,17 @@ struct _VmcpDaemon {
   GDBusConnection *bus;
 };
 
+/* A proxy learns the daemon's unique name when it is made and calls that
+ * name; the daemon exits when idle, so proxies are made per tool call and
+ * never kept. */
+#define PROXY_FLAGS (G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES | G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS | \
+                     G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START_AT_CONSTRUCTION)
+
 VmcpDaemon *
 vmcp_daemon_new (void)
 {
   /* Registers the daemon's error names, so that they map to VIVARIUM_ERROR. */
-  (void) vivarium_error_quark ();
+  (void) vivarium_call_flags (FALSE);
   return g_new0 (VmcpDaemon, 1);
 }
 
@@ -41,19 +47,35 @@ bus (VmcpDaemon *self, GError **error)
   return self->bus;
 }
 
-GVariant *
-vmcp_daemon_call (VmcpDaemon *self, const gchar *path, const gchar *interface, const gchar *method,
-                  GVariant *parameters, const GVariantType *reply_type, gint timeout_msec,
-                  GError **error)
+VivariumDBusManager *
+vmcp_daemon_manager (VmcpDaemon *self, GError **error)
 {
-  g_autoptr(GVariant) params = parameters != NULL ? g_variant_ref_sink (parameters) : NULL;
-  g_autofree gchar *iface = g_strconcat (VIVARIUM_DBUS_IFACE_PREFIX ".", interface, NULL);
   GDBusConnection *conn = bus (self, error);
 
   if (conn == NULL)
     return NULL;
-  return g_dbus_connection_call_sync (conn, VIVARIUM_DBUS_NAME, path, iface, method, params,
-                                      reply_type, G_DBUS_CALL_FLAGS_NONE, timeout_msec, NULL, error);
+  return vivarium_dbus_manager_proxy_new_sync (conn, PROXY_FLAGS, VIVARIUM_DBUS_NAME, VIVARIUM_DBUS_PATH, NULL,
+                                               error);
+}
+
+VivariumDBusTask *
+vmcp_daemon_task (VmcpDaemon *self, const gchar *path, GError **error)
+{
+  GDBusConnection *conn = bus (self, error);
+
+  if (conn == NULL)
+    return NULL;
+  return vivarium_dbus_task_proxy_new_sync (conn, PROXY_FLAGS, VIVARIUM_DBUS_NAME, path, NULL, error);
+}
+
+VivariumDBusReport *
+vmcp_daemon_report (VmcpDaemon *self, const gchar *path, GError **error)
+{
+  GDBusConnection *conn = bus (self, error);
+
+  if (conn == NULL)
+    return NULL;
+  return vivarium_dbus_report_proxy_new_sync (conn, PROXY_FLAGS, VIVARIUM_DBUS_NAME, path, NULL, error);
 }
 
 GVariant *
@@ -110,8 +132,5 @@ vmcp_error_name (const GError *error)
 gchar *
 vmcp_error_message (const GError *error)
 {
-  g_autoptr(GError) copy = g_error_copy (error);
-
-  g_dbus_error_strip_remote_error (copy);
-  return g_strdup (copy->message);
+  return vivarium_call_error_sentence (error);
 }

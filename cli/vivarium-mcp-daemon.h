@@ -3,6 +3,9 @@
 
 #include <gio/gio.h>
 
+#include "vivarium-call.h"
+#include "vivarium-dbus-generated.h"
+
 G_BEGIN_DECLS
 
 /* vivariumd on the system bus, as the calling user: polkit decides each
@@ -12,15 +15,19 @@ G_BEGIN_DECLS
 typedef struct _VmcpDaemon VmcpDaemon;
 VmcpDaemon *vmcp_daemon_new          (void);
 void        vmcp_daemon_free         (VmcpDaemon          *self);
-/* @interface: the part after "org.vivarium.Vivarium1.", e.g. "Task". */
-GVariant   *vmcp_daemon_call         (VmcpDaemon          *self,
-                                      const gchar         *path,
-                                      const gchar         *interface,
-                                      const gchar         *method,
-                                      GVariant            *parameters,
-                                      const GVariantType  *reply_type,
-                                      gint                 timeout_msec,
-                                      GError             **error);
+/* Typed proxies of the daemon's objects, called through with
+ * VMCP_CALL_FLAGS. They load no properties (each is read with
+ * vmcp_daemon_get, so that a refusal is an error) and do not start the
+ * daemon until the first call. */
+#define VMCP_CALL_FLAGS (vivarium_call_flags (FALSE))
+VivariumDBusManager *vmcp_daemon_manager (VmcpDaemon          *self,
+                                          GError             **error);
+VivariumDBusTask    *vmcp_daemon_task    (VmcpDaemon          *self,
+                                          const gchar         *path,
+                                          GError             **error);
+VivariumDBusReport  *vmcp_daemon_report  (VmcpDaemon          *self,
+                                          const gchar         *path,
+                                          GError             **error);
 /* A property, read with Properties.Get (authorized like any call). */
 GVariant   *vmcp_daemon_get          (VmcpDaemon          *self,
                                       const gchar         *path,

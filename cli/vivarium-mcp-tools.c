@@ -8,6 +8,7 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vivarium-report.h"
+#include "vivarium-state.h"
 #include "vivarium-mcp-identity.h"
 #include "vivarium-mcp-tools.h"
 
@@ -145,17 +146,19 @@ success_result (VmcpIdentity *identity, JsonObject *structured, const gchar *tex
 
 /* --- listings ------------------------------------------------------------- */
 
-static gchar **
-list_paths (VmcpTools *self, const gchar *method, GError **error)
-{
-  g_autoptr(GVariant) ret = vmcp_daemon_call (self->daemon, VIVARIUM_DBUS_PATH, "Manager", method,
-                                              NULL, G_VARIANT_TYPE ("(ao)"), CALL_TIMEOUT_MSEC, error);
-  g_autoptr(GVariant) paths = NULL;
+/* One of the Manager's List* calls, e.g. vivarium_dbus_manager_call_list_tasks_sync. */
+typedef gboolean (*ListCall) (VivariumDBusManager *manager, GDBusCallFlags call_flags, gint timeout_msec,
+                              gchar ***out_paths, GCancellable *cancellable, GError **error);
 
-  if (ret == NULL)
+static gchar **
+list_paths (VmcpTools *self, ListCall list, GError **error)
+{
+  g_autoptr(VivariumDBusManager) manager = vmcp_daemon_manager (self->daemon, error);
+  gchar **paths = NULL;
+
+  if (manager == NULL || !list (manager, VMCP_CALL_FLAGS, CALL_TIMEOUT_MSEC, &paths, NULL, error))
     return NULL;
-  paths = g_variant_get_child_value (ret, 0);
-  return g_variant_dup_objv (paths, NULL);
+  return paths;
 }
 
 static gboolean
@@ -196,7 +199,7 @@ project_row (GVariant **v)
 }
 
 typedef struct {
-  const gchar          *method;
+  ListCall              list;
   const gchar          *iface;
   const gchar * const  *props;
   const gchar          *types;
@@ -208,10 +211,10 @@ typedef struct {
 static const gchar * const image_props[] = { "Name", "Frozen", "Digest", "Size", NULL };
 static const gchar * const project_props[] = { "Name", "Head", "QuotaBytes", "UsedBytes", NULL };
 static const Listing images_listing = {
-  "ListImages", "Image", image_props, "sbst", "images", image_row, vmcp_manifest_allows_image,
+  vivarium_dbus_manager_call_list_images_sync, "Image", image_props, "sbst", "images", image_row, vmcp_manifest_allows_image,
 };
 static const Listing projects_listing = {
-  "ListProjects", "Project", project_props, "sstt", "projects", project_row,
+  vivarium_dbus_manager_call_list_projects_sync, "Project", project_props, "sstt", "projects", project_row,
   vmcp_manifest_allows_project,
 };
 
@@ -219,7 +222,7 @@ static JsonNode *
 run_listing (VmcpTools *self, const Listing *listing, VmcpIdentity *identity)
 {
   g_autoptr(GError) error = NULL;
-  g_auto(GStrv) paths = list_paths (self, listing->method, &error);
+  g_auto(GStrv) paths = list_paths (self, listing->list, &error);
   g_autoptr(GString) text = g_string_new (NULL);
   JsonArray *rows;
   JsonObject *structured;
@@ -286,7 +289,7 @@ check_scope (VmcpTools *self, const gchar *project, const gchar *image, GError *
 static gboolean
 task_exists (VmcpTools *self, const gchar *path, const gchar *id, GError **error)
 {
-  g_auto(GStrv) tasks = list_paths (self, "ListTasks", error);
+  g_auto(GStrv) tasks = list_paths (self, vivarium_dbus_manager_call_list_tasks_sync, error);
 
   if (tasks == NULL)
     return FALSE;
@@ -327,14 +330,16 @@ task_path (VmcpTools *self, const gchar *id, VmcpIdentity *identity, GError **er
 static gboolean
 wait_for (VmcpTools *self, const gchar *path, guint seconds, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(VivariumDBusTask) task = NULL;
+  g_autofree gchar *outcome = NULL;
 
   if (seconds == 0)
     return TRUE;
+  task = vmcp_daemon_task (self->daemon, path, error);
   /* The daemon ends the wait itself; the call must outlive it. */
-  ret = vmcp_daemon_call (self->daemon, path, "Task", "Wait", g_variant_new ("(u)", seconds),
-                          G_VARIANT_TYPE ("(s)"), (gint) (seconds + 60) * 1000, error);
-  return ret != NULL;
+  return task != NULL &&
+         vivarium_dbus_task_call_wait_sync (task, seconds, VMCP_CALL_FLAGS, (gint) (seconds + 60) * 1000,
+                                            &outcome, NULL, error);
 }
 
 static void
@@ -367,6 +372,9 @@ question_node (const gchar *question)
 
 typedef struct {
   gchar *id, *project, *image, *outcome, *step, *reason, *question, *session, *report;
+  /* The outcome parsed; a word this build does not know is no outcome. */
+  gboolean        outcome_known;
+  VivariumOutcome outcome_value;
 } TaskProps;
 
 static void
@@ -408,7 +416,14 @@ read_task (VmcpTools *self, const gchar *path, TaskProps *p, GError **error)
     return FALSE;
   p->session = g_variant_dup_string (session, NULL);
   p->report = g_variant_dup_string (report, NULL);
+  p->outcome_known = vivarium_outcome_from_string (p->outcome, &p->outcome_value);
   return TRUE;
+}
+
+static gboolean
+task_outcome_is (const TaskProps *p, VivariumOutcome outcome)
+{
+  return p->outcome_known && p->outcome_value == outcome;
 }
 
 /* While the task runs its work session names the machine; once reported,
@@ -443,14 +458,14 @@ static JsonNode *
 fetch_report (VmcpTools *self, const gchar *report_path, const TaskProps *p, VmcpIdentity *identity,
               GString *text, GError **error)
 {
-  g_autoptr(GVariant) json = vmcp_daemon_call (self->daemon, report_path, "Report", "GetJson", NULL,
-                                               G_VARIANT_TYPE ("(s)"), CALL_TIMEOUT_MSEC, error);
-  const gchar *data, *shown;
+  g_autoptr(VivariumDBusReport) proxy = vmcp_daemon_report (self->daemon, report_path, error);
+  g_autofree gchar *data = NULL;
+  const gchar *shown;
   JsonNode *report;
 
-  if (json == NULL)
+  if (proxy == NULL ||
+      !vivarium_dbus_report_call_get_json_sync (proxy, VMCP_CALL_FLAGS, CALL_TIMEOUT_MSEC, &data, NULL, error))
     return NULL;
-  g_variant_get (json, "(&s)", &data);
   report = vmcp_identity_take_report (identity, data, strlen (data), p->id, p->project, error);
   if (report == NULL)
     return NULL;
@@ -481,7 +496,7 @@ task_result (VmcpTools *self, const gchar *path, VmcpIdentity *identity)
     g_autofree gchar *shown = vivarium_report_escape_untrusted (p.reason, TRUE);
     g_string_append_printf (text, "Reason: %s\n", shown);
   }
-  if (g_str_equal (p.outcome, "NEEDS_INPUT"))
+  if (task_outcome_is (&p, VIVARIUM_OUTCOME_NEEDS_INPUT))
     append_question (text, p.question);
   if (g_strcmp0 (p.report, "/") != 0) {
     report = fetch_report (self, p.report, &p, identity, text, &error);
@@ -489,7 +504,7 @@ task_result (VmcpTools *self, const gchar *path, VmcpIdentity *identity)
       return error_result (identity, error);
   } else {
     identity_from_image (self, identity, p.image);
-    if (g_str_equal (p.outcome, "IN_PROGRESS"))
+    if (task_outcome_is (&p, VIVARIUM_OUTCOME_IN_PROGRESS))
       g_string_append (text, "Still running: call vm_wait with this task id.\n");
   }
   structured = json_object_new ();
@@ -503,7 +518,7 @@ task_result (VmcpTools *self, const gchar *path, VmcpIdentity *identity)
   else
     json_object_set_null_member (structured, "reason");
   json_object_set_member (structured, "question",
-                          question_node (g_str_equal (p.outcome, "NEEDS_INPUT") ? p.question : NULL));
+                          question_node (task_outcome_is (&p, VIVARIUM_OUTCOME_NEEDS_INPUT) ? p.question : NULL));
   json_object_set_member (structured, "report", report != NULL ? report : json_node_new (JSON_NODE_NULL));
   return success_result (identity, structured, text->str);
 }
@@ -542,8 +557,8 @@ run_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity)
   const gchar *instructions = json_object_get_string_member (args, "instructions");
   g_auto(GVariantBuilder) options = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  const gchar *path = NULL;
+  g_autoptr(VivariumDBusManager) manager = NULL;
+  g_autofree gchar *path = NULL;
 
   if (!vivarium_project_name_validate (project, &error) ||
       !vivarium_name_validate ("image", image, &error))
@@ -556,12 +571,12 @@ run_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity)
     g_variant_builder_add (&options, "{sv}", "verify",
                            g_variant_new_string (json_object_get_string_member (args, "verify")));
   add_egress_options (&options, args);
-  ret = vmcp_daemon_call (self->daemon, VIVARIUM_DBUS_PATH, "Manager", "SubmitTask",
-                          g_variant_new ("(sssa{sv})", project, image, instructions, &options),
-                          G_VARIANT_TYPE ("(o)"), SUBMIT_TIMEOUT_MSEC, &error);
-  if (ret == NULL)
+  manager = vmcp_daemon_manager (self->daemon, &error);
+  if (manager == NULL ||
+      !vivarium_dbus_manager_call_submit_task_sync (manager, project, image, instructions,
+                                                    g_variant_builder_end (&options), VMCP_CALL_FLAGS,
+                                                    SUBMIT_TIMEOUT_MSEC, &path, NULL, &error))
     return error_result (identity, error);
-  g_variant_get (ret, "(&o)", &path);
   if (!wait_for (self, path, wait_argument (args, "wait_seconds"), &error)) {
     g_autofree gchar *id = vmcp_daemon_get_string (self->daemon, path, "Task", "Id", NULL);
     vmcp_identity_set_task (identity, id, NULL);
@@ -578,18 +593,18 @@ act_on_task (VmcpTools *self, JsonObject *args, VmcpIdentity *identity, TaskActi
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *path = task_path (self, json_object_get_string_member (args, "task"), identity, &error);
-  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(VivariumDBusTask) task = NULL;
 
   if (path == NULL)
     return error_result (identity, error);
-  if (action == ACT_ANSWER)
-    ret = vmcp_daemon_call (self->daemon, path, "Task", "Answer",
-                            g_variant_new ("(s)", json_object_get_string_member (args, "text")),
-                            G_VARIANT_TYPE ("()"), CALL_TIMEOUT_MSEC, &error);
-  else if (action == ACT_CANCEL)
-    ret = vmcp_daemon_call (self->daemon, path, "Task", "Cancel", NULL, G_VARIANT_TYPE ("()"),
-                            CALL_TIMEOUT_MSEC, &error);
-  if (action != ACT_NONE && ret == NULL)
+  if (action != ACT_NONE && (task = vmcp_daemon_task (self->daemon, path, &error)) == NULL)
+    return error_result (identity, error);
+  if (action == ACT_ANSWER &&
+      !vivarium_dbus_task_call_answer_sync (task, json_object_get_string_member (args, "text"), VMCP_CALL_FLAGS,
+                                            CALL_TIMEOUT_MSEC, NULL, &error))
+    return error_result (identity, error);
+  if (action == ACT_CANCEL &&
+      !vivarium_dbus_task_call_cancel_sync (task, VMCP_CALL_FLAGS, CALL_TIMEOUT_MSEC, NULL, &error))
     return error_result (identity, error);
   if (wait_member != NULL &&
       !wait_for (self, path, action == ACT_CANCEL ? VMCP_WAIT_DEFAULT_SEC : wait_argument (args, wait_member),

@@ -275,7 +275,7 @@ vctl_connect (VctlContext *ctx, GError **error)
   g_autoptr(GError) error_local = NULL;
 
   /* Registering the domain now makes the daemon's errors arrive typed. */
-  (void) VIVARIUM_ERROR;
+  (void) vivarium_call_flags (FALSE);
 
   ctx->bus = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error_local);
   if (ctx->bus == NULL) {
@@ -308,40 +308,25 @@ vctl_context_clear (VctlContext *ctx)
 GDBusCallFlags
 vctl_call_flags (VctlContext *ctx)
 {
-  return ctx->no_interaction ? G_DBUS_CALL_FLAGS_NONE
-                             : G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION;
-}
-
-/* The generated call functions neither take call flags nor carry bytes with
- * NULs in them, so every method goes through here. */
-GVariant *
-vctl_call (VctlContext *ctx, gpointer proxy, const gchar *method, GVariant *parameters,
-           gint timeout_msec, GUnixFDList *fd_list, GError **error)
-{
-  return g_dbus_proxy_call_with_unix_fd_list_sync (G_DBUS_PROXY (proxy), method, parameters,
-                                                   vctl_call_flags (ctx), timeout_msec,
-                                                   fd_list, NULL, NULL, error);
+  return vivarium_call_flags (!ctx->no_interaction);
 }
 
 gchar **
-vctl_list_objects (VctlContext *ctx, const gchar *list_method, GError **error)
+vctl_list_objects (VctlContext *ctx, VctlListCall list, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
   gchar **paths = NULL;
 
-  ret = vctl_call (ctx, ctx->manager, list_method, NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (!list (ctx->manager, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT, &paths, NULL, error))
     return NULL;
-  g_variant_get (ret, "(^ao)", &paths);
   return paths;
 }
 
 gchar *
-vctl_find_object (VctlContext *ctx, const gchar *list_method, const gchar *collection,
+vctl_find_object (VctlContext *ctx, VctlListCall list, const gchar *collection,
                   const gchar *what, const gchar *name, GError **error)
 {
   g_autofree gchar *path = vivarium_object_path_for (collection, name);
-  g_auto(GStrv) paths = vctl_list_objects (ctx, list_method, error);
+  g_auto(GStrv) paths = vctl_list_objects (ctx, list, error);
 
   if (paths == NULL)
     return NULL;
@@ -357,11 +342,11 @@ vctl_find_object (VctlContext *ctx, const gchar *list_method, const gchar *colle
 /* Every listing verb: one proxy per object, as JSON (the contract's
  * property names) or as one table row each. */
 gboolean
-vctl_print_objects (VctlContext *ctx, const gchar *list_method, GType proxy_type,
+vctl_print_objects (VctlContext *ctx, VctlListCall list, GType proxy_type,
                     const gchar *interface_name, const gchar *header, VctlRowFunc print_row,
                     const gchar *none, GError **error)
 {
-  g_auto(GStrv) paths = vctl_list_objects (ctx, list_method, error);
+  g_auto(GStrv) paths = vctl_list_objects (ctx, list, error);
   g_autoptr(JsonArray) array = json_array_new ();
 
   if (paths == NULL)
@@ -464,12 +449,10 @@ error_dbus_name (const GError *error)
 gint
 vctl_report_error (const GError *error)
 {
-  g_autoptr(GError) copy = g_error_copy (error);
+  g_autofree gchar *sentence = vivarium_call_error_sentence (error);
   g_autofree gchar *name = error_dbus_name (error);
-  g_autofree gchar *line = NULL;
+  g_autofree gchar *line = vctl_sanitize_line (sentence);
 
-  g_dbus_error_strip_remote_error (copy);
-  line = vctl_sanitize_line (copy->message);
   if (is_usage_error (error)) {
     g_printerr ("vivariumctl: %s (%s)\n", line, _("see “vivariumctl --help”"));
     return VCTL_EXIT_USAGE;
@@ -719,15 +702,10 @@ print_guest_output (FILE *out, GVariant *bytes, gboolean raw, GError **error)
  * on a terminal, because a program asked for those bytes; stderr is still
  * escaped there, where a person may be watching. */
 gboolean
-vctl_print_exec_reply (VctlContext *ctx, GVariant *ret, gboolean for_program, GError **error)
+vctl_print_exec_reply (VctlContext *ctx, gint status, GVariant *out, GVariant *err,
+                       gboolean out_truncated, gboolean err_truncated, gboolean for_program,
+                       GError **error)
 {
-  g_autoptr(GVariant) out = NULL;
-  g_autoptr(GVariant) err = NULL;
-  gint status = 0;
-  gboolean out_truncated = FALSE;
-  gboolean err_truncated = FALSE;
-
-  g_variant_get (ret, "(i@ay@aybb)", &status, &out, &err, &out_truncated, &err_truncated);
   if (!print_guest_output (stdout, out, for_program || !isatty (STDOUT_FILENO), error))
     return FALSE;
   if (!print_guest_output (stderr, err, for_program && !isatty (STDERR_FILENO), error))

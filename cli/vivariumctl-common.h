@@ -6,9 +6,11 @@
 #include <gio/gunixfdlist.h>
 #include <json-glib/json-glib.h>
 
+#include "vivarium-call.h"
 #include "vivarium-dbus-generated.h"
 #include "vivarium-names.h"
 #include "vivarium-report.h"
+#include "vivarium-state.h"
 
 G_BEGIN_DECLS
 
@@ -23,7 +25,7 @@ GQuark vctl_usage_error_quark (void);
 /* How long a call may take when the daemon bounds the work itself (a boot,
  * a copy, a self-test): the daemon answers with TimedOut, so the client
  * must not give up first. */
-#define VCTL_TIMEOUT_LONG G_MAXINT
+#define VCTL_TIMEOUT_LONG VIVARIUM_CALL_TIMEOUT_LONG
 #define VCTL_TIMEOUT_FILE (120 * 1000)
 
 /* Seconds a guest command may run when --timeout is not given. */
@@ -97,7 +99,11 @@ gboolean     vctl_write_all          (FILE                 *out,
                                       gsize                 len,
                                       GError              **error);
 gboolean     vctl_print_exec_reply   (VctlContext          *ctx,
-                                      GVariant             *ret,
+                                      gint                  status,
+                                      GVariant             *out,
+                                      GVariant             *err,
+                                      gboolean              out_truncated,
+                                      gboolean              err_truncated,
                                       gboolean              for_program,
                                       GError              **error);
 gboolean     vctl_write_for_reader   (const gchar          *text,
@@ -117,25 +123,26 @@ gboolean     vctl_connect            (VctlContext          *ctx,
                                       GError              **error);
 void         vctl_context_clear      (VctlContext          *ctx);
 GDBusCallFlags vctl_call_flags     (VctlContext          *ctx);
-GVariant    *vctl_call               (VctlContext          *ctx,
-                                      gpointer              proxy,
-                                      const gchar          *method,
-                                      GVariant             *parameters,
-                                      gint                  timeout_msec,
-                                      GUnixFDList          *fd_list,
-                                      GError              **error);
+/* One of the Manager's List* calls, e.g.
+ * vivarium_dbus_manager_call_list_sessions_sync. */
+typedef gboolean (*VctlListCall) (VivariumDBusManager  *manager,
+                                  GDBusCallFlags        call_flags,
+                                  gint                  timeout_msec,
+                                  gchar              ***out_paths,
+                                  GCancellable         *cancellable,
+                                  GError              **error);
 gchar       *vctl_find_object        (VctlContext          *ctx,
-                                      const gchar          *list_method,
+                                      VctlListCall          list,
                                       const gchar          *collection,
                                       const gchar          *what,
                                       const gchar          *name,
                                       GError              **error);
 gchar      **vctl_list_objects       (VctlContext          *ctx,
-                                      const gchar          *list_method,
+                                      VctlListCall          list,
                                       GError              **error);
 typedef void (*VctlRowFunc) (gpointer proxy);
 gboolean     vctl_print_objects      (VctlContext          *ctx,
-                                      const gchar          *list_method,
+                                      VctlListCall          list,
                                       GType                 proxy_type,
                                       const gchar          *interface_name,
                                       const gchar          *header,

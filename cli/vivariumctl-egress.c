@@ -157,7 +157,8 @@ check_options_to_variant (VctlContext *ctx, const CheckOptions *o, GError **erro
   if (!vctl_connect (ctx, error))
     return NULL;
   if (o->session != NULL) {
-    path = vctl_find_object (ctx, "ListSessions", VIVARIUM_DBUS_PATH_SESSIONS, _("session"), o->session, error);
+    path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_sessions_sync,
+                             VIVARIUM_DBUS_PATH_SESSIONS, _("session"), o->session, error);
     if (path == NULL)
       return NULL;
     g_variant_builder_add (&b, "{sv}", "session", g_variant_new_object_path (path));
@@ -172,9 +173,8 @@ vctl_cmd_egress_check (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
 {
   g_auto(CheckOptions) o = { 0 };
   g_autoptr(GVariant) options = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *shown = NULL;
-  const gchar *reason = NULL;
+  g_autofree gchar *reason = NULL;
   gboolean allowed = FALSE;
   const GOptionEntry entries[] = {
     { "session", 0, 0, G_OPTION_ARG_STRING, &o.session, N_("Judge by this session's policy"), "ID" },
@@ -191,11 +191,9 @@ vctl_cmd_egress_check (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   options = check_options_to_variant (ctx, &o, error);
   if (options == NULL)
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "CheckEgress", g_variant_new ("(s@a{sv})", (*argv)[1], options),
-                   -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_check_egress_sync (ctx->manager, (*argv)[1], options, vctl_call_flags (ctx),
+                                                     VIVARIUM_CALL_TIMEOUT_DEFAULT, &allowed, &reason, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(b&s)", &allowed, &reason);
   shown = vctl_escape_line (reason);
   g_print ("%s: %s\n", allowed ? "allowed" : "denied", shown);
   /* A script asks "would this pass?" with the exit status alone. */
@@ -318,13 +316,20 @@ static GVariant *
 fetch_egress_page (VctlContext *ctx, gpointer proxy, guint64 offset, guint64 *next, guint64 *total,
                    GError **error)
 {
-  g_autoptr(GVariant) ret = vctl_call (ctx, proxy, "GetEgressLog",
-                                       g_variant_new ("(tu)", offset, (guint32) EGRESS_LOG_PAGE), -1, NULL, error);
   GVariant *entries = NULL;
+  gboolean ok;
 
-  if (ret == NULL)
+  /* Sessions and tasks keep the same log under the same method. */
+  if (VIVARIUM_DBUS_IS_SESSION (proxy))
+    ok = vivarium_dbus_session_call_get_egress_log_sync (proxy, offset, EGRESS_LOG_PAGE, vctl_call_flags (ctx),
+                                                         VIVARIUM_CALL_TIMEOUT_DEFAULT, &entries, next, total,
+                                                         NULL, error);
+  else
+    ok = vivarium_dbus_task_call_get_egress_log_sync (proxy, offset, EGRESS_LOG_PAGE, vctl_call_flags (ctx),
+                                                      VIVARIUM_CALL_TIMEOUT_DEFAULT, &entries, next, total,
+                                                      NULL, error);
+  if (!ok)
     return NULL;
-  g_variant_get (ret, "(@aa{sv}tt)", &entries, next, total);
   /* A daemon that does not move forward would keep us here forever. */
   if (*next <= offset && *next < *total) {
     g_clear_pointer (&entries, g_variant_unref);
@@ -378,7 +383,8 @@ vctl_cmd_session_egress_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error) || !vctl_connect (ctx, error))
     return FALSE;
-  path = vctl_find_object (ctx, "ListSessions", VIVARIUM_DBUS_PATH_SESSIONS, _("session"), (*argv)[1], error);
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_sessions_sync,
+                           VIVARIUM_DBUS_PATH_SESSIONS, _("session"), (*argv)[1], error);
   if (path == NULL)
     return FALSE;
   session = vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_SESSION_PROXY, VIVARIUM_DBUS_IFACE_PREFIX ".Session", path,
@@ -394,7 +400,8 @@ vctl_cmd_task_egress_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***arg
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 1, 1, error) || !vctl_connect (ctx, error))
     return FALSE;
-  path = vctl_find_object (ctx, "ListTasks", VIVARIUM_DBUS_PATH_TASKS, _("task"), (*argv)[1], error);
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_tasks_sync,
+                           VIVARIUM_DBUS_PATH_TASKS, _("task"), (*argv)[1], error);
   if (path == NULL)
     return FALSE;
   task = vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_TASK_PROXY, VIVARIUM_DBUS_IFACE_PREFIX ".Task", path, error);

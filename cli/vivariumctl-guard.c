@@ -201,12 +201,12 @@ append_junit_case (GString *xml, const gchar *classname, const SelfTestRow *row)
 /* Every text in here went through the escaper first, so no control byte
  * reaches the XML (XML 1.0 cannot carry most of them even as entities). */
 static gboolean
-write_junit (const gchar *file, GPtrArray *rows, const gchar *verdict, GError **error)
+write_junit (const gchar *file, GPtrArray *rows, const gchar *verdict, gboolean passed, GError **error)
 {
   g_autoptr(GString) xml = g_string_new ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-  SelfTestRow verdict_row = { .probe = (gchar *) "verdict", .expected = (gchar *) "pass",
-                              .observed = (gchar *) verdict,
-                              .pass = g_strcmp0 (verdict, "pass") == 0 };
+  SelfTestRow verdict_row = { .probe = (gchar *) "verdict",
+                              .expected = (gchar *) vivarium_verdict_to_string (VIVARIUM_VERDICT_PASS),
+                              .observed = (gchar *) verdict, .pass = passed };
   guint failures = verdict_row.pass ? 0 : 1;
 
   for (guint i = 0; i < rows->len; i++) {
@@ -268,9 +268,8 @@ run_self_test (VctlContext *ctx, VivariumDBusGuard *guard, const gchar *image, c
   /* With --json, stdout holds the document alone. */
   w.progress = vctl_progress_new (ctx->json ? stderr : stdout);
   g_signal_connect (guard, "self-test-progress", G_CALLBACK (on_self_test_progress), &w);
-  g_dbus_proxy_call (G_DBUS_PROXY (guard), "RunSelfTest",
-                     g_variant_new ("(a{sv})", &options),
-                     vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, on_self_test_done, &w);
+  vivarium_dbus_guard_call_run_self_test (guard, g_variant_builder_end (&options), vctl_call_flags (ctx),
+                                          VCTL_TIMEOUT_LONG, NULL, on_self_test_done, &w);
   g_main_loop_run (w.loop);
   g_signal_handlers_disconnect_by_data (guard, &w);
   vctl_progress_free (w.progress);
@@ -296,7 +295,7 @@ self_test_verdict (VctlContext *ctx, VivariumDBusGuard *guard, JsonObject *root)
   /* Otherwise the daemon's own summary of the run just stored. */
   value = vctl_get_property (ctx, guard, "Verdict", NULL);
   if (value == NULL || !g_variant_is_of_type (value, G_VARIANT_TYPE_STRING))
-    return g_strdup ("inconclusive");
+    return g_strdup (vivarium_verdict_to_string (VIVARIUM_VERDICT_INCONCLUSIVE));
   return vctl_escape_line (g_variant_get_string (value, NULL));
 }
 
@@ -309,6 +308,8 @@ vctl_cmd_guard_selftest (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
   g_autofree gchar *junit = NULL;
   g_autofree gchar *result = NULL;
   g_autofree gchar *verdict = NULL;
+  VivariumVerdict parsed;
+  gboolean passed;
   g_autoptr(VivariumDBusGuard) guard = NULL;
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(GPtrArray) rows = NULL;
@@ -345,13 +346,14 @@ vctl_cmd_guard_selftest (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
   root = json_parser_get_root (parser);
   rows = self_test_rows (json_node_get_object (root));
   verdict = self_test_verdict (ctx, guard, json_node_get_object (root));
-  if (junit != NULL && !write_junit (junit, rows, verdict, error))
+  passed = vivarium_verdict_from_string (verdict, &parsed) && parsed == VIVARIUM_VERDICT_PASS;
+  if (junit != NULL && !write_junit (junit, rows, verdict, passed, error))
     return FALSE;
   if (ctx->json)
     vctl_print_json (root);
   else
     print_self_test_text (rows, verdict);
-  if (g_strcmp0 (verdict, "pass") != 0) {
+  if (!passed) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
                  _("The isolation self-test verdict is “%s”"), verdict);
     return FALSE;

@@ -26,7 +26,8 @@ image_from_args (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError
     return NULL;
   if (!vctl_connect (ctx, error))
     return NULL;
-  path = vctl_find_object (ctx, "ListImages", VIVARIUM_DBUS_PATH_IMAGES, _("image"),
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_images_sync,
+                           VIVARIUM_DBUS_PATH_IMAGES, _("image"),
                            (*argv)[1], error);
   if (path == NULL)
     return NULL;
@@ -72,7 +73,7 @@ vctl_cmd_image_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  return vctl_print_objects (ctx, "ListImages", VIVARIUM_DBUS_TYPE_IMAGE_PROXY,
+  return vctl_print_objects (ctx, vivarium_dbus_manager_call_list_images_sync, VIVARIUM_DBUS_TYPE_IMAGE_PROXY,
                              VIVARIUM_DBUS_IFACE_PREFIX ".Image", header, print_image_row,
                              _("No images."), error);
 }
@@ -80,17 +81,17 @@ vctl_cmd_image_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
 gboolean
 vctl_cmd_image_recipes (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
+  g_auto(GStrv) names = NULL;
   g_autoptr(GVariant) recipes = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "ListRecipes", NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_list_recipes_sync (ctx->manager, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                     &names, NULL, error))
     return FALSE;
-  recipes = g_variant_get_child_value (ret, 0);
+  recipes = g_variant_ref_sink (g_variant_new_strv ((const gchar * const *) names, -1));
   if (ctx->json) {
     g_autoptr(JsonNode) root = json_gvariant_serialize (recipes);
     vctl_print_json (root);
@@ -109,11 +110,27 @@ typedef struct {
   VctlProgress     *progress;
   VivariumDBusJob  *job;
   VctlContext      *ctx;
-  gchar            *state;
+  gchar            *state;        /* the daemon's word, for the message */
+  gboolean          state_known;  /* …and parsed, once, where it arrives */
+  VivariumJobState  state_value;
   gchar            *message;
   gboolean          vanished;
   gboolean          cancelling;
 } JobWait;
+
+static void
+job_wait_set_state (JobWait *w, gchar *state)
+{
+  g_free (w->state);
+  w->state = state;
+  w->state_known = vivarium_job_state_from_string (state, &w->state_value);
+}
+
+static gboolean
+job_state_is (const JobWait *w, VivariumJobState state)
+{
+  return w->state_known && w->state_value == state;
+}
 
 /* Progress and Step are properties: they arrive as PropertiesChanged. */
 static void
@@ -131,8 +148,7 @@ on_job_finished (VivariumDBusJob *job, const gchar *state, const gchar *message,
 {
   JobWait *w = user_data;
 
-  g_free (w->state);
-  w->state = g_strdup (state);
+  job_wait_set_state (w, g_strdup (state));
   g_free (w->message);
   w->message = g_strdup (message);
   g_main_loop_quit (w->loop);
@@ -175,8 +191,8 @@ on_sigint (gpointer user_data)
     w->cancelling = TRUE;
     vctl_progress_end (w->progress);
     g_printerr ("%s\n", _("Cancelling…"));
-    g_dbus_proxy_call (G_DBUS_PROXY (w->job), "Cancel", NULL,
-                       vctl_call_flags (w->ctx), -1, NULL, on_cancel_done, NULL);
+    vivarium_dbus_job_call_cancel (w->job, vctl_call_flags (w->ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT, NULL,
+                                   on_cancel_done, NULL);
   }
   return G_SOURCE_CONTINUE;
 }
@@ -213,9 +229,9 @@ job_outcome (JobWait *w, GError **error)
                          _("The daemon went away before the job finished"));
     return FALSE;
   }
-  if (g_strcmp0 (w->state, "succeeded") == 0)
+  if (job_state_is (w, VIVARIUM_JOB_STATE_SUCCEEDED))
     return TRUE;
-  if (g_strcmp0 (w->state, "cancelled") == 0) {
+  if (job_state_is (w, VIVARIUM_JOB_STATE_CANCELLED)) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED,
                          _("The job was cancelled"));
     return FALSE;
@@ -246,15 +262,15 @@ wait_for_job (VctlContext *ctx, const gchar *job_path, GError **error)
   w.progress = vctl_progress_new (stdout);
   /* The proxy subscribed to signals before it read the properties, so a
    * job that ended in between shows its final State here instead. */
-  w.state = vivarium_dbus_job_dup_state (w.job);
-  if (g_strcmp0 (w.state, "running") == 0) {
+  job_wait_set_state (&w, vivarium_dbus_job_dup_state (w.job));
+  if (job_state_is (&w, VIVARIUM_JOB_STATE_RUNNING)) {
     vctl_progress_update (w.progress, vivarium_dbus_job_get_percent (w.job),
                           vivarium_dbus_job_get_step (w.job));
     job_wait_run (&w);
   } else {
     w.message = vivarium_dbus_job_dup_error_message (w.job);
   }
-  if (g_strcmp0 (w.state, "succeeded") == 0)
+  if (job_state_is (&w, VIVARIUM_JOB_STATE_SUCCEEDED))
     vctl_progress_update (w.progress, 100, _("Done"));
   vctl_progress_end (w.progress);
   ok = job_outcome (&w, error);
@@ -262,16 +278,26 @@ wait_for_job (VctlContext *ctx, const gchar *job_path, GError **error)
   return ok;
 }
 
-/* A verb that answers with a Job's path: follow the job to its end. */
+/* The verbs that answer with a Job's path: follow the job to its end. */
 static gboolean
-call_and_wait_for_job (VctlContext *ctx, gpointer proxy, const gchar *method, GVariant *args, GError **error)
+build_and_wait (VctlContext *ctx, const gchar *recipe, const gchar *name, GError **error)
 {
-  g_autoptr(GVariant) ret = vctl_call (ctx, proxy, method, args, -1, NULL, error);
-  const gchar *job_path = NULL;
+  g_autofree gchar *job_path = NULL;
 
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_build_image_sync (ctx->manager, recipe, name, vctl_call_flags (ctx),
+                                                    VIVARIUM_CALL_TIMEOUT_DEFAULT, &job_path, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(&o)", &job_path);
+  return wait_for_job (ctx, job_path, error);
+}
+
+static gboolean
+save_and_wait (VctlContext *ctx, VivariumDBusSession *session, const gchar *name, GError **error)
+{
+  g_autofree gchar *job_path = NULL;
+
+  if (!vivarium_dbus_session_call_save_as_image_sync (session, name, vctl_call_flags (ctx),
+                                                      VIVARIUM_CALL_TIMEOUT_DEFAULT, &job_path, NULL, error))
+    return FALSE;
   return wait_for_job (ctx, job_path, error);
 }
 
@@ -284,8 +310,7 @@ vctl_cmd_image_build (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  if (!call_and_wait_for_job (ctx, ctx->manager, "BuildImage", g_variant_new ("(ss)", (*argv)[1], (*argv)[2]),
-                              error))
+  if (!build_and_wait (ctx, (*argv)[1], (*argv)[2], error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[2]);
   g_print (_("Built image “%s”.\n"), shown);
@@ -319,7 +344,7 @@ gboolean
 vctl_cmd_image_import (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(GUnixFDList) fds = NULL;
-  g_autoptr(GVariant) ret = NULL;
+  g_autofree gchar *path = NULL;
   g_autofree gchar *name = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
@@ -329,9 +354,9 @@ vctl_cmd_image_import (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "ImportImage",
-                   g_variant_new ("(sh)", (*argv)[1], 0), VCTL_TIMEOUT_LONG, fds, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_import_image_sync (ctx->manager, (*argv)[1], g_variant_new_handle (0),
+                                                     vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, fds, &path, NULL,
+                                                     NULL, error))
     return FALSE;
   name = vctl_escape_line ((*argv)[1]);
   g_print (_("Imported image “%s”.\n"), name);
@@ -342,7 +367,6 @@ gboolean
 vctl_cmd_image_freeze (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) digest = NULL;
   g_autofree gchar *name = NULL;
   g_autofree gchar *shown = NULL;
@@ -350,8 +374,7 @@ vctl_cmd_image_freeze (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   if (image == NULL)
     return FALSE;
   /* Hashing a large disk takes longer than the default call timeout. */
-  ret = vctl_call (ctx, image, "Freeze", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_image_call_freeze_sync (image, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, error))
     return FALSE;
   digest = vctl_get_property (ctx, image, "Digest", error);
   if (digest == NULL)
@@ -366,16 +389,13 @@ gboolean
 vctl_cmd_image_verify (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *name = NULL;
   gboolean ok = FALSE;
 
   if (image == NULL)
     return FALSE;
-  ret = vctl_call (ctx, image, "Verify", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_image_call_verify_sync (image, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, &ok, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(b)", &ok);
   name = vctl_escape_line ((*argv)[1]);
   /* A mismatch is an answer, not a failure to check; it still has to end
    * in a non-zero status and a name a script can match. */
@@ -392,13 +412,11 @@ gboolean
 vctl_cmd_image_delete (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusImage) image = image_from_args (ctx, cmd, argv, error);
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *name = NULL;
 
   if (image == NULL)
     return FALSE;
-  ret = vctl_call (ctx, image, "Delete", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_image_call_delete_sync (image, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, error))
     return FALSE;
   name = vctl_escape_line ((*argv)[1]);
   g_print (_("Deleted image “%s”.\n"), name);
@@ -484,7 +502,8 @@ vctl_cmd_session_save_as_image (VctlContext *ctx, const VctlCommand *cmd, gchar 
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) || !vctl_connect (ctx, error))
     return FALSE;
-  path = vctl_find_object (ctx, "ListSessions", VIVARIUM_DBUS_PATH_SESSIONS, _("session"), (*argv)[1], error);
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_sessions_sync,
+                           VIVARIUM_DBUS_PATH_SESSIONS, _("session"), (*argv)[1], error);
   if (path == NULL)
     return FALSE;
   session = vivarium_dbus_session_proxy_new_sync (ctx->bus, G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
@@ -492,7 +511,7 @@ vctl_cmd_session_save_as_image (VctlContext *ctx, const VctlCommand *cmd, gchar 
                                                   VIVARIUM_DBUS_NAME, path, NULL, error);
   if (session == NULL)
     return FALSE;
-  if (!call_and_wait_for_job (ctx, session, "SaveAsImage", g_variant_new ("(s)", (*argv)[2]), error))
+  if (!save_and_wait (ctx, session, (*argv)[2], error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[2]);
   g_print (_("Saved the session as the frozen image “%s”.\n"), shown);

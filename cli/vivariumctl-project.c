@@ -31,7 +31,8 @@ vctl_project_for_call (VctlContext *ctx, const gchar *name, GError **error)
 
   if (!check_project_name (name, error) || !vctl_connect (ctx, error))
     return NULL;
-  path = vctl_find_object (ctx, "ListProjects", VIVARIUM_DBUS_PATH_PROJECTS, _("project"),
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_projects_sync,
+                           VIVARIUM_DBUS_PATH_PROJECTS, _("project"),
                            name, error);
   if (path == NULL)
     return NULL;
@@ -149,8 +150,7 @@ vctl_cmd_project_create (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
   g_autofree gchar *quota_text = NULL;
   g_autofree gchar *clone = NULL;
   g_auto(GVariantBuilder) options = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
-  g_autoptr(GVariant) ret = NULL;
-  const gchar *path = NULL;
+  g_autofree gchar *path = NULL;
   guint64 quota = 0;
   const GOptionEntry entries[] = {
     { "quota", 0, 0, G_OPTION_ARG_STRING, &quota_text,
@@ -171,13 +171,11 @@ vctl_cmd_project_create (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
   if (!vctl_connect (ctx, error))
     return FALSE;
   /* A clone and a filesystem take as long as they take; the daemon bounds them. */
-  ret = vctl_call (ctx, ctx->manager, "CreateProject",
-                   g_variant_new ("(st@a{sv})", (*argv)[1], quota,
-                                  g_variant_builder_end (&options)),
-                   VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_create_project_sync (ctx->manager, (*argv)[1], quota,
+                                                      g_variant_builder_end (&options),
+                                                      vctl_call_flags (ctx), VCTL_TIMEOUT_LONG,
+                                                      &path, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(&o)", &path);
   print_created (ctx, (*argv)[1], path);
   return TRUE;
 }
@@ -224,7 +222,8 @@ vctl_cmd_project_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  return vctl_print_objects (ctx, "ListProjects", VIVARIUM_DBUS_TYPE_PROJECT_PROXY,
+  return vctl_print_objects (ctx, vivarium_dbus_manager_call_list_projects_sync,
+                             VIVARIUM_DBUS_TYPE_PROJECT_PROXY,
                              VIVARIUM_DBUS_IFACE_PREFIX ".Project", header, print_project_row,
                              _("No projects."), error);
 }
@@ -337,7 +336,6 @@ vctl_cmd_project_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
 {
   g_autofree gchar *n_text = NULL;
   g_autoptr(VivariumDBusProject) project = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) commits = NULL;
   GVariantIter iter;
   const gchar *id, *author, *subject;
@@ -356,10 +354,9 @@ vctl_cmd_project_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   project = vctl_project_for_call (ctx, (*argv)[1], error);
   if (project == NULL)
     return FALSE;
-  ret = vctl_call (ctx, project, "Log", g_variant_new ("(u)", n), -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_project_call_log_sync (project, n, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                            &commits, NULL, error))
     return FALSE;
-  commits = g_variant_get_child_value (ret, 0);
   if (ctx->json) {
     print_log_json (commits);
     return TRUE;
@@ -374,14 +371,12 @@ gboolean
 vctl_cmd_project_delete (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusProject) project = project_from_args (ctx, cmd, FALSE, argv, error);
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *name = NULL;
 
   if (project == NULL)
     return FALSE;
   /* Unmounting and removing a dataset is the daemon's to bound. */
-  ret = vctl_call (ctx, project, "Delete", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_project_call_delete_sync (project, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, error))
     return FALSE;
   name = vctl_escape_line ((*argv)[1]);
   g_print (_("Deleted project “%s”.\n"), name);
@@ -392,7 +387,6 @@ gboolean
 vctl_cmd_project_remote (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusProject) project = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *name = NULL;
   g_autofree gchar *url = NULL;
 
@@ -404,8 +398,8 @@ vctl_cmd_project_remote (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
   project = vctl_project_for_call (ctx, (*argv)[1], error);
   if (project == NULL)
     return FALSE;
-  ret = vctl_call (ctx, project, "SetRemote", g_variant_new ("(s)", (*argv)[2]), -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_project_call_set_remote_sync (project, (*argv)[2], vctl_call_flags (ctx),
+                                                   VIVARIUM_CALL_TIMEOUT_DEFAULT, NULL, error))
     return FALSE;
   name = vctl_escape_line ((*argv)[1]);
   url = vctl_escape_line ((*argv)[2]);
@@ -417,13 +411,11 @@ gboolean
 vctl_cmd_project_publish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusProject) project = project_from_args (ctx, cmd, FALSE, argv, error);
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *name = NULL;
 
   if (project == NULL)
     return FALSE;
-  ret = vctl_call (ctx, project, "Publish", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_project_call_publish_sync (project, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, error))
     return FALSE;
   name = vctl_escape_line ((*argv)[1]);
   g_print (_("Published project “%s”.\n"), name);
@@ -512,7 +504,6 @@ check_secret_names (GStrv secrets, guint max, GError **error)
 static gboolean
 set_egress (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, ProjectSettings *o, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *joined = NULL;
   g_autofree gchar *shown_mode = NULL;
   g_autofree gchar *shown_groups = NULL;
@@ -527,9 +518,9 @@ set_egress (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, P
     o->groups = g_strdupv ((gchar **) vivarium_dbus_project_get_egress_groups (project));
   if (o->groups == NULL)
     o->groups = g_new0 (gchar *, 1);
-  ret = vctl_call (ctx, project, "SetEgress", g_variant_new ("(s^as)", o->mode != NULL ? o->mode : "", o->groups), -1,
-                   NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_project_call_set_egress_sync (project, o->mode != NULL ? o->mode : "",
+                                                   (const gchar * const *) o->groups, vctl_call_flags (ctx),
+                                                   VIVARIUM_CALL_TIMEOUT_DEFAULT, NULL, error))
     return FALSE;
   joined = o->groups != NULL ? g_strjoinv (",", o->groups) : g_strdup ("");
   shown_mode = vctl_escape_line (o->mode != NULL && o->mode[0] != '\0' ? o->mode : _("the configuration's"));
@@ -541,12 +532,12 @@ set_egress (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, P
 static gboolean
 set_secrets (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, ProjectSettings *o, GError **error)
 {
-  g_autoptr(GVariant) ret = vctl_call (ctx, project, "SetSecrets", g_variant_new ("(^as)", o->secrets), -1, NULL,
-                                       error);
   g_autofree gchar *joined = NULL;
   g_autofree gchar *shown = NULL;
 
-  if (ret == NULL)
+  if (!vivarium_dbus_project_call_set_secrets_sync (project, (const gchar * const *) o->secrets,
+                                                    vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                    NULL, error))
     return FALSE;
   joined = g_strjoinv (",", o->secrets);
   shown = vctl_escape_line (joined[0] != '\0' ? joined : _("none"));
@@ -557,12 +548,12 @@ set_secrets (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, 
 static gboolean
 set_ssh_keys (VctlContext *ctx, VivariumDBusProject *project, const gchar *name, ProjectSettings *o, GError **error)
 {
-  g_autoptr(GVariant) ret = vctl_call (ctx, project, "SetSshKeys", g_variant_new ("(^as)", o->ssh_keys), -1, NULL,
-                                       error);
   g_autofree gchar *joined = NULL;
   g_autofree gchar *shown = NULL;
 
-  if (ret == NULL)
+  if (!vivarium_dbus_project_call_set_ssh_keys_sync (project, (const gchar * const *) o->ssh_keys,
+                                                     vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                     NULL, error))
     return FALSE;
   joined = g_strjoinv (",", o->ssh_keys);
   shown = vctl_escape_line (joined[0] != '\0' ? joined : _("none"));

@@ -150,7 +150,8 @@ vctl_cmd_report_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  return vctl_print_objects (ctx, "ListReports", VIVARIUM_DBUS_TYPE_REPORT_PROXY,
+  return vctl_print_objects (ctx, vivarium_dbus_manager_call_list_reports_sync,
+                             VIVARIUM_DBUS_TYPE_REPORT_PROXY,
                              VIVARIUM_DBUS_IFACE_PREFIX ".Report", header, print_report_row,
                              _("No reports."), error);
 }
@@ -160,18 +161,22 @@ vctl_cmd_report_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
 gboolean
 vctl_print_report (VctlContext *ctx, const gchar *path, gboolean json, GError **error)
 {
-  g_autoptr(GDBusProxy) report = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  const gchar *text = NULL;
+  g_autoptr(VivariumDBusReport) report = NULL;
+  g_autofree gchar *text = NULL;
+  gboolean ok;
 
   report = vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_REPORT_PROXY,
                            VIVARIUM_DBUS_IFACE_PREFIX ".Report", path, error);
   if (report == NULL)
     return FALSE;
-  ret = vctl_call (ctx, report, json ? "GetJson" : "GetText", NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (json)
+    ok = vivarium_dbus_report_call_get_json_sync (report, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                  &text, NULL, error);
+  else
+    ok = vivarium_dbus_report_call_get_text_sync (report, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                  &text, NULL, error);
+  if (!ok)
     return FALSE;
-  g_variant_get (ret, "(&s)", &text);
   return vctl_write_for_reader (text, error);
 }
 
@@ -184,7 +189,8 @@ vctl_cmd_report_show (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  path = vctl_find_object (ctx, "ListReports", VIVARIUM_DBUS_PATH_REPORTS, _("report"),
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_reports_sync,
+                           VIVARIUM_DBUS_PATH_REPORTS, _("report"),
                            (*argv)[1], error);
   if (path == NULL)
     return FALSE;

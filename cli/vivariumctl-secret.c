@@ -208,7 +208,6 @@ vctl_cmd_secret_add (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
   g_auto(AddOptions) o = { 0 };
   g_autoptr(GUnixFDList) fds = NULL;
   g_autoptr(GVariant) options = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *shown = NULL;
   const gchar *name;
   const GOptionEntry entries[] = {
@@ -235,9 +234,9 @@ vctl_cmd_secret_add (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
   options = add_options_to_variant (&o);
   if (!vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "AddSecret",
-                   g_variant_new ("(s^as@a{sv}h)", name, o.hosts, options, 0), -1, fds, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_add_secret_sync (ctx->manager, name, (const gchar * const *) o.hosts, options,
+                                                   g_variant_new_handle (0), vctl_call_flags (ctx),
+                                                   VIVARIUM_CALL_TIMEOUT_DEFAULT, fds, NULL, NULL, error))
     return FALSE;
   shown = vctl_escape_line (name);
   g_print (o.replace ? _("Stored the secret “%s” (replacing any of that name).\n") : _("Stored the secret “%s”.\n"),
@@ -315,16 +314,14 @@ gboolean
 vctl_cmd_secret_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(JsonBuilder) json = json_builder_new ();
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) secrets = NULL;
   gsize n;
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error) || !vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "ListSecrets", NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_list_secrets_sync (ctx->manager, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                     &secrets, NULL, error))
     return FALSE;
-  secrets = g_variant_get_child_value (ret, 0);
   n = g_variant_n_children (secrets);
   if (!ctx->json && n == 0)
     g_print ("%s\n", _("No secrets."));
@@ -356,7 +353,6 @@ vctl_cmd_secret_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
 gboolean
 vctl_cmd_secret_remove (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *shown = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
@@ -369,8 +365,8 @@ vctl_cmd_secret_remove (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
   }
   if (!vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "RemoveSecret", g_variant_new ("(s)", (*argv)[1]), -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_remove_secret_sync (ctx->manager, (*argv)[1], vctl_call_flags (ctx),
+                                                      VIVARIUM_CALL_TIMEOUT_DEFAULT, NULL, error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[1]);
   g_print (_("Removed the secret “%s”; sessions that hold it keep it until they end.\n"), shown);

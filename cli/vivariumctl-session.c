@@ -21,7 +21,8 @@ session_for_call (VctlContext *ctx, const gchar *id, GError **error)
 
   if (!vctl_connect (ctx, error))
     return NULL;
-  path = vctl_find_object (ctx, "ListSessions", VIVARIUM_DBUS_PATH_SESSIONS, _("session"),
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_sessions_sync,
+                           VIVARIUM_DBUS_PATH_SESSIONS, _("session"),
                            id, error);
   if (path == NULL)
     return NULL;
@@ -63,7 +64,8 @@ vctl_cmd_session_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  return vctl_print_objects (ctx, "ListSessions", VIVARIUM_DBUS_TYPE_SESSION_PROXY,
+  return vctl_print_objects (ctx, vivarium_dbus_manager_call_list_sessions_sync,
+                             VIVARIUM_DBUS_TYPE_SESSION_PROXY,
                              VIVARIUM_DBUS_IFACE_PREFIX ".Session", header, print_session_row,
                              _("No sessions."), error);
 }
@@ -218,10 +220,9 @@ vctl_cmd_session_start (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
 {
   g_auto(StartOptions) o = { 0 };
   g_autoptr(GVariant) options = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(VivariumDBusSession) session = NULL;
   g_autoptr(GVariant) id = NULL;
-  const gchar *path = NULL;
+  g_autofree gchar *path = NULL;
   const GOptionEntry entries[] = {
     { "project", 0, 0, G_OPTION_ARG_STRING, &o.project, N_("Project to share into the guest"),
       "P" },
@@ -240,13 +241,10 @@ vctl_cmd_session_start (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "StartSession",
-                   g_variant_new ("(ss@a{sv})", o.project != NULL ? o.project : "",
-                                  (*argv)[1], options),
-                   VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_start_session_sync (ctx->manager, o.project != NULL ? o.project : "",
+                                                      (*argv)[1], options, vctl_call_flags (ctx),
+                                                      VCTL_TIMEOUT_LONG, &path, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(&o)", &path);
   session = vivarium_dbus_session_proxy_new_sync (ctx->bus,
                                                   G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES |
                                                   G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS,
@@ -325,7 +323,11 @@ vctl_cmd_session_exec (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   g_auto(ExecOptions) o = { 0 };
   g_auto(GStrv) guest_argv = split_guest_argv (*argv);
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) out = NULL;
+  g_autoptr(GVariant) err = NULL;
+  gint status = 0;
+  gboolean out_truncated = FALSE;
+  gboolean err_truncated = FALSE;
   const gchar * const no_env[] = { NULL };
   guint timeout = 0;
   const GOptionEntry entries[] = {
@@ -346,14 +348,13 @@ vctl_cmd_session_exec (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
     return FALSE;
   /* The daemon gives up after @timeout and says so; the bus call must
    * outlive that, or the client would report a vaguer error first. */
-  ret = vctl_call (ctx, session, "Exec",
-                   g_variant_new ("(^as^assu)", guest_argv,
-                                  o.env != NULL ? (const gchar * const *) o.env : no_env,
-                                  o.cwd != NULL ? o.cwd : "", timeout),
-                   (gint) ((timeout + 60) * 1000), NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_session_call_exec_sync (session, (const gchar * const *) guest_argv,
+                                             o.env != NULL ? (const gchar * const *) o.env : no_env,
+                                             o.cwd != NULL ? o.cwd : "", timeout, vctl_call_flags (ctx),
+                                             (gint) ((timeout + 60) * 1000), &status, &out, &err,
+                                             &out_truncated, &err_truncated, NULL, error))
     return FALSE;
-  return vctl_print_exec_reply (ctx, ret, FALSE, error);
+  return vctl_print_exec_reply (ctx, status, out, err, out_truncated, err_truncated, FALSE, error);
 }
 
 /* "ID:/path" names a file in a guest; anything else is a local path (write
@@ -396,17 +397,14 @@ static gboolean
 copy_from_guest (VctlContext *ctx, VivariumDBusSession *session, const gchar *guest_path,
                  const gchar *local, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) data = NULL;
   g_autofree gchar *target = join_if_dir_local (local, guest_path);
   const gchar *bytes;
   gsize len = 0;
 
-  ret = vctl_call (ctx, session, "ReadFile", g_variant_new ("(s)", guest_path),
-                   VCTL_TIMEOUT_FILE, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_session_call_read_file_sync (session, guest_path, vctl_call_flags (ctx), VCTL_TIMEOUT_FILE,
+                                                  &data, NULL, error))
     return FALSE;
-  data = g_variant_get_child_value (ret, 0);
   bytes = g_variant_get_fixed_array (data, &len, 1);
   return g_file_set_contents (target, bytes, (gssize) len, error);
 }
@@ -436,16 +434,14 @@ copy_to_guest (VctlContext *ctx, VivariumDBusSession *session, const gchar *loca
                const gchar *guest_path, GError **error)
 {
   g_autoptr(GBytes) bytes = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *target = join_if_dir_guest (guest_path, local);
   GVariant *data;
 
   if (!read_local_file (local, &bytes, error))
     return FALSE;
   data = g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, bytes, TRUE);
-  ret = vctl_call (ctx, session, "WriteFile", g_variant_new ("(s@ay)", target, data),
-                   VCTL_TIMEOUT_FILE, NULL, error);
-  return ret != NULL;
+  return vivarium_dbus_session_call_write_file_sync (session, target, data, vctl_call_flags (ctx),
+                                                     VCTL_TIMEOUT_FILE, NULL, error);
 }
 
 gboolean
@@ -483,7 +479,6 @@ vctl_cmd_session_screenshot (VctlContext *ctx, const VctlCommand *cmd, gchar ***
                              GError **error)
 {
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) png = NULL;
   const gchar *bytes;
   gsize len = 0;
@@ -493,10 +488,9 @@ vctl_cmd_session_screenshot (VctlContext *ctx, const VctlCommand *cmd, gchar ***
   session = session_for_call (ctx, (*argv)[1], error);
   if (session == NULL)
     return FALSE;
-  ret = vctl_call (ctx, session, "Screenshot", NULL, VCTL_TIMEOUT_FILE, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_session_call_screenshot_sync (session, vctl_call_flags (ctx), VCTL_TIMEOUT_FILE, &png,
+                                                   NULL, error))
     return FALSE;
-  png = g_variant_get_child_value (ret, 0);
   bytes = g_variant_get_fixed_array (png, &len, 1);
   return g_file_set_contents ((*argv)[2], bytes, (gssize) len, error);
 }
@@ -575,14 +569,12 @@ static GVariant *
 fetch_log_page (VctlContext *ctx, VivariumDBusSession *session, guint64 offset, guint64 *next,
                 guint64 *total, guint64 *dropped, GError **error)
 {
-  g_autoptr(GVariant) ret = vctl_call (ctx, session, "GetCommandLog",
-                                       g_variant_new ("(tu)", offset, (guint32) VIVARIUM_LOG_PAGE_MAX),
-                                       -1, NULL, error);
   GVariant *entries = NULL;
 
-  if (ret == NULL)
+  if (!vivarium_dbus_session_call_get_command_log_sync (session, offset, VIVARIUM_LOG_PAGE_MAX, vctl_call_flags (ctx),
+                                                        VIVARIUM_CALL_TIMEOUT_DEFAULT, &entries, next, total,
+                                                        dropped, NULL, error))
     return NULL;
-  g_variant_get (ret, "(@aa{sv}ttt)", &entries, next, total, dropped);
   /* A daemon that does not move forward would keep us here forever. */
   if (*next <= offset && *next < *total) {
     g_clear_pointer (&entries, g_variant_unref);
@@ -757,21 +749,22 @@ vctl_cmd_session_log (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   return print_entries (ctx, all);
 }
 
+typedef gboolean (*SessionVerbCall) (VivariumDBusSession *proxy, GDBusCallFlags call_flags, gint timeout_msec,
+                                     GCancellable *cancellable, GError **error);
+
 /* Pause and Resume: one session, a verb without arguments. Returns the
  * session's proxy once the daemon said yes. */
 static VivariumDBusSession *
-call_session_verb (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, const gchar *method, GError **error)
+call_session_verb (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, SessionVerbCall call, GError **error)
 {
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
     return NULL;
   session = session_for_call (ctx, (*argv)[1], error);
   if (session == NULL)
     return NULL;
-  ret = vctl_call (ctx, session, method, NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (!call (session, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT, NULL, error))
     return NULL;
   return g_steal_pointer (&session);
 }
@@ -779,15 +772,18 @@ call_session_verb (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, cons
 gboolean
 vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(VivariumDBusSession) session = call_session_verb (ctx, cmd, argv, "Resume", error);
+  g_autoptr(VivariumDBusSession) session =
+    call_session_verb (ctx, cmd, argv, vivarium_dbus_session_call_resume_sync, error);
   g_autoptr(GVariant) state = NULL;
   g_autofree gchar *id = NULL;
+  VivariumSessionState parsed;
 
   if (session == NULL)
     return FALSE;
   id = vctl_escape_line ((*argv)[1]);
   state = vctl_get_property (ctx, session, "State", NULL);
-  if (state != NULL && g_strcmp0 (g_variant_get_string (state, NULL), "paused") == 0) {
+  if (state != NULL && vivarium_session_state_from_string (g_variant_get_string (state, NULL), &parsed) &&
+      parsed == VIVARIUM_SESSION_STATE_PAUSED) {
     g_autoptr(GVariant) reason = vctl_get_property (ctx, session, "StateReason", NULL);
     g_autofree gchar *shown = vctl_escape_line (reason != NULL ? g_variant_get_string (reason, NULL) : "");
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
@@ -801,7 +797,8 @@ vctl_cmd_session_resume (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv
 gboolean
 vctl_cmd_session_pause (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(VivariumDBusSession) session = call_session_verb (ctx, cmd, argv, "Pause", error);
+  g_autoptr(VivariumDBusSession) session =
+    call_session_verb (ctx, cmd, argv, vivarium_dbus_session_call_pause_sync, error);
   g_autofree gchar *id = NULL;
 
   if (session == NULL)
@@ -815,7 +812,6 @@ gboolean
 vctl_cmd_session_stop (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) leftovers = NULL;
   g_autofree gchar *id = NULL;
 
@@ -824,8 +820,7 @@ vctl_cmd_session_stop (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   session = session_for_call (ctx, (*argv)[1], error);
   if (session == NULL)
     return FALSE;
-  ret = vctl_call (ctx, session, "Stop", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_session_call_stop_sync (session, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, error))
     return FALSE;
   id = vctl_escape_line ((*argv)[1]);
   /* A session the daemon already forgot cannot report leftovers; one that

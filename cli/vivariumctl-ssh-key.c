@@ -59,7 +59,6 @@ vctl_cmd_ssh_key_add (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   g_autofree gchar *key_file = NULL;
   gboolean replace = FALSE;
   g_autoptr(GUnixFDList) fds = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *shown = NULL;
   GVariantBuilder options;
   const GOptionEntry entries[] = {
@@ -81,9 +80,9 @@ vctl_cmd_ssh_key_add (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   g_variant_builder_init (&options, G_VARIANT_TYPE_VARDICT);
   if (replace)
     g_variant_builder_add (&options, "{sv}", "replace", g_variant_new_boolean (TRUE));
-  ret = vctl_call (ctx, ctx->manager, "AddSshKey", g_variant_new ("(sa{sv}h)", (*argv)[1], &options, 0),
-                   VCTL_TIMEOUT_FILE, fds, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_add_ssh_key_sync (ctx->manager, (*argv)[1], g_variant_builder_end (&options),
+                                                    g_variant_new_handle (0), vctl_call_flags (ctx), VCTL_TIMEOUT_FILE,
+                                                    fds, NULL, NULL, error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[1]);
   g_print (_("Stored SSH key “%s”.\n"), shown);
@@ -156,15 +155,13 @@ print_table (GVariant *keys)
 gboolean
 vctl_cmd_ssh_key_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) keys = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error) || !vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "ListSshKeys", NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_list_ssh_keys_sync (ctx->manager, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                      &keys, NULL, error))
     return FALSE;
-  keys = g_variant_get_child_value (ret, 0);
   if (ctx->json)
     print_json (keys);
   else
@@ -175,14 +172,13 @@ vctl_cmd_ssh_key_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
 gboolean
 vctl_cmd_ssh_key_remove (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *shown = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error) || !check_name ((*argv)[1], error) ||
       !vctl_connect (ctx, error))
     return FALSE;
-  ret = vctl_call (ctx, ctx->manager, "RemoveSshKey", g_variant_new ("(s)", (*argv)[1]), -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_remove_ssh_key_sync (ctx->manager, (*argv)[1], vctl_call_flags (ctx),
+                                                       VIVARIUM_CALL_TIMEOUT_DEFAULT, NULL, error))
     return FALSE;
   shown = vctl_escape_line ((*argv)[1]);
   g_print (_("Removed SSH key “%s”.\n"), shown);

@@ -14,7 +14,7 @@ static gboolean
 count_projects (VctlContext *ctx, gint64 *n, GError **error)
 {
   g_autoptr(GError) error_local = NULL;
-  g_auto(GStrv) paths = vctl_list_objects (ctx, "ListProjects", &error_local);
+  g_auto(GStrv) paths = vctl_list_objects (ctx, vivarium_dbus_manager_call_list_projects_sync, &error_local);
 
   if (paths != NULL) {
     *n = g_strv_length (paths);
@@ -81,10 +81,10 @@ vctl_cmd_status (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError
     return FALSE;
   /* The method calls come first: they carry the daemon's real error when
    * it cannot be reached, where a property read would only be empty. */
-  sessions = vctl_list_objects (ctx, "ListSessions", error);
+  sessions = vctl_list_objects (ctx, vivarium_dbus_manager_call_list_sessions_sync, error);
   if (sessions == NULL)
     return FALSE;
-  images = vctl_list_objects (ctx, "ListImages", error);
+  images = vctl_list_objects (ctx, vivarium_dbus_manager_call_list_images_sync, error);
   if (images == NULL)
     return FALSE;
   if (!count_projects (ctx, &n_projects, error))

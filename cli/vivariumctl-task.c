@@ -29,7 +29,8 @@ task_for_call (VctlContext *ctx, const gchar *id, GError **error)
 
   if (!vctl_connect (ctx, error))
     return NULL;
-  path = vctl_find_object (ctx, "ListTasks", VIVARIUM_DBUS_PATH_TASKS, _("task"), id, error);
+  path = vctl_find_object (ctx, vivarium_dbus_manager_call_list_tasks_sync,
+                           VIVARIUM_DBUS_PATH_TASKS, _("task"), id, error);
   if (path == NULL)
     return NULL;
   return vctl_proxy_new (ctx, VIVARIUM_DBUS_TYPE_TASK_PROXY, VIVARIUM_DBUS_IFACE_PREFIX ".Task",
@@ -243,9 +244,8 @@ vctl_cmd_task_submit (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
 {
   g_auto(SubmitOptions) o = { 0 };
   g_autoptr(GVariant) options = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *instructions = NULL;
-  const gchar *path = NULL;
+  g_autofree gchar *path = NULL;
   const GOptionEntry entries[] = {
     { "script", 0, 0, G_OPTION_ARG_FILENAME, &o.script,
       N_("The worker program (run on the host, in its own unit)"), "FILE" },
@@ -290,12 +290,9 @@ vctl_cmd_task_submit (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   if (!vctl_connect (ctx, error))
     return FALSE;
   /* The daemon boots the work session before it answers. */
-  ret = vctl_call (ctx, ctx->manager, "SubmitTask",
-                   g_variant_new ("(sss@a{sv})", (*argv)[1], (*argv)[2], instructions, options),
-                   VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_manager_call_submit_task_sync (ctx->manager, (*argv)[1], (*argv)[2], instructions, options,
+                                                    vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, &path, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(&o)", &path);
   return print_task_id (ctx, path, error);
 }
 
@@ -329,17 +326,21 @@ report_outcome (VctlContext *ctx, VivariumDBusTask *task, const gchar *id, const
                 GError **error)
 {
   g_autofree gchar *shown_id = vctl_escape_line (id);
+  VivariumOutcome o;
 
-  if (g_strcmp0 (outcome, "DONE") == 0) {
-    g_print ("DONE\n");
-  } else if (g_strcmp0 (outcome, "NEEDS_INPUT") == 0) {
+  if (!vivarium_outcome_from_string (outcome, &o)) {
+    g_autofree gchar *shown = vctl_escape_line (outcome);
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
+                 _("The daemon gave task “%s” an unknown outcome “%s”"), shown_id, shown);
+    return FALSE;
+  }
+  g_print ("%s\n", vivarium_outcome_to_string (o));
+  if (o == VIVARIUM_OUTCOME_NEEDS_INPUT) {
     g_autofree gchar *question = read_string_property (ctx, task, "Question");
-    g_print ("NEEDS_INPUT\n");
     print_question (question);
     ctx->exit_status = VCTL_EXIT_NEEDS_INPUT;
-  } else if (g_strcmp0 (outcome, "IN_PROGRESS") == 0) {
+  } else if (o == VIVARIUM_OUTCOME_IN_PROGRESS) {
     g_autofree gchar *reason = read_string_property (ctx, task, "Reason");
-    g_print ("IN_PROGRESS\n");
     /* A task stopped at its hard limit stays IN_PROGRESS; waiting again
      * would not change that, so say so where a person sees it. */
     if (reason[0] != '\0') {
@@ -348,16 +349,10 @@ report_outcome (VctlContext *ctx, VivariumDBusTask *task, const gchar *id, const
                   shown_id, shown);
     }
     ctx->exit_status = VCTL_EXIT_IN_PROGRESS;
-  } else if (g_strcmp0 (outcome, "FAILED") == 0) {
+  } else if (o == VIVARIUM_OUTCOME_FAILED) {
     g_autofree gchar *reason = read_string_property (ctx, task, "Reason");
-    g_print ("FAILED\n");
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, _("Task “%s” failed: %s"),
                  shown_id, reason[0] != '\0' ? reason : _("no reason given"));
-    return FALSE;
-  } else {
-    g_autofree gchar *shown = vctl_escape_line (outcome);
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_PROTOCOL,
-                 _("The daemon gave task “%s” an unknown outcome “%s”"), shown_id, shown);
     return FALSE;
   }
   return TRUE;
@@ -368,8 +363,7 @@ vctl_cmd_task_wait (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GEr
 {
   g_autofree gchar *timeout_text = NULL;
   g_autoptr(VivariumDBusTask) task = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  const gchar *outcome = NULL;
+  g_autofree gchar *outcome = NULL;
   guint timeout = VIVARIUM_TASK_WAIT_MAX_SEC;
   const GOptionEntry entries[] = {
     { "timeout", 0, 0, G_OPTION_ARG_STRING, &timeout_text,
@@ -386,11 +380,9 @@ vctl_cmd_task_wait (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GEr
   if (task == NULL)
     return FALSE;
   /* The daemon ends the wait itself; the call must outlive it. */
-  ret = vctl_call (ctx, task, "Wait", g_variant_new ("(u)", timeout),
-                   (gint) ((timeout + 60) * 1000), NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_task_call_wait_sync (task, timeout, vctl_call_flags (ctx), (gint) ((timeout + 60) * 1000),
+                                          &outcome, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(&s)", &outcome);
   return report_outcome (ctx, task, (*argv)[1], outcome, error);
 }
 
@@ -421,7 +413,7 @@ vctl_cmd_task_list (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GEr
     return FALSE;
   if (!vctl_connect (ctx, error))
     return FALSE;
-  return vctl_print_objects (ctx, "ListTasks", VIVARIUM_DBUS_TYPE_TASK_PROXY,
+  return vctl_print_objects (ctx, vivarium_dbus_manager_call_list_tasks_sync, VIVARIUM_DBUS_TYPE_TASK_PROXY,
                              VIVARIUM_DBUS_IFACE_PREFIX ".Task", header, print_task_row,
                              _("No tasks."), error);
 }
@@ -487,7 +479,6 @@ gboolean
 vctl_cmd_task_answer (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusTask) task = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *id = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) ||
@@ -496,8 +487,8 @@ vctl_cmd_task_answer (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   task = task_for_call (ctx, (*argv)[1], error);
   if (task == NULL)
     return FALSE;
-  ret = vctl_call (ctx, task, "Answer", g_variant_new ("(s)", (*argv)[2]), -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_task_call_answer_sync (task, (*argv)[2], vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                            NULL, error))
     return FALSE;
   id = vctl_escape_line ((*argv)[1]);
   g_print (_("Answered task “%s”; its worker goes on.\n"), id);
@@ -508,7 +499,6 @@ gboolean
 vctl_cmd_task_cancel (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusTask) task = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autofree gchar *id = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error))
@@ -517,8 +507,7 @@ vctl_cmd_task_cancel (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   if (task == NULL)
     return FALSE;
   /* The work so far is committed and reported before the call returns. */
-  ret = vctl_call (ctx, task, "Cancel", NULL, VCTL_TIMEOUT_LONG, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_task_call_cancel_sync (task, vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, NULL, error))
     return FALSE;
   id = vctl_escape_line ((*argv)[1]);
   g_print (_("Cancelled task “%s”.\n"), id);
@@ -586,15 +575,13 @@ typedef struct {
 static gboolean
 print_new_entries (TranscriptFollow *f, GError **error)
 {
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) entries = NULL;
   gboolean truncated = FALSE;
   gsize n;
 
-  ret = vctl_call (f->ctx, f->task, "GetTranscript", NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_task_call_get_transcript_sync (f->task, vctl_call_flags (f->ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                    &entries, &truncated, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(@a(tssb)b)", &entries, &truncated);
   n = g_variant_n_children (entries);
   /* The transcript only grows; a shorter one is not the same task's. */
   if (n < f->printed) {
@@ -626,7 +613,7 @@ task_is_over (TranscriptFollow *f, GError **error)
 {
   g_autoptr(GVariant) finished = vctl_get_property (f->ctx, f->task, "FinishedAt", error);
   g_autoptr(GVariant) outcome = NULL;
-  const gchar *o;
+  VivariumOutcome o;
 
   if (finished == NULL)
     return FALSE;
@@ -635,8 +622,9 @@ task_is_over (TranscriptFollow *f, GError **error)
   outcome = vctl_get_property (f->ctx, f->task, "Outcome", error);
   if (outcome == NULL)
     return FALSE;
-  o = g_variant_is_of_type (outcome, G_VARIANT_TYPE_STRING) ? g_variant_get_string (outcome, NULL) : "";
-  return g_strcmp0 (o, "DONE") == 0 || g_strcmp0 (o, "FAILED") == 0;
+  return g_variant_is_of_type (outcome, G_VARIANT_TYPE_STRING) &&
+         vivarium_outcome_from_string (g_variant_get_string (outcome, NULL), &o) &&
+         (o == VIVARIUM_OUTCOME_DONE || o == VIVARIUM_OUTCOME_FAILED);
 }
 
 static gboolean
@@ -704,8 +692,8 @@ gboolean
 vctl_cmd_task_transcript (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error)
 {
   g_autoptr(VivariumDBusTask) task = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  g_autoptr(GVariantIter) iter = NULL;
+  g_autoptr(GVariant) transcript = NULL;
+  GVariantIter iter;
   gboolean truncated = FALSE;
   gboolean follow = FALSE;
   guint64 time;
@@ -724,11 +712,11 @@ vctl_cmd_task_transcript (VctlContext *ctx, const VctlCommand *cmd, gchar ***arg
     return FALSE;
   if (follow)
     return follow_transcript (ctx, task, (*argv)[1], error);
-  ret = vctl_call (ctx, task, "GetTranscript", NULL, -1, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_task_call_get_transcript_sync (task, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                    &transcript, &truncated, NULL, error))
     return FALSE;
-  g_variant_get (ret, "(a(tssb)b)", &iter, &truncated);
-  while (g_variant_iter_next (iter, "(t&s&sb)", &time, &kind, &text, &cut))
+  g_variant_iter_init (&iter, transcript);
+  while (g_variant_iter_next (&iter, "(t&s&sb)", &time, &kind, &text, &cut))
     print_transcript_entry (time, kind, text, cut);
   if (truncated)
     g_print (_("(The transcript reached its cap; later entries were dropped.)\n"));

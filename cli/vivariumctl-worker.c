@@ -152,7 +152,11 @@ vctl_cmd_worker_exec (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   g_autofree gchar *timeout_text = NULL;
   g_auto(WorkerTarget) target = { 0 };
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
+  g_autoptr(GVariant) out = NULL;
+  g_autoptr(GVariant) err = NULL;
+  gint status = 0;
+  gboolean out_truncated = FALSE;
+  gboolean err_truncated = FALSE;
   const gchar * const no_env[] = { NULL };
   gchar **guest_argv;
   guint timeout = 0;
@@ -176,13 +180,12 @@ vctl_cmd_worker_exec (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   if (session == NULL)
     return FALSE;
   /* The daemon gives up after @timeout and says so; the call outlives it. */
-  ret = vctl_call (ctx, session, "Exec",
-                   g_variant_new ("(^as^assu)", guest_argv, no_env, cwd != NULL ? cwd : "",
-                                  timeout),
-                   (gint) ((timeout + 60) * 1000), NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_session_call_exec_sync (session, (const gchar * const *) guest_argv, no_env,
+                                             cwd != NULL ? cwd : "", timeout, vctl_call_flags (ctx),
+                                             (gint) ((timeout + 60) * 1000), &status, &out, &err,
+                                             &out_truncated, &err_truncated, NULL, error))
     return FALSE;
-  return vctl_print_exec_reply (ctx, ret, TRUE, error);
+  return vctl_print_exec_reply (ctx, status, out, err, out_truncated, err_truncated, TRUE, error);
 }
 
 /* --- worker read, write ------------------------------------------------ */
@@ -192,7 +195,6 @@ vctl_cmd_worker_read (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
 {
   g_auto(WorkerTarget) target = { 0 };
   g_autoptr(VivariumDBusSession) session = NULL;
-  g_autoptr(GVariant) ret = NULL;
   g_autoptr(GVariant) data = NULL;
   const gchar *bytes;
   gsize len = 0;
@@ -203,11 +205,9 @@ vctl_cmd_worker_read (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
   session = open_session (ctx, &target, error);
   if (session == NULL)
     return FALSE;
-  ret = vctl_call (ctx, session, "ReadFile", g_variant_new ("(s)", (*argv)[1]),
-                   VCTL_TIMEOUT_FILE, NULL, error);
-  if (ret == NULL)
+  if (!vivarium_dbus_session_call_read_file_sync (session, (*argv)[1], vctl_call_flags (ctx), VCTL_TIMEOUT_FILE,
+                                                  &data, NULL, error))
     return FALSE;
-  data = g_variant_get_child_value (ret, 0);
   bytes = g_variant_get_fixed_array (data, &len, 1);
   return vctl_write_all (stdout, bytes, len, error);
 }
@@ -236,7 +236,6 @@ vctl_cmd_worker_write (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   g_auto(WorkerTarget) target = { 0 };
   g_autoptr(VivariumDBusSession) session = NULL;
   g_autoptr(GBytes) bytes = NULL;
-  g_autoptr(GVariant) ret = NULL;
   GVariant *data;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error) ||
@@ -249,9 +248,8 @@ vctl_cmd_worker_write (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   if (session == NULL)
     return FALSE;
   data = g_variant_new_from_bytes (G_VARIANT_TYPE_BYTESTRING, bytes, TRUE);
-  ret = vctl_call (ctx, session, "WriteFile", g_variant_new ("(s@ay)", (*argv)[1], data),
-                   VCTL_TIMEOUT_FILE, NULL, error);
-  return ret != NULL;
+  return vivarium_dbus_session_call_write_file_sync (session, (*argv)[1], data, vctl_call_flags (ctx),
+                                                     VCTL_TIMEOUT_FILE, NULL, error);
 }
 
 /* --- worker ask, finish ------------------------------------------------ */
@@ -261,8 +259,7 @@ vctl_cmd_worker_ask (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
 {
   g_autofree gchar *task_path = NULL;
   g_autoptr(VivariumDBusTask) task = NULL;
-  g_autoptr(GVariant) ret = NULL;
-  const gchar *answer = NULL;
+  g_autofree gchar *answer = NULL;
 
   if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 1, 1, error) ||
       !vctl_check_text (_("The question"), (*argv)[1], VIVARIUM_TASK_QUESTION_MAX, error))
@@ -279,11 +276,9 @@ vctl_cmd_worker_ask (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
     return FALSE;
   /* A person answers when they answer; the daemon ends the call with
    * Cancelled if the task ends first, so the client never gives up. */
-  ret = vctl_call (ctx, task, "Ask", g_variant_new ("(s)", (*argv)[1]), VCTL_TIMEOUT_LONG, NULL,
-                   error);
-  if (ret == NULL)
+  if (!vivarium_dbus_task_call_ask_sync (task, (*argv)[1], vctl_call_flags (ctx), VCTL_TIMEOUT_LONG, &answer, NULL,
+                                         error))
     return FALSE;
-  g_variant_get (ret, "(&s)", &answer);
   if (!vctl_write_all (stdout, answer, strlen (answer), error))
     return FALSE;
   return g_str_has_suffix (answer, "\n") || vctl_write_all (stdout, "\n", 1, error);
@@ -327,7 +322,6 @@ vctl_cmd_worker_finish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
   g_autofree gchar *summary = NULL;
   g_autofree gchar *task_path = NULL;
   g_autoptr(VivariumDBusTask) task = NULL;
-  g_autoptr(GVariant) ret = NULL;
   const GOptionEntry entries[] = {
     { "summary", 0, 0, G_OPTION_ARG_STRING, &summary_text,
       N_("Your account of the work (the report labels it an unverified claim)"), "TEXT" },
@@ -353,8 +347,6 @@ vctl_cmd_worker_finish (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv,
   if (task == NULL)
     return FALSE;
   /* The daemon stops the worker after this; nothing may follow it. */
-  ret = vctl_call (ctx, task, "Finish",
-                   g_variant_new ("(ss)", summary, verify != NULL ? verify : ""),
-                   VCTL_TIMEOUT_LONG, NULL, error);
-  return ret != NULL;
+  return vivarium_dbus_task_call_finish_sync (task, summary, verify != NULL ? verify : "", vctl_call_flags (ctx),
+                                              VCTL_TIMEOUT_LONG, NULL, error);
 }

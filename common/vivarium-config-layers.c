@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#define G_LOG_DOMAIN "VivariumConfig"
 
 #include "config.h"
 

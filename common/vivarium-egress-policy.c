@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#define G_LOG_DOMAIN "VivariumEgress"
 #include "config.h"
 
 #include <arpa/inet.h>

@@ -19,6 +19,13 @@ static const gchar *const job_states[] = {
   [VIVARIUM_JOB_STATE_CANCELLED] = "cancelled",
 };
 
+static const gchar *const egress_states[] = {
+  [VIVARIUM_EGRESS_STATE_OFF]      = "off",
+  [VIVARIUM_EGRESS_STATE_STARTING] = "starting",
+  [VIVARIUM_EGRESS_STATE_RUNNING]  = "running",
+  [VIVARIUM_EGRESS_STATE_FAILED]   = "failed",
+};
+
 static const gchar *const outcomes[] = {
   [VIVARIUM_OUTCOME_IN_PROGRESS] = "IN_PROGRESS",
   [VIVARIUM_OUTCOME_NEEDS_INPUT] = "NEEDS_INPUT",
@@ -70,6 +77,7 @@ from_string (const gchar *const *table, guint n, const gchar *str, guint *value)
 
 DEFINE_STATE_STRINGS (vivarium_session_state, VivariumSessionState, session_states)
 DEFINE_STATE_STRINGS (vivarium_job_state, VivariumJobState, job_states)
+DEFINE_STATE_STRINGS (vivarium_egress_state, VivariumEgressState, egress_states)
 DEFINE_STATE_STRINGS (vivarium_outcome, VivariumOutcome, outcomes)
 DEFINE_STATE_STRINGS (vivarium_verdict, VivariumVerdict, verdicts)
 

@@ -33,6 +33,14 @@ typedef enum {
   VIVARIUM_OUTCOME_FAILED,
 } VivariumOutcome;
 
+/* A session's egress proxy (EgressState): none in modes "none" and "open". */
+typedef enum {
+  VIVARIUM_EGRESS_STATE_OFF,
+  VIVARIUM_EGRESS_STATE_STARTING,
+  VIVARIUM_EGRESS_STATE_RUNNING,
+  VIVARIUM_EGRESS_STATE_FAILED,    /* the proxy is gone: the guest has no way out */
+} VivariumEgressState;
+
 /* The verdict of an isolation self-test, of one probe or of a whole run. */
 typedef enum {
   VIVARIUM_VERDICT_NEVER_RUN,
@@ -48,6 +56,9 @@ gboolean     vivarium_session_state_is_active   (VivariumSessionState state);
 const gchar *vivarium_job_state_to_string       (VivariumJobState state);
 gboolean     vivarium_job_state_from_string     (const gchar      *str,
                                                  VivariumJobState *state);
+const gchar *vivarium_egress_state_to_string    (VivariumEgressState state);
+gboolean     vivarium_egress_state_from_string  (const gchar         *str,
+                                                 VivariumEgressState *state);
 const gchar *vivarium_outcome_to_string         (VivariumOutcome outcome);
 gboolean     vivarium_outcome_from_string       (const gchar     *str,
                                                  VivariumOutcome *outcome);

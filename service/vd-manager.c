@@ -331,12 +331,12 @@ import_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
-  vivarium_dbus_manager_complete_import_image (self->skeleton, invocation, vd_image_get_object_path (image));
+  vivarium_dbus_manager_complete_import_image (self->skeleton, invocation, NULL, vd_image_get_object_path (image));
 }
 
 static gboolean
 handle_import_image (VivariumDBusManager *iface, GDBusMethodInvocation *invocation,
-                     const gchar *name, GVariant *handle, gpointer user_data)
+                     GUnixFDList *fd_list, const gchar *name, GVariant *handle, gpointer user_data)
 {
   VdManager *self = VD_MANAGER (user_data);
   ImportData *data;

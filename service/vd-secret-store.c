@@ -292,11 +292,11 @@ added_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (!g_task_propagate_boolean (G_TASK (res), &error))
     g_dbus_method_invocation_take_error (g_object_ref (call->invocation), error);
   else
-    vivarium_dbus_manager_complete_add_secret (NULL, g_object_ref (call->invocation));
+    vivarium_dbus_manager_complete_add_secret (NULL, g_object_ref (call->invocation), NULL);
 }
 
 static gboolean
-handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name,
+handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, GUnixFDList *fd_list, const gchar *name,
                    const gchar * const *hosts, GVariant *options, GVariant *value, gpointer user_data)
 {
   VdSecretStore *self = user_data;

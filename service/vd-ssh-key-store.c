@@ -389,11 +389,11 @@ added_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (!g_task_propagate_boolean (G_TASK (res), &error))
     g_dbus_method_invocation_take_error (g_object_ref (call->invocation), error);
   else
-    vivarium_dbus_manager_complete_add_ssh_key (NULL, g_object_ref (call->invocation));
+    vivarium_dbus_manager_complete_add_ssh_key (NULL, g_object_ref (call->invocation), NULL);
 }
 
 static gboolean
-handle_add_ssh_key (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, const gchar *name, GVariant *options, GVariant *key, gpointer user_data)
+handle_add_ssh_key (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, GUnixFDList *fd_list, const gchar *name, GVariant *options, GVariant *key, gpointer user_data)
 {
   g_autoptr(GTask) task = NULL;
   AddCall *call = g_new0 (AddCall, 1);

@@ -3,6 +3,7 @@
 
 #include <gio/gio.h>
 
+#include "vivarium-call.h"
 #include "vivarium-denylist.h"
 #include "vivarium-error.h"
 #include "vivarium-names.h"
@@ -220,6 +221,7 @@ test_state_strings (void)
   VivariumJobState j;
   VivariumOutcome o;
   VivariumVerdict v;
+  VivariumEgressState e;
 
   for (guint i = VIVARIUM_SESSION_STATE_STARTING; i <= VIVARIUM_SESSION_STATE_FAILED; i++) {
     g_assert_true (vivarium_session_state_from_string (vivarium_session_state_to_string (i), &s));
@@ -237,12 +239,48 @@ test_state_strings (void)
     g_assert_true (vivarium_verdict_from_string (vivarium_verdict_to_string (i), &v));
     g_assert_cmpuint (v, ==, i);
   }
+  for (guint i = VIVARIUM_EGRESS_STATE_OFF; i <= VIVARIUM_EGRESS_STATE_FAILED; i++) {
+    g_assert_true (vivarium_egress_state_from_string (vivarium_egress_state_to_string (i), &e));
+    g_assert_cmpuint (e, ==, i);
+  }
+  /* The words of the contract (dbus/…xml, EgressState). */
+  g_assert_cmpstr (vivarium_egress_state_to_string (VIVARIUM_EGRESS_STATE_OFF), ==, "off");
+  g_assert_cmpstr (vivarium_egress_state_to_string (VIVARIUM_EGRESS_STATE_FAILED), ==, "failed");
   g_assert_cmpstr (vivarium_session_state_to_string (VIVARIUM_SESSION_STATE_PAUSED), ==, "paused");
   g_assert_cmpstr (vivarium_outcome_to_string (VIVARIUM_OUTCOME_NEEDS_INPUT), ==, "NEEDS_INPUT");
   g_assert_false (vivarium_session_state_from_string ("Running", &s));
   g_assert_false (vivarium_verdict_from_string (NULL, &v));
   g_assert_true (vivarium_session_state_is_active (VIVARIUM_SESSION_STATE_PAUSED));
   g_assert_false (vivarium_session_state_is_active (VIVARIUM_SESSION_STATE_STOPPED));
+}
+
+/* A failed check inside common/ names common/ as its log domain, in
+ * whichever program it runs: a daemon's journal or a client's stderr can
+ * then tell it from the caller's own messages. */
+static void
+test_log_domain (void)
+{
+  g_test_expect_message ("vivarium-common", G_LOG_LEVEL_CRITICAL, "*value < n*");
+  g_assert_null (vivarium_session_state_to_string ((VivariumSessionState) 99));
+  g_test_assert_expected_messages ();
+}
+
+/* What every client's call path keeps of the old wrappers: interactive
+ * authorization unless told not to, and the daemon's refusal as a typed
+ * error whose message is the daemon's sentence alone. */
+static void
+test_call_helpers (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *sentence = NULL;
+
+  g_assert_cmpint (vivarium_call_flags (TRUE), ==, G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION);
+  g_assert_cmpint (vivarium_call_flags (FALSE), ==, G_DBUS_CALL_FLAGS_NONE);
+  error = g_dbus_error_new_for_dbus_error (VIVARIUM_DBUS_ERROR_PREFIX ".NotFound", "There is no task called “x”");
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_FOUND);
+  sentence = vivarium_call_error_sentence (error);
+  g_assert_cmpstr (sentence, ==, "There is no task called “x”");
+  g_assert_cmpint (VIVARIUM_CALL_TIMEOUT_LONG, ==, G_MAXINT);
 }
 
 /* GLib's domains never reach a caller: each is turned into the Vivarium
@@ -290,6 +328,8 @@ main (int argc, char **argv)
   g_test_add_func ("/common/escape-untrusted", test_escape_untrusted);
   g_test_add_func ("/common/denylist", test_denylist);
   g_test_add_func ("/common/state-strings", test_state_strings);
+  g_test_add_func ("/common/log-domain", test_log_domain);
+  g_test_add_func ("/common/call-helpers", test_call_helpers);
   g_test_add_func ("/common/error-convert", test_error_convert);
   g_test_add_func ("/service/qemu-command", test_qemu_command);
   return g_test_run ();
