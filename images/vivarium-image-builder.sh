@@ -5,23 +5,32 @@
 #
 #   vivarium-image-builder --recipe FILE --output OUTDIR [--progress-fd N]
 #                          [--iso FILE] [--drivers FILE]
+#   vivarium-image-builder --recipe FILE --make-tarball DIR
 #
 # vivariumd runs it as root in a transient unit. OUTDIR must not exist; on
 # success it holds exactly disk.qcow2 (no backing file), vmlinuz, initrd.img
 # and cmdline. On any failure OUTDIR is removed, so no half-built image is
 # ever mistaken for a real one. Progress lines "PERCENT STEP-TEXT" go to fd N;
 # human-readable lines go to stdout (the daemon keeps them as the build log).
+#
+# A debootstrap recipe downloads from the Debian mirror, unless a tarball of
+# exactly its packages is in $DEBOOTSTRAP_CACHE (/var/cache/vivarium/debootstrap):
+# --make-tarball DIR downloads one there (on a host that reaches the mirror),
+# so that a host without a network, the tests' systemd host among them, can
+# build the image from it.
 
 set -euo pipefail
 shopt -s nullglob
 
 readonly PROG=vivarium-image-builder
+readonly DEBOOTSTRAP_CACHE=/var/cache/vivarium/debootstrap
 
 RECIPE_FILE=""
 OUTDIR=""
 PROGRESS_FD=""
 ISO_FILE=""
 DRIVERS_FILE=""
+TARBALL_DIR=""
 OUT_CREATED=0
 WORKDIR=""
 declare -A RECIPE=()
@@ -47,9 +56,14 @@ progress() {
 usage() {
 	cat <<EOF
 Usage: $PROG --recipe FILE --output OUTDIR [--progress-fd N] [--iso FILE] [--drivers FILE]
+       $PROG --recipe FILE --make-tarball DIR
 
 Builds the base image described by the recipe FILE into OUTDIR, which must not
 exist yet. OUTDIR then holds disk.qcow2, vmlinuz, initrd.img and cmdline.
+
+--make-tarball downloads the packages of a debootstrap recipe into DIR as one
+tarball (debootstrap --make-tarball) and prints its path; a build finds it in
+$DEBOOTSTRAP_CACHE and needs no network.
 EOF
 }
 
@@ -94,12 +108,18 @@ parse_args() {
 		--progress-fd) PROGRESS_FD=${2:?--progress-fd needs a number}; shift 2 ;;
 		--iso) ISO_FILE=${2:?--iso needs a file}; shift 2 ;;
 		--drivers) DRIVERS_FILE=${2:?--drivers needs a file}; shift 2 ;;
+		--make-tarball) TARBALL_DIR=${2:?--make-tarball needs a directory}; shift 2 ;;
 		-h | --help) usage; exit 0 ;;
 		*) usage >&2; die "unknown argument: $1" ;;
 		esac
 	done
 	[[ -n $RECIPE_FILE ]] || die "--recipe is required"
-	[[ -n $OUTDIR ]] || die "--output is required"
+	if [[ -n $TARBALL_DIR ]]; then
+		[[ -z $OUTDIR ]] || die "--make-tarball and --output exclude each other"
+		[[ -d $TARBALL_DIR ]] || die "$TARBALL_DIR is not a directory"
+	else
+		[[ -n $OUTDIR ]] || die "--output is required"
+	fi
 	[[ -f $RECIPE_FILE && -r $RECIPE_FILE ]] || die "cannot read recipe $RECIPE_FILE"
 	if [[ -n $PROGRESS_FD ]]; then
 		[[ $PROGRESS_FD =~ ^[0-9]{1,4}$ ]] || die "--progress-fd must be a descriptor number"
@@ -736,33 +756,81 @@ debian_extract_kernel() {
 	log "kernel $ver"
 }
 
+# What debootstrap is asked for, from the recipe: sets DEB_SUITE, DEB_VARIANT,
+# DEB_INCLUDE (comma-separated) and DEB_MIRROR.
+debian_settings() {
+	DEB_SUITE=$(recipe_get Suite)
+	DEB_VARIANT=$(recipe_get Variant)
+	DEB_INCLUDE=$(recipe_list Include | paste -sd, -)
+	[[ $DEB_SUITE =~ ^[a-z]+$ ]] || die "Suite must be a codename like bookworm"
+	[[ $DEB_VARIANT =~ ^[a-z]+$ ]] || die "Variant must be a debootstrap variant like minbase"
+	DEB_MIRROR=$(recipe_get Mirror)
+	[[ $DEB_MIRROR != auto ]] || DEB_MIRROR=$(debian_find_mirror "$DEB_SUITE")
+	[[ $DEB_MIRROR =~ ^https?://[A-Za-z0-9./_~:-]+$ ]] || die "mirror $DEB_MIRROR is not an http(s) URL"
+}
+
+# The tarball's name says which packages it holds: a recipe whose suite,
+# variant or package list changed never picks up a stale one.
+debian_tarball_name() {
+	local key
+	key=$(printf '%s\n%s\n%s\n' "$DEB_SUITE" "$DEB_VARIANT" "$DEB_INCLUDE" | sha256sum | cut -c1-16)
+	printf '%s-%s-%s-%s.tgz' "${RECIPE[Name]}" "$DEB_SUITE" "$DEB_VARIANT" "$key"
+}
+
+# Downloads (and checks, as debootstrap does) every package the build needs,
+# into one tarball made beside its final name and renamed when complete.
+make_debian_tarball() {
+	local name dir partial scratchdir
+	require_tools debootstrap:debootstrap
+	debian_settings
+	name=$(debian_tarball_name)
+	dir=$(cd -- "$TARBALL_DIR" && pwd -P)
+	if [[ -f $dir/$name ]]; then
+		log "$dir/$name is there already (its name covers the recipe's packages)"
+		printf '%s\n' "$dir/$name"
+		return 0
+	fi
+	partial="$dir/.$name.partial"
+	scratchdir=$(mktemp -d "${TMPDIR:-/var/tmp}/vivarium-tarball.XXXXXX")
+	WORKDIR=$scratchdir
+	log "downloading the packages of ${RECIPE[Name]} from $DEB_MIRROR into $dir/$name"
+	rm -f -- "$partial"
+	if ! debootstrap --variant="$DEB_VARIANT" --components=main --include="$DEB_INCLUDE" \
+		--make-tarball="$partial" "$DEB_SUITE" "$scratchdir/target" "$DEB_MIRROR"; then
+		rm -f -- "$partial"
+		die "debootstrap could not download the packages"
+	fi
+	mv -f -- "$partial" "$dir/$name"
+	log "tarball $(du -k -- "$dir/$name" | cut -f1) KiB"
+	printf '%s\n' "$dir/$name"
+}
+
 build_debian() {
-	local suite variant mirror include size cmdline target
+	local size cmdline target tarball
+	local -a source_args=()
 	progress 5 "Checking host tools"
 	require_tools debootstrap:debootstrap mkfs.ext4:e2fsprogs qemu-img:qemu-utils systemctl:systemd
-	suite=$(recipe_get Suite)
-	variant=$(recipe_get Variant)
-	include=$(recipe_list Include | paste -sd, -)
 	size=$(disk_size_mib)
 	cmdline=$(kernel_cmdline)
-	[[ $suite =~ ^[a-z]+$ ]] || die "Suite must be a codename like bookworm"
-	[[ $variant =~ ^[a-z]+$ ]] || die "Variant must be a debootstrap variant like minbase"
 
 	progress 8 "Finding the Debian mirror"
-	mirror=$(recipe_get Mirror)
-	[[ $mirror != auto ]] || mirror=$(debian_find_mirror "$suite")
-	[[ $mirror =~ ^https?://[A-Za-z0-9./_~:-]+$ ]] || die "mirror $mirror is not an http(s) URL"
-	log "mirror $mirror"
+	debian_settings
+	log "mirror $DEB_MIRROR"
+	tarball="$DEBOOTSTRAP_CACHE/$(debian_tarball_name)"
+	if [[ -f $tarball ]]; then
+		log "packages from $tarball (made by --make-tarball); no download"
+		source_args=(--unpack-tarball="$(readlink -f -- "$tarball")")
+	fi
 
 	make_outdir
 	target=$(scratch target)
 
-	progress 10 "Running debootstrap $suite ($variant); this takes a while"
-	debootstrap --variant="$variant" --components=main --include="$include" \
-		"$suite" "$target" "$mirror"
+	progress 10 "Running debootstrap $DEB_SUITE ($DEB_VARIANT); this takes a while"
+	debootstrap --variant="$DEB_VARIANT" --components=main --include="$DEB_INCLUDE" "${source_args[@]}" \
+		"$DEB_SUITE" "$target" "$DEB_MIRROR"
 
 	progress 70 "Configuring the guest"
-	debian_configure "$target" "$mirror" "$suite"
+	debian_configure "$target" "$DEB_MIRROR" "$DEB_SUITE"
 
 	progress 75 "Extracting the kernel and initrd"
 	debian_extract_kernel "$target"
@@ -797,6 +865,11 @@ main() {
 	parse_recipe "$RECIPE_FILE"
 	method=${RECIPE[Method]}
 	log "recipe ${RECIPE[Name]} (method $method) from $RECIPE_FILE"
+	if [[ -n $TARBALL_DIR ]]; then
+		[[ $method == debootstrap ]] || die "--make-tarball is for debootstrap recipes; ${RECIPE[Name]} is $method"
+		make_debian_tarball
+		return 0
+	fi
 	case $method in
 	tiny) build_tiny ;;
 	debootstrap) build_debian ;;

@@ -17,10 +17,18 @@ trap 'rm -rf -- "$work"' EXIT
 step "Daemon (activated by this call)"
 ctl status
 
-step "Building and freezing the tiny image from host packages"
-ctl image list --json | grep -q '"name" *: *"tiny"' || ctl image build tiny tiny
-ctl image freeze tiny 2>/dev/null || true
-ctl image verify tiny
+image=${VIVARIUM_TEST_DEMO_IMAGE:-tiny}
+if [ "$image" = debian ]; then
+  step "Building and freezing the debian image (debootstrap, from the packages tools/demo.sh downloaded)"
+  # The builder finds them here by the name --make-tarball gave them.
+  install -d /var/cache/vivarium/debootstrap
+  ln -sf "${VIVARIUM_TEST_DEBIAN_PACKAGES:?run me through tools/demo.sh --image debian}"/debian-*.tgz /var/cache/vivarium/debootstrap/
+else
+  step "Building and freezing the tiny image from host packages"
+fi
+ctl image list --json | grep -q "\"name\" *: *\"$image\"" || ctl image build "$image" "$image"
+ctl image freeze "$image" 2>/dev/null || true
+ctl image verify "$image"
 
 step "A project: a 64 MiB dataset whose git repository stays on the host"
 ctl project show demo >/dev/null 2>&1 || ctl project create demo --quota 64M
@@ -36,7 +44,7 @@ vivariumctl worker finish --summary "Added hello.txt and answer.sh, which prints
 WORKER
 
 step "Handing the task over; the caller's verification is re-run in a fresh machine"
-tid=$(ctl task submit demo tiny --script "$work/worker.sh" \
+tid=$(ctl task submit demo "$image" --script "$work/worker.sh" \
         --instructions "Add hello.txt and a script answer.sh that prints 42." \
         --verify "test -f hello.txt && ./answer.sh | grep -qx 42")
 printf 'task %s\n' "$tid"

@@ -4,7 +4,7 @@
 # The test command: installs what is needed, builds, and runs every suite:
 # unit, docs (man pages, completion, the D-Bus reference), integration
 # (private bus + real polkitd), system (a real systemd host with real QEMU
-# guests), then the unit and integration suites again under
+# guests), slow (the debian image built, frozen and given two tasks), then the unit and integration suites again under
 # AddressSanitizer + UndefinedBehaviorSanitizer. Needs root. Fails loudly.
 set -uo pipefail
 
@@ -28,6 +28,9 @@ suite "$build" unit
 suite "$build" docs
 suite "$build" integration
 suite "$build" system
+# The debian image: its packages downloaded from the Debian mirror, then
+# built, frozen and given a script task and an agent task (about 10 min).
+suite "$build" slow
 # The app: where the daemon is not installed, then against the real one.
 suite "$build" ui
 suite "$build" ui-system
