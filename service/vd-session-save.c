@@ -4,6 +4,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <unistd.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
@@ -14,7 +17,12 @@
 #include "vd-command-log.h"
 #include "vd-fs.h"
 #include "vd-log.h"
+#include "vd-qemu-command.h"
+#include "vd-session.h"
+#include "vd-session-private.h"
 #include "vd-session-save.h"
+#include "vd-session-snapshot.h"
+#include "vd-unit-sandbox.h"
 
 /* The parent's boot files a saved image shares: the guest's disk is the
  * session's own. */
@@ -349,4 +357,324 @@ vd_session_save_connect (VdSession *session, VdConfig *config, VdImageStore *ima
    * skeleton may be held a little longer by the bus. */
   g_object_watch_closure (G_OBJECT (session), closure);
   g_signal_connect_closure (vd_session_get_skeleton (session), "handle-save-as-image", closure, FALSE);
+}
+
+/* --- SaveAsImage: the disk, and the memory of a paused guest ---------- */
+
+typedef struct {
+  gchar      *dir;          /* where the new image's files go */
+  gchar      *final_dir;    /* where they will be once it is an image */
+  gboolean    was_running;  /* held still for the copy, let go after */
+  gboolean    memory;       /* the memory is being saved too */
+  gchar      *memory_note;  /* why not, when it is not */
+  GError     *error;
+} SaveDiskData;
+
+static void
+save_disk_data_free (SaveDiskData *d)
+{
+  g_free (d->dir);
+  g_free (d->final_dir);
+  g_free (d->memory_note);
+  g_clear_error (&d->error);
+  g_free (d);
+}
+
+static void
+save_disk_end (GTask *task)
+{
+  SaveDiskData *d = g_task_get_task_data (task);
+
+  if (d->error != NULL)
+    g_task_return_error (task, g_steal_pointer (&d->error));
+  else
+    g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+static void
+save_disk_resumed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autoptr(JsonNode) reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, d->error == NULL ? &d->error : NULL);
+
+  save_disk_end (task);
+}
+
+/* Whatever happened, a guest that was running runs again. */
+static void
+save_disk_let_go (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  SaveDiskData *d = g_task_get_task_data (task);
+
+  if (!d->was_running || self->qmp == NULL) {
+    save_disk_end (task);
+    return;
+  }
+  vd_qmp_client_execute_async (self->qmp, "cont", NULL, QMP_TIMEOUT_MS, NULL, save_disk_resumed_cb, task);
+}
+
+static void
+save_memory_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autofree gchar *info_path = g_build_filename (d->dir, VD_BOOT_SNAPSHOT_INFO, NULL);
+  g_autoptr(JsonObject) info = json_object_new ();
+  g_autoptr(JsonNode) node = NULL;
+  g_autofree gchar *text = NULL;
+
+  if (!vd_session_snapshot_save_finish (res, &d->error)) {
+    save_disk_let_go (task);
+    return;
+  }
+  json_object_set_int_member (info, "schema", 1);
+  json_object_set_int_member (info, "memory-mib", self->options.memory_mib);
+  json_object_set_int_member (info, "cpus", self->options.cpus);
+  json_object_set_string_member (info, "device-set", VD_QEMU_COMMAND_DEVICE_SET);
+  json_object_set_boolean_member (info, "kvm", self->kvm);
+  json_object_set_string_member (info, "accelerator", vivarium_dbus_session_get_accelerator (self->skeleton));
+  json_object_set_string_member (info, "session", self->id);
+  json_object_set_int_member (info, "saved-at", g_get_real_time ());
+  node = json_node_init_object (json_node_alloc (), info);
+  text = json_to_string (node, TRUE);
+  vd_fs_write_durably (info_path, text, 0644, &d->error);
+  save_disk_let_go (task);
+}
+
+static void
+boot_overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autofree gchar *state = g_build_filename (d->dir, VD_BOOT_SNAPSHOT_STATE, NULL);
+
+  if (!g_subprocess_wait_check_finish (G_SUBPROCESS (source), res, &d->error)) {
+    g_prefix_error (&d->error, "Cannot create the new image's boot.qcow2: ");
+    save_disk_let_go (task);
+    return;
+  }
+  vd_session_snapshot_save_state_async (self->qmp, state, NULL, save_memory_done_cb, task);
+}
+
+/* The saved memory goes with an empty overlay over the new disk: the guest
+ * saw exactly the disk that was just copied. */
+static void
+save_memory (GTask *task)
+{
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
+  g_autofree gchar *final_disk = g_build_filename (d->final_dir, "disk.qcow2", NULL);
+  g_autofree gchar *boot = g_build_filename (d->dir, VD_BOOT_SNAPSHOT_DISK, NULL);
+  g_autoptr(JsonObject) info = vd_image_query_disk (disk, &d->error);
+  g_autofree gchar *size = NULL;
+  g_autoptr(GSubprocess) proc = NULL;
+
+  if (info == NULL) {
+    save_disk_let_go (task);
+    return;
+  }
+  size = g_strdup_printf ("%" G_GINT64_FORMAT, json_object_get_int_member_with_default (info, "virtual-size", 0));
+  /* -u: the backing file is named where it will be, not where it is now. */
+  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_SILENCE, &d->error,
+                           "qemu-img", "create", "-q", "-u", "-f", "qcow2", "-F", "qcow2", "-b", final_disk, boot, size, NULL);
+  if (proc == NULL) {
+    save_disk_let_go (task);
+    return;
+  }
+  g_subprocess_wait_check_async (proc, NULL, boot_overlay_created_cb, task);
+}
+
+static void
+disk_converted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  SaveDiskData *d = g_task_get_task_data (task);
+
+  g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
+
+  if (!vd_systemd_start_transient_finish (VD_SYSTEMD (source), res, &d->error)) {
+    g_prefix_error (&d->error, "Cannot copy the session's disk: ");
+    vivarium_error_convert (&d->error);
+    save_disk_let_go (task);
+    return;
+  }
+  /* Root's again, as every file of an image (see open_output_for). */
+  if (chown (disk, 0, 0) != 0 || chmod (disk, 0644) != 0) {
+    vd_fs_set_error_errno (&d->error, errno, "Cannot take back %s", disk);
+    save_disk_let_go (task);
+    return;
+  }
+  if (d->memory) {
+    save_memory (task);
+    return;
+  }
+  save_disk_let_go (task);
+}
+
+/* The output, root's inside the root-only staging directory, lent to the
+ * session uid through a descriptor only (qemu-img writes /dev/stdout). */
+static int
+open_output_for (VdSession *self, const gchar *path, GError **error)
+{
+  struct group *grp = getgrnam (VIVARIUM_QEMU_GROUP);
+  int fd;
+
+  if (grp == NULL) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "The group %s does not exist", VIVARIUM_QEMU_GROUP);
+    return -1;
+  }
+  fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return vd_fs_set_error_errno (error, errno, "Cannot create %s", path), -1;
+  if (fchown (fd, self->uid, grp->gr_gid) != 0) {
+    int errsv = errno;
+    close (fd);
+    return vd_fs_set_error_errno (error, errsv, "Cannot lend %s to the session", path), -1;
+  }
+  return fd;
+}
+
+static GVariant *
+convert_unit_properties (VdSession *self, const gchar *qemu_img)
+{
+  g_autofree gchar *description = g_strdup_printf ("Vivarium: saving the disk of session %s", self->id);
+  g_autofree gchar *user = g_strdup_printf ("%u", self->uid);
+  const gchar *argv[] = { qemu_img, "convert", "-U", "-f", "qcow2", "-O", "qcow2", self->overlay, "/dev/stdout", NULL };
+  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
+  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string (description));
+  /* The start job ends when qemu-img does. */
+  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("oneshot"));
+  g_variant_builder_add (&b, "(sv)", "TimeoutStartUSec", g_variant_new_uint64 ((guint64) 3600 * G_USEC_PER_SEC));
+  g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
+  g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
+  g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
+  g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", qemu_img, argv));
+  g_variant_builder_add (&b, "(sv)", "StandardOutputFileDescriptor", g_variant_new_handle (0));
+  g_variant_builder_add (&b, "(sv)", "PrivateNetwork", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "PrivateTmp", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "NoNewPrivileges", g_variant_new_boolean (TRUE));
+  return g_variant_builder_end (&b);
+}
+
+/* The overlay chain (session → boot.qcow2 → disk.qcow2) flattened into one
+ * self-contained disk, as Freeze requires; -U because QEMU holds it.
+ * qemu-img runs as the session's uid, in a unit of its own (systemd switches
+ * the uid; the daemon has no CAP_SETUID): the overlay's header is QEMU's to
+ * write, and a header naming another backing file or an external data file
+ * (/etc/shadow, another session's disk, the keys) must get no further than
+ * QEMU itself could; root would read anything it names into the image. */
+static void
+convert_disk (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autofree gchar *disk = g_build_filename (d->dir, "disk.qcow2", NULL);
+  g_autofree gchar *qemu_img = g_find_program_in_path ("qemu-img");
+  g_autofree gchar *unit = g_strdup_printf ("vivarium-save-%s-%u.service", self->id, ++self->save_seq);
+  g_autoptr(GUnixFDList) fds = g_unix_fd_list_new ();
+  int fd;
+
+  if (qemu_img == NULL) {
+    g_set_error_literal (&d->error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "qemu-img is not installed");
+    save_disk_let_go (task);
+    return;
+  }
+  fd = open_output_for (self, disk, &d->error);
+  if (fd < 0 || g_unix_fd_list_append (fds, fd, &d->error) < 0) {
+    if (fd >= 0)
+      close (fd);
+    save_disk_let_go (task);
+    return;
+  }
+  close (fd);
+  vd_systemd_start_transient_async (self->systemd, unit, convert_unit_properties (self, qemu_img), fds, NULL,
+                                    disk_converted_cb, task);
+}
+
+static void
+save_disk_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  SaveDiskData *d = g_task_get_task_data (task);
+  g_autoptr(JsonNode) reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &d->error);
+
+  if (reply == NULL) {
+    save_disk_end (task);
+    return;
+  }
+  convert_disk (task);
+}
+
+static void
+save_disk_synced_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdAgentExecResult) result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, NULL, &error);
+
+  /* A guest that cannot sync still has a consistent disk as QEMU holds it
+   * once stopped; it may only lose what it had not written yet. */
+  if (result == NULL)
+    vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: sync before the save failed: %s", self->id, error->message);
+  self->pause_requested = TRUE;
+  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, save_disk_stopped_cb, task);
+}
+
+void
+vd_session_save_disk_async (VdSession *self, const gchar *dir, const gchar *final_dir, GCancellable *cancellable,
+                            GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  SaveDiskData *d = g_new0 (SaveDiskData, 1);
+  const gchar *sync_argv[] = { "sync", NULL };
+
+  g_task_set_task_data (task, d, (GDestroyNotify) save_disk_data_free);
+  d->dir = g_strdup (dir);
+  d->final_dir = g_strdup (final_dir);
+  if ((self->state != VIVARIUM_SESSION_STATE_RUNNING && self->state != VIVARIUM_SESSION_STATE_PAUSED) ||
+      self->qmp == NULL || self->agent == NULL) {
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
+                             "The session %s is %s, not running or paused", self->id, vd_session_get_state (self));
+    g_object_unref (task);
+    return;
+  }
+  d->was_running = self->state == VIVARIUM_SESSION_STATE_RUNNING;
+  /* QEMU saves memory only into the device set a boot snapshot has, and
+   * not while a 9p share is mounted. */
+  if (d->was_running)
+    d->memory_note = g_strdup ("the session was running, not paused");
+  else if (self->project_dir != NULL)
+    d->memory_note = g_strdup ("the project share is mounted in the guest");
+  else if (!self->restored)
+    d->memory_note = g_strdup ("the session booted cold, without the boot snapshot's device set");
+  d->memory = d->memory_note == NULL;
+  if (!d->was_running) {
+    convert_disk (task);
+    return;
+  }
+  vd_agent_client_exec_async (self->agent, sync_argv, NULL, NULL, 30000, 4096, NULL, save_disk_synced_cb, task);
+}
+
+/* @memory_note: (out) why the memory was not saved, or NULL when it was */
+gboolean
+vd_session_save_disk_finish (VdSession *self, GAsyncResult *result, gchar **memory_note, GError **error)
+{
+  SaveDiskData *d = g_task_get_task_data (G_TASK (result));
+
+  if (!g_task_propagate_boolean (G_TASK (result), error))
+    return FALSE;
+  if (memory_note != NULL)
+    *memory_note = g_strdup (d->memory_note);
+  return TRUE;
 }
