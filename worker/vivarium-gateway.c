@@ -37,7 +37,6 @@
 #include "vivarium-gateway-firewall.h"
 #include "vivarium-gateway-resolver.h"
 #include "vivarium-gateway-rewrite.h"
-#include "vivarium-http.h"
 #include "vivarium-secret.h"
 
 #define SOCKET_NAME "model.sock"
@@ -477,7 +476,7 @@ answer (Exchange *x, guint status, GBytes *body, gboolean sent)
 static void
 refuse (Exchange *x, guint status, const gchar *why, gboolean sent)
 {
-  g_autoptr(GBytes) body = vivarium_http_error_body (why);
+  g_autoptr(GBytes) body = vivarium_gateway_error_body (why);
 
   answer (x, status, body, sent);
 }
