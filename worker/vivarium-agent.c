@@ -172,8 +172,8 @@ exchange (Agent *a, GBytes *body, GError **error)
 
 /* A gateway that restarts (Restart=on-failure) drops the connections it
  * held without an answer: the request is asked once more, through the new
- * gateway (vivarium_agent_model_post waits for its socket). Anything with a status,
- * a refusal included, is the answer and is not asked again. */
+ * gateway (vivarium_agent_model_post waits for its socket). Anything with a
+ * status, a refusal included, is the answer and is not asked again. */
 static VivariumAgentReply *
 exchange_retrying (Agent *a, GBytes *body, GError **error)
 {
