@@ -256,7 +256,9 @@ t6=$(submit_agent stall)
 retry_until 600 0.1 grep -q '"conversation": "stall"' "$tmpd/requests"
 asked=$(date +%s)
 unit6="vivarium-worker-${t6##*/}.service"
-retry_until 1200 0.1 eval '! systemctl is-active --quiet "$unit6"'
+# A oneshot unit: "activating" while the agent runs; its MainPID says it.
+assert_ne "0" "$(systemctl show -P MainPID "$unit6")" "the agent runs while its request is out"
+retry_until 1200 0.1 eval '[ "$(systemctl show -P MainPID "$unit6" 2>/dev/null || echo 0)" = 0 ]'
 took=$(($(date +%s) - asked))
 printf '[Agent]\nMaxTurns=25\nTakesImages=true\n' > /etc/vivarium/agent/agent.conf
 assert_eq "yes" "$([ "$took" -lt 45 ] && echo yes || echo "no, after $took s")" \
