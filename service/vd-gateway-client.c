@@ -8,6 +8,7 @@
 #include <string.h>
 #include <glib/gstdio.h>
 
+#include "vivarium-denylist.h"
 #include "vd-fs.h"
 #include "vd-gateway-client.h"
 
@@ -17,6 +18,35 @@ task_dir (const gchar *runtime_dir, const gchar *prefix, const gchar *task_id)
   g_autofree gchar *name = g_strconcat (prefix, task_id, NULL);
 
   return g_build_filename (runtime_dir, "tasks", name, NULL);
+}
+
+static gboolean
+in_strv (GPtrArray *list, const gchar *s)
+{
+  for (guint i = 0; i < list->len; i++) {
+    if (g_str_equal (list->pdata[i], s))
+      return TRUE;
+  }
+  return FALSE;
+}
+
+gboolean
+vd_gateway_write_host_deny (VdConfig *config, GPtrArray *deny_list, GError **error)
+{
+  g_autoptr(GPtrArray) builtin = vivarium_denylist_to_strings ();
+  g_auto(GStrv) admin = vd_config_get_extra_deny (config);
+  g_autofree gchar *path = g_build_filename (vd_config_get_runtime_dir (config), VD_GATEWAY_DENY_NAME, NULL);
+  g_autoptr(GString) text = g_string_new ("# The guard's deny list beyond the built-in ranges, for vivarium-gateway\n");
+
+  for (guint i = 0; deny_list != NULL && i < deny_list->len; i++) {
+    const gchar *cidr = deny_list->pdata[i];
+    if (in_strv (builtin, cidr))
+      continue;
+    g_string_append_printf (text, "%s %s\n", cidr,
+                            g_strv_contains ((const gchar *const *) admin, cidr) ? "denied by [Guard] ExtraDeny="
+                                                                                 : "one of the host's own addresses");
+  }
+  return vd_fs_write_durably (path, text->str, 0600, error);
 }
 
 gchar *

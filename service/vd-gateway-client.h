@@ -3,6 +3,7 @@
 
 #include <gio/gio.h>
 
+#include "vd-config.h"
 #include "vd-systemd.h"
 
 G_BEGIN_DECLS
@@ -17,8 +18,18 @@ G_BEGIN_DECLS
  * socket. */
 
 #define VD_GATEWAY_SOCKET_NAME "model.sock"
+/* RUNTIME/gateway-deny: what the guard denies besides the built-in ranges,
+ * for the gateway to refuse a name that resolves there. */
+#define VD_GATEWAY_DENY_NAME "gateway-deny"
 #define VD_GATEWAY_UNIT "vivarium-gateway.service"
 
+/* Writes RUNTIME/gateway-deny (root's, 0600), a line "CIDR WHY" for each
+ * entry of the guard's @deny_list outside the built-in ranges: the host's
+ * own addresses and [Guard] ExtraDeny=. The gateway (sandboxed, started
+ * later by the first agent worker's unit) reads it when it starts. */
+gboolean  vd_gateway_write_host_deny (VdConfig    *config,
+                                      GPtrArray   *deny_list,
+                                      GError     **error);
 /* Returns the socket's path (which the gateway binds soon after). */
 gchar    *vd_gateway_task_open       (const gchar *runtime_dir,
                                       const gchar *task_id,

@@ -14,6 +14,7 @@
 #include "vd-dns-relay.h"
 #include "vd-exported.h"
 #include "vd-fs.h"
+#include "vd-gateway-client.h"
 #include "vd-guard.h"
 #include "vd-idle.h"
 #include "vd-image.h"
@@ -872,6 +873,11 @@ vd_manager_start (VdManager *self, GError **error)
     g_clear_error (&local_error);
   }
   vd_guard_start (self->guard);
+  /* The gateway checks an endpoint's name against the same list. */
+  if (!vd_gateway_write_host_deny (self->config, vd_guard_get_deny_list (self->guard), &local_error)) {
+    g_message ("the model gateway will refuse an https endpoint: %s", local_error->message);
+    g_clear_error (&local_error);
+  }
   vd_self_test_store_load (self->self_test);
   self->skeleton = vivarium_dbus_manager_skeleton_new ();
   vivarium_dbus_manager_set_version (self->skeleton, PACKAGE_VERSION);

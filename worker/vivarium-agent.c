@@ -14,14 +14,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <gio/gio.h>
-#include <gio/gunixsocketaddress.h>
 #include <json-glib/json-glib.h>
 
+#include "vivarium-agent-model.h"
 #include "vivarium-agent-tools.h"
 #include "vivarium-config-layers.h"
 #include "vivarium-gateway-rewrite.h"
 #include "vivarium-json-depth.h"
-#include "vivarium-http.h"
 
 #define IFACE "org.vivarium.Vivarium1"
 #define BUS_NAME "org.vivarium.Vivarium1"
@@ -32,6 +31,7 @@ typedef struct {
   const gchar         *task;
   const gchar         *session;
   const gchar         *model_socket;
+  SoupSession         *model;      /* to the gateway's socket */
   VivariumAgentLimits  limits;
   JsonNode            *tools;      /* tools.json: the array sent as "tools" */
   JsonArray           *messages;   /* the conversation so far */
@@ -131,26 +131,6 @@ fail_agent (Agent *a, const gchar *reason)
 
 /* --- the model, through the gateway ------------------------------------------ */
 
-static GIOStream *
-connect_gateway (Agent *a, GError **error)
-{
-  g_autoptr(GSocketClient) client = g_socket_client_new ();
-  g_autoptr(GSocketAddress) addr = g_unix_socket_address_new (a->model_socket);
-
-  /* The gateway binds the socket soon after the daemon asked for it. */
-  for (guint i = 0;; i++) {
-    g_autoptr(GError) local = NULL;
-    GSocketConnection *conn = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (addr), NULL, &local);
-    if (conn != NULL)
-      return G_IO_STREAM (conn);
-    if (i >= 100) {
-      g_propagate_prefixed_error (error, g_steal_pointer (&local), "the model gateway is not reachable: ");
-      return NULL;
-    }
-    g_usleep (100 * 1000);
-  }
-}
-
 static gchar *
 node_to_string (JsonNode *node)
 {
@@ -180,27 +160,25 @@ request_body (Agent *a)
   return json_builder_get_root (b);
 }
 
-static VivariumHttpMessage *
+/* A request waits at most until the agent's wall clock runs out. */
+static VivariumAgentReply *
 exchange (Agent *a, GBytes *body, GError **error)
 {
-  g_autoptr(GIOStream) conn = connect_gateway (a, error);
+  gint64 left = (a->deadline - g_get_monotonic_time () + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC;
 
-  if (conn == NULL ||
-      !vivarium_http_write_request (g_io_stream_get_output_stream (conn), "POST", "/v1/chat/completions",
-                                    "vivarium-gateway", NULL, body, error))
-    return NULL;
-  return vivarium_http_read (g_io_stream_get_input_stream (conn), FALSE, MODEL_REPLY_MAX, error);
+  return vivarium_agent_model_post (a->model, "/v1/chat/completions", body, MODEL_REPLY_MAX,
+                                    (guint) CLAMP (left, 1, G_MAXUINT), NULL, error);
 }
 
 /* A gateway that restarts (Restart=on-failure) drops the connections it
  * held without an answer: the request is asked once more, through the new
- * gateway (connect_gateway waits for its socket). Anything with a status,
- * a refusal included, is the answer and is not asked again. */
-static VivariumHttpMessage *
+ * gateway (vivarium_agent_model_post waits for its socket). Anything with a
+ * status, a refusal included, is the answer and is not asked again. */
+static VivariumAgentReply *
 exchange_retrying (Agent *a, GBytes *body, GError **error)
 {
   g_autoptr(GError) dropped = NULL;
-  VivariumHttpMessage *reply = exchange (a, body, &dropped);
+  VivariumAgentReply *reply = exchange (a, body, &dropped);
 
   if (reply != NULL)
     return reply;
@@ -220,7 +198,7 @@ ask_model (Agent *a, GError **error)
   g_autoptr(JsonNode) body_node = request_body (a);
   gchar *text = node_to_string (body_node);
   g_autoptr(GBytes) body = g_bytes_new_take (text, strlen (text));
-  g_autoptr(VivariumHttpMessage) reply = exchange_retrying (a, body, error);
+  g_autoptr(VivariumAgentReply) reply = exchange_retrying (a, body, error);
   g_autoptr(JsonParser) parser = json_parser_new ();
   JsonNode *choices;
   JsonNode *first;
@@ -674,6 +652,12 @@ one_turn (Agent *a, guint turn)
   JsonNode *calls;
   const gchar *content;
 
+  if (message == NULL && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT) &&
+      g_get_monotonic_time () >= a->deadline) {
+    g_autofree gchar *why = g_strdup_printf ("the agent's wall clock of %u s ran out", a->limits.wall_clock_sec);
+    fail_agent (a, why);
+    return;
+  }
   if (message == NULL) {
     g_autofree gchar *why = g_strdup_printf ("turn %u: %s", turn, error->message);
     fail_agent (a, why);
@@ -734,6 +718,7 @@ setup (Agent *a, GError **error)
     return FALSE;
   if (!load_files (a, &prompt, error) || !g_file_get_contents (instructions_file, &instructions, NULL, error))
     return FALSE;
+  a->model = vivarium_agent_model_session_new (a->model_socket);
   a->messages = json_array_new ();
   add_message (a, "system", prompt, NULL);
   add_message (a, "user", instructions, NULL);
@@ -762,6 +747,7 @@ main (int argc, char **argv)
   }
   g_clear_pointer (&a.messages, json_array_unref);
   g_clear_pointer (&a.tools, json_node_unref);
+  g_clear_object (&a.model);
   g_clear_object (&a.bus);
   g_free (a.last_call);
   g_free (a.pending_image);

@@ -3,12 +3,15 @@
 
 #include "config.h"
 
+#include <string.h>
+
 #include "vivarium-denylist.h"
 #include "vivarium-gateway-resolver.h"
 
 struct _VivariumGatewayResolver {
   GResolver             parent_instance;
   GResolver            *inner;
+  GPtrArray            *host_deny;   /* VivariumGatewayDeny: the daemon's guard's additions */
   VivariumGatewayAdmit  admit;
   gpointer              user_data;
   GMutex                lock;
@@ -17,21 +20,118 @@ struct _VivariumGatewayResolver {
 
 G_DEFINE_FINAL_TYPE (VivariumGatewayResolver, vivarium_gateway_resolver, G_TYPE_RESOLVER)
 
+static void
+deny_free (VivariumGatewayDeny *deny)
+{
+  g_clear_object (&deny->mask);
+  g_free (deny->cidr);
+  g_free (deny->why);
+  g_free (deny);
+}
+
+static gboolean
+deny_line_refused (guint number, const gchar *what, GError **error)
+{
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "line %u of the guard's list for the gateway: %s",
+               number, what);
+  return FALSE;
+}
+
+/* 192.0.2.5/24 as 192.0.2.0/24: GInetAddressMask takes only the latter,
+ * the guard both. */
+static GInetAddressMask *
+mask_new (GInetAddress *address, guint prefix, GError **error)
+{
+  guint8 bytes[16];
+  gsize size = g_inet_address_get_native_size (address);
+  g_autoptr(GInetAddress) network = NULL;
+
+  memcpy (bytes, g_inet_address_to_bytes (address), size);
+  for (gsize i = 0; i < size; i++) {
+    guint kept = prefix >= (i + 1) * 8 ? 8 : prefix > i * 8 ? prefix - i * 8 : 0;
+    bytes[i] &= (guint8) (0xff00 >> kept);
+  }
+  network = g_inet_address_new_from_bytes (bytes, g_inet_address_get_family (address));
+  return g_inet_address_mask_new (network, prefix, error);
+}
+
+/* "CIDR WHY": the range, a space, what it is. */
+static gboolean
+add_deny_line (GPtrArray *list, const gchar *line, guint number, GError **error)
+{
+  const gchar *space = strchr (line, ' ');
+  g_autofree gchar *cidr = space != NULL ? g_strndup (line, space - line) : NULL;
+  g_autoptr(GInetAddress) address = NULL;
+  g_autoptr(GInetAddressMask) mask = NULL;
+  g_autoptr(GError) local = NULL;
+  VivariumGatewayDeny *deny;
+  guint prefix;
+
+  if (strlen (line) > VIVARIUM_GATEWAY_DENY_LINE_MAX)
+    return deny_line_refused (number, "longer than allowed", error);
+  if (cidr == NULL || space[1] == '\0' || !g_utf8_validate (space + 1, -1, NULL))
+    return deny_line_refused (number, "not a range and what it is", error);
+  if (!vivarium_cidr_parse (cidr, &address, &prefix, &local) ||
+      (mask = mask_new (address, prefix, &local)) == NULL)
+    return deny_line_refused (number, local->message, error);
+  deny = g_new0 (VivariumGatewayDeny, 1);
+  deny->mask = g_steal_pointer (&mask);
+  deny->cidr = g_steal_pointer (&cidr);
+  deny->why = g_strdup (space + 1);
+  g_ptr_array_add (list, deny);
+  return TRUE;
+}
+
+GPtrArray *
+vivarium_gateway_deny_parse (const gchar *text, GError **error)
+{
+  g_autoptr(GPtrArray) list = g_ptr_array_new_with_free_func ((GDestroyNotify) deny_free);
+  g_auto(GStrv) lines = g_strsplit (text, "\n", VIVARIUM_GATEWAY_DENY_MAX + 2);
+
+  if (g_strv_length (lines) > VIVARIUM_GATEWAY_DENY_MAX + 1) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                 "the guard's list for the gateway has more than %u lines", VIVARIUM_GATEWAY_DENY_MAX);
+    return NULL;
+  }
+  for (guint i = 0; lines[i] != NULL; i++) {
+    if (lines[i][0] != '\0' && lines[i][0] != '#' && !add_deny_line (list, lines[i], i + 1, error))
+      return NULL;
+  }
+  return g_steal_pointer (&list);
+}
+
+/* The range that holds @address and what it is, as a sentence; NULL when
+ * no range does. */
+static gchar *
+denied_because (GInetAddress *address, GPtrArray *host_deny)
+{
+  const VivariumDenyEntry *entry = vivarium_denylist_match (address);
+  g_autofree gchar *text = g_inet_address_to_string (address);
+
+  if (entry != NULL)
+    return g_strdup_printf ("%s is in %s/%u, %s", text, entry->address, entry->prefix, entry->why);
+  for (guint i = 0; host_deny != NULL && i < host_deny->len; i++) {
+    VivariumGatewayDeny *deny = host_deny->pdata[i];
+    if (g_inet_address_mask_matches (deny->mask, address))
+      return g_strdup_printf ("%s is in %s, %s", text, deny->cidr, deny->why);
+  }
+  return NULL;
+}
+
 GList *
-vivarium_gateway_resolver_filter (const gchar *host, GList *addresses, gchar **reason)
+vivarium_gateway_resolver_filter (const gchar *host, GList *addresses, GPtrArray *host_deny, gchar **reason)
 {
   GList *kept = NULL;
   g_autofree gchar *first_denied = NULL;
   guint n = 0;
 
   for (GList *l = addresses; l != NULL; l = l->next) {
-    const VivariumDenyEntry *entry = vivarium_denylist_match (l->data);
-    if (entry == NULL && n < VIVARIUM_GATEWAY_RESOLVER_MAX) {
+    g_autofree gchar *denied = denied_because (l->data, host_deny);
+    if (denied == NULL && n < VIVARIUM_GATEWAY_RESOLVER_MAX) {
       kept = g_list_prepend (kept, g_object_ref (l->data));
       n++;
-    } else if (entry != NULL && first_denied == NULL) {
-      g_autofree gchar *text = g_inet_address_to_string (l->data);
-      first_denied = g_strdup_printf ("%s is in %s/%u, %s", text, entry->address, entry->prefix, entry->why);
+    } else if (denied != NULL && first_denied == NULL) {
+      first_denied = g_steal_pointer (&denied);
     }
   }
   if (kept == NULL)
@@ -71,7 +171,7 @@ resolve_checked (VivariumGatewayResolver *self, const gchar *host, GResolverName
 
   if (all == NULL)
     return NULL;
-  kept = vivarium_gateway_resolver_filter (host, all, &reason);
+  kept = vivarium_gateway_resolver_filter (host, all, self->host_deny, &reason);
   if (kept == NULL) {
     g_message ("%s", reason);
     set_refusal (self, reason);
@@ -154,6 +254,7 @@ vivarium_gateway_resolver_finalize (GObject *object)
   VivariumGatewayResolver *self = VIVARIUM_GATEWAY_RESOLVER (object);
 
   g_clear_object (&self->inner);
+  g_clear_pointer (&self->host_deny, g_ptr_array_unref);
   g_free (self->refusal);
   g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (vivarium_gateway_resolver_parent_class)->finalize (object);
@@ -181,11 +282,13 @@ vivarium_gateway_resolver_init (VivariumGatewayResolver *self)
 }
 
 VivariumGatewayResolver *
-vivarium_gateway_resolver_new (GResolver *inner, VivariumGatewayAdmit admit, gpointer user_data)
+vivarium_gateway_resolver_new (GResolver *inner, GPtrArray *host_deny, VivariumGatewayAdmit admit,
+                               gpointer user_data)
 {
   VivariumGatewayResolver *self = g_object_new (VIVARIUM_TYPE_GATEWAY_RESOLVER, NULL);
 
   self->inner = g_object_ref (inner);
+  self->host_deny = host_deny != NULL ? g_ptr_array_ref (host_deny) : NULL;
   self->admit = admit;
   self->user_data = user_data;
   return self;

@@ -7,7 +7,6 @@
 #include <json-glib/json-glib.h>
 
 #include "vivarium-gateway-rewrite.h"
-#include "vivarium-http.h"
 #include "vivarium-json-depth.h"
 #include "vivarium-json-unicode.h"
 
@@ -145,6 +144,28 @@ vivarium_gateway_check_response (GBytes *body, guint64 *prompt, guint64 *complet
 }
 
 GBytes *
+vivarium_gateway_error_body (const gchar *text)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autoptr(JsonNode) root = NULL;
+  gsize len = 0;
+  gchar *data;
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "error");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "message");
+  json_builder_add_string_value (b, text);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  data = json_generator_to_data (gen, &len);
+  return g_bytes_new_take (data, len);
+}
+
+GBytes *
 vivarium_gateway_upstream_error (guint status)
 {
   g_autofree gchar *text = NULL;
@@ -157,7 +178,7 @@ vivarium_gateway_upstream_error (guint status)
     text = g_strdup_printf ("the model endpoint failed (status %u)", status);
   else
     text = g_strdup_printf ("the model endpoint refused the request (status %u)", status);
-  return vivarium_http_error_body (text);
+  return vivarium_gateway_error_body (text);
 }
 
 static const gchar *const usage_keys[] = {

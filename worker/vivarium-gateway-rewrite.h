@@ -39,6 +39,10 @@ gboolean  vivarium_gateway_check_response (GBytes   *body,
                                            guint64  *completion,
                                            gchar   **why);
 
+/* A JSON body {"error": {"message": TEXT}}, as chat-completions servers
+ * send: how the gateway says each of its refusals. */
+GBytes   *vivarium_gateway_error_body     (const gchar *text);
+
 /* The body the worker gets instead of an endpoint's error answer (status
  * @status kept): the gateway's own sentence, never the endpoint's words. */
 GBytes   *vivarium_gateway_upstream_error (guint status);

@@ -37,7 +37,6 @@
 #include "vivarium-gateway-firewall.h"
 #include "vivarium-gateway-resolver.h"
 #include "vivarium-gateway-rewrite.h"
-#include "vivarium-http.h"
 #include "vivarium-secret.h"
 
 #define SOCKET_NAME "model.sock"
@@ -51,6 +50,10 @@
 /* A worker that opens a connection and says nothing holds it this long. */
 #define IDLE_SEC 120
 #define KEY_MAX 4096
+/* The guard's additions to the deny list, written by the daemon at its
+ * start (vd-gateway-client.h); a few hundred bytes on most hosts. */
+#define HOST_DENY_NAME "gateway-deny"
+#define HOST_DENY_FILE_MAX (1024 * 1024)
 
 typedef struct {
   gchar   *endpoint_host;     /* an IP literal (http) or a name (https) */
@@ -84,6 +87,7 @@ typedef struct {
 static Config config;
 static GHashTable *gates;   /* id → TaskGate */
 static gchar *tasks_dir;
+static gchar *host_deny_path;
 static GTlsDatabase *endpoint_db;          /* EndpointCAFile=, or NULL */
 static VivariumGatewayResolver *resolver;  /* the process's, checking */
 
@@ -309,6 +313,34 @@ load_config (GError **error)
 
 /* --- the network: the firewall, the resolver, the client ------------------------------ */
 
+/* What the daemon's guard denies besides the built-in ranges: the host's
+ * own addresses and [Guard] ExtraDeny=. A name that resolves only there is
+ * refused like one in a built-in range; without the list the gateway does
+ * not follow a name at all. */
+static GPtrArray *
+load_host_deny (GError **error)
+{
+  g_autofree gchar *text = NULL;
+  g_autoptr(GError) local = NULL;
+  gsize len = 0;
+  struct stat st;
+
+  if (!check_root_only ("the guard's list for the gateway", host_deny_path, &local) ||
+      !g_file_get_contents (host_deny_path, &text, &len, &local)) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                 "an https endpoint by name needs the guard's list of the host's own addresses, which vivariumd "
+                 "writes when it starts: %s", local->message);
+    return NULL;
+  }
+  if (g_lstat (host_deny_path, &st) != 0 || st.st_size > HOST_DENY_FILE_MAX || len > HOST_DENY_FILE_MAX ||
+      memchr (text, '\0', len) != NULL) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s is not the guard's list for the gateway (over %u "
+                 "bytes, or not text)", host_deny_path, HOST_DENY_FILE_MAX);
+    return NULL;
+  }
+  return vivarium_gateway_deny_parse (text, error);
+}
+
 /* Every lookup of the process comes here (vivarium-gateway-resolver.h),
  * its addresses already outside the deny list: the endpoint's name only,
  * the firewall opened to them before the connection. */
@@ -328,6 +360,7 @@ set_up_network (GError **error)
 {
   g_autoptr(GResolver) system = g_resolver_get_default ();
   g_autoptr(GInetAddress) fixed = config.by_name ? NULL : g_inet_address_new_from_string (config.endpoint_host);
+  g_autoptr(GPtrArray) host_deny = NULL;
 
   if (config.by_name ? !vivarium_gateway_firewall_follow_init (config.timeout_sec + 60, error)
                      : !vivarium_gateway_firewall_fixed (fixed, error))
@@ -347,7 +380,12 @@ set_up_network (GError **error)
       return FALSE;
     }
   }
-  resolver = vivarium_gateway_resolver_new (system, admit_cb, NULL);
+  if (config.by_name && (host_deny = load_host_deny (error)) == NULL)
+    return FALSE;
+  if (host_deny != NULL)
+    g_message ("the guard denies %u ranges besides the built-in ones (the host's own addresses, [Guard] ExtraDeny=)",
+               host_deny->len);
+  resolver = vivarium_gateway_resolver_new (system, host_deny, admit_cb, NULL);
   g_resolver_set_default (G_RESOLVER (resolver));
   return TRUE;
 }
@@ -477,7 +515,7 @@ answer (Exchange *x, guint status, GBytes *body, gboolean sent)
 static void
 refuse (Exchange *x, guint status, const gchar *why, gboolean sent)
 {
-  g_autoptr(GBytes) body = vivarium_http_error_body (why);
+  g_autoptr(GBytes) body = vivarium_gateway_error_body (why);
 
   answer (x, status, body, sent);
 }
@@ -889,6 +927,7 @@ main (int argc, char **argv)
   const gchar *runtime = g_getenv ("VIVARIUM_RUNTIME_DIR");
 
   tasks_dir = g_build_filename (runtime != NULL ? runtime : VIVARIUM_RUNTIMEDIR, "tasks", NULL);
+  host_deny_path = g_build_filename (runtime != NULL ? runtime : VIVARIUM_RUNTIMEDIR, HOST_DENY_NAME, NULL);
   if (!load_config (&error) || !vivarium_gateway_firewall_open (&error) || !set_up_network (&error))
     return refuse_to_start (error->message);
   if (g_mkdir_with_parents (tasks_dir, 0711) != 0) {

@@ -249,6 +249,23 @@ t4=$(submit_agent errors)
 assert_eq "FAILED" "$(wait_outcome "$t4" 600)" "a model that only errs ends FAILED"
 assert_contains "$(prop "$t4" Task Reason)" "in a row failed" "with the reason"
 
+# The agent's wall clock bounds a request that is out too: a model that
+# thinks for 90 s is given up on when the agent's 20 s are over, not awaited.
+printf '[Agent]\nMaxTurns=25\nTakesImages=true\nWallClockSec=20\n' > /etc/vivarium/agent/agent.conf
+t6=$(submit_agent stall)
+retry_until 600 0.1 grep -q '"conversation": "stall"' "$tmpd/requests"
+asked=$(date +%s)
+unit6="vivarium-worker-${t6##*/}.service"
+# A oneshot unit: "activating" while the agent runs; its MainPID says it.
+assert_ne "0" "$(systemctl show -P MainPID "$unit6")" "the agent runs while its request is out"
+retry_until 1200 0.1 eval '[ "$(systemctl show -P MainPID "$unit6" 2>/dev/null || echo 0)" = 0 ]'
+took=$(($(date +%s) - asked))
+printf '[Agent]\nMaxTurns=25\nTakesImages=true\n' > /etc/vivarium/agent/agent.conf
+assert_eq "yes" "$([ "$took" -lt 45 ] && echo yes || echo "no, after $took s")" \
+  "the agent stopped waiting for the model at its wall clock (the model answers after 90 s)"
+assert_eq "FAILED" "$(wait_outcome "$t6" 300)" "a model slower than the agent's wall clock: the task ends FAILED"
+assert_contains "$(prop "$t6" Task Reason)" "wall clock of 20 s ran out" "with the wall clock as the reason"
+
 # The gateway's per-task cap: the worker's uid spends it while the task waits
 # for an answer, then the agent's next request is refused and the task ends.
 t5=$(submit_agent flood)

@@ -190,6 +190,41 @@ assert_contains "$(task_prop "$t3" Reason)" \
   "its reason is the gateway's sentence, naming the range"
 assert_not_contains "$(allowed)" "$PI_DENIED_ADDR" "the firewall never allowed the denied address"
 
+# A name that resolves to one of the host's own addresses (the veth's host
+# end, outside every built-in range, which both guard layers deny as the
+# host's own): the daemon hands the guard's list to the gateway, which
+# refuses the name. A listener there would tell if anything got through.
+"$PY" - "$PI_HOST_ADDR" "$PORT" "$tmpd/self-hits" > "$tmpd/self.out" 2>&1 <<'PYEOF' &
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(8)
+print("ready", flush=True)
+while True:
+    c, peer = s.accept()
+    with open(sys.argv[3], "a") as f:
+        f.write("%s\n" % (peer,))
+    c.close()
+PYEOF
+self_pid=$!
+at_exit kill "$self_pid"
+: > "$tmpd/self-hits"
+retry_until 50 0.1 grep -q ready "$tmpd/self.out" || bail_out "the listener on $PI_HOST_ADDR did not start: $(cat "$tmpd/self.out")"
+printf '%s\n' "$(cat /etc/hosts)" "$PI_HOST_ADDR self.test" > "$tmpd/hosts" && cat "$tmpd/hosts" > /etc/hosts
+configure "https://self.test:$PORT/v1" /etc/vivarium/test-model-ca.pem
+assert_eq "active" "$(systemctl is-active "$GW")" "the gateway runs for self.test (a name is checked when it is resolved)" \
+  "$(systemctl show -P StatusText "$GW")"
+t3b=$(submit_agent restart)
+assert_eq "FAILED" "$(wait_outcome "$t3b" 300)" "an endpoint whose name resolves to the host's own address: FAILED"
+# (busctl shows the apostrophe of "host's" escaped)
+reason3b=$(task_prop "$t3b" Reason)
+assert_contains "$reason3b" "self.test resolves only into denied ranges ($PI_HOST_ADDR is in $PI_HOST_ADDR/32, one of the host" \
+  "its reason is the gateway's sentence, naming the host's address"
+assert_contains "$reason3b" "s own addresses)" "as one of the host's own addresses"
+assert_not_contains "$(allowed)" "$PI_HOST_ADDR/32" "the firewall never allowed the host's address"
+assert_eq "0" "$(grep -c . "$tmpd/self-hits")" "nothing connected to the host's own address" "$(cat "$tmpd/self-hits")"
+
 # --- 4. refused at start ------------------------------------------------------------------------
 
 install -m 0600 /dev/null /etc/vivarium/test-model.key

@@ -5,10 +5,12 @@
 #include "config.h"
 
 #include <string.h>
+#include <gio/gunixsocketaddress.h>
+#include <glib/gstdio.h>
 
+#include "vivarium-agent-model.h"
 #include "vivarium-agent-tools.h"
 #include "vivarium-dbus-generated.h"
-#include "vivarium-http.h"
 #include "vivarium-report.h"
 #include "vd-transcript.h"
 #include "vivarium-error.h"
@@ -134,54 +136,249 @@ test_guest_text (void)
   g_assert_null (strchr (t, 'y'));
 }
 
-static VivariumHttpMessage *
-read_text (const gchar *text, gboolean request, gsize max, GError **error)
-{
-  g_autoptr(GInputStream) in = g_memory_input_stream_new_from_data (g_strdup (text), strlen (text), g_free);
+/* A gateway that answers with the bytes a test wrote: one connection, the
+ * request read (head and Content-Length body) and kept, then @reply, then
+ * the connection closed. A NULL @reply holds the connection open until
+ * the client gives up. */
+typedef struct {
+  gchar   *dir;
+  gchar   *path;
+  gchar   *reply;
+  guint    bind_after_ms;
+  GString *request;
+  GThread *thread;
+  GSocket *listener;
+} FakeGateway;
 
-  return vivarium_http_read (in, request, max, error);
+static gboolean
+read_request (GSocket *conn, GString *request)
+{
+  gchar buf[4096];
+  const gchar *end = NULL;
+  const gchar *length;
+
+  while ((end = strstr (request->str, "\r\n\r\n")) == NULL) {
+    gssize n = g_socket_receive (conn, buf, sizeof buf, NULL, NULL);
+    if (n <= 0)
+      return FALSE;
+    g_string_append_len (request, buf, n);
+  }
+  length = strstr (request->str, "Content-Length: ");
+  if (length != NULL) {
+    gsize want = (end - request->str) + 4 + g_ascii_strtoull (length + 16, NULL, 10);
+    while (request->len < want) {
+      gssize n = g_socket_receive (conn, buf, sizeof buf, NULL, NULL);
+      if (n <= 0)
+        return FALSE;
+      g_string_append_len (request, buf, n);
+    }
+  }
+  return TRUE;
+}
+
+static gpointer
+fake_gateway_thread (gpointer data)
+{
+  FakeGateway *gw = data;
+  g_autoptr(GSocketAddress) addr = g_unix_socket_address_new (gw->path);
+  g_autoptr(GSocket) conn = NULL;
+  gchar c;
+
+  g_usleep (gw->bind_after_ms * 1000);
+  gw->listener = g_socket_new (G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, NULL);
+  g_assert_true (g_socket_bind (gw->listener, addr, FALSE, NULL));
+  g_assert_true (g_socket_listen (gw->listener, NULL));
+  conn = g_socket_accept (gw->listener, NULL, NULL);
+  if (conn == NULL || !read_request (conn, gw->request))
+    return NULL;
+  if (gw->reply != NULL) {
+    for (gsize sent = 0, len = strlen (gw->reply); sent < len;) {
+      gssize n = g_socket_send (conn, gw->reply + sent, len - sent, NULL, NULL);
+      if (n <= 0)
+        break;
+      sent += (gsize) n;
+    }
+  } else {
+    /* Until the client closes its end. */
+    while (g_socket_receive (conn, &c, 1, NULL, NULL) > 0)
+      ;
+  }
+  g_socket_close (conn, NULL);
+  return NULL;
+}
+
+static FakeGateway *
+fake_gateway_new (const gchar *reply, guint bind_after_ms)
+{
+  FakeGateway *gw = g_new0 (FakeGateway, 1);
+
+  gw->dir = g_dir_make_tmp ("vivarium-agent-model-XXXXXX", NULL);
+  gw->path = g_build_filename (gw->dir, "model.sock", NULL);
+  gw->reply = g_strdup (reply);
+  gw->bind_after_ms = bind_after_ms;
+  gw->request = g_string_new (NULL);
+  gw->thread = g_thread_new ("fake-gateway", fake_gateway_thread, gw);
+  return gw;
 }
 
 static void
-test_http (void)
+fake_gateway_free (FakeGateway *gw)
+{
+  if (gw->thread != NULL)
+    g_thread_join (gw->thread);
+  g_clear_object (&gw->listener);
+  g_unlink (gw->path);
+  g_rmdir (gw->dir);
+  g_string_free (gw->request, TRUE);
+  g_free (gw->reply);
+  g_free (gw->path);
+  g_free (gw->dir);
+  g_free (gw);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (FakeGateway, fake_gateway_free)
+
+/* One POST of "{}" to the fake gateway answering @reply, bound to @max bytes. */
+static VivariumAgentReply *
+post_to (FakeGateway *gw, gsize max, guint timeout, GCancellable *cancellable, GError **error)
+{
+  g_autoptr(SoupSession) session = vivarium_agent_model_session_new (gw->path);
+  g_autoptr(GBytes) body = g_bytes_new_static ("{}", 2);
+
+  return vivarium_agent_model_post (session, "/v1/chat/completions", body, max, timeout, cancellable, error);
+}
+
+static VivariumAgentReply *
+post_reply (const gchar *reply, gsize max, GError **error)
+{
+  g_autoptr(FakeGateway) gw = fake_gateway_new (reply, 0);
+
+  g_usleep (50 * 1000);
+  return post_to (gw, max, 10, NULL, error);
+}
+
+/* What the agent sends: one POST of JSON, on a connection of its own. */
+static void
+test_model_request (void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(VivariumHttpMessage) ok = read_text ("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n"
-                                                 "X-A: b\r\n\r\n{}", TRUE, 10, &error);
-  g_autoptr(VivariumHttpMessage) big = NULL;
-  g_autoptr(VivariumHttpMessage) chunked = NULL;
-  g_autoptr(VivariumHttpMessage) resp = NULL;
-  g_autofree gchar *huge_head = NULL;
-  g_autofree gchar *hs = NULL;
-  g_autoptr(VivariumHttpMessage) huge = NULL;
+  g_autoptr(FakeGateway) gw = fake_gateway_new ("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                                                300);
+  g_autoptr(VivariumAgentReply) reply = post_to (gw, 10, 10, NULL, &error);
+  g_autofree gchar *head = NULL;
 
+  /* Bound 300 ms late: the client waits for the socket. */
   g_assert_no_error (error);
-  g_assert_cmpstr (ok->method, ==, "POST");
-  g_assert_cmpstr (ok->path, ==, "/v1/chat/completions");
-  g_assert_cmpstr (g_hash_table_lookup (ok->headers, "x-a"), ==, "b");
-  g_assert_cmpuint (g_bytes_get_size (ok->body), ==, 2);
+  g_assert_cmpuint (reply->status, ==, 200);
+  g_assert_cmpuint (g_bytes_get_size (reply->body), ==, 2);
+  g_thread_join (g_steal_pointer (&gw->thread));
+  head = g_ascii_strdown (gw->request->str, -1);
+  g_assert_true (g_str_has_prefix (gw->request->str, "POST /v1/chat/completions HTTP/1."));
+  g_assert_nonnull (strstr (head, "\r\ncontent-type: application/json\r\n"));
+  g_assert_nonnull (strstr (head, "\r\ncontent-length: 2\r\n"));
+  g_assert_nonnull (strstr (head, "\r\nconnection: close\r\n"));
+  g_assert_null (strstr (head, "accept-encoding"));
+  g_assert_true (g_str_has_suffix (gw->request->str, "\r\n\r\n{}"));
+}
 
-  big = read_text ("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n01234567890", TRUE, 10, &error);
+/* Every size the gateway can send is bounded, each with its sentence. */
+static void
+test_model_bounds (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumAgentReply) ok = post_reply ("HTTP/1.0 200 OK\r\n\r\nhello", 10, &error);
+  g_autoptr(VivariumAgentReply) big = NULL;
+  g_autoptr(VivariumAgentReply) big_eof = NULL;
+  g_autoptr(VivariumAgentReply) chunked = NULL;
+  g_autoptr(VivariumAgentReply) huge = NULL;
+  g_autofree gchar *hs = g_strnfill (20000, 'h');
+  g_autofree gchar *huge_head = g_strdup_printf ("HTTP/1.1 200 OK\r\nX: %s\r\nContent-Length: 2\r\n\r\n{}", hs);
+
+  /* A reply without a length ends with the connection, still capped. */
+  g_assert_no_error (error);
+  g_assert_cmpuint (ok->status, ==, 200);
+  g_assert_cmpuint (g_bytes_get_size (ok->body), ==, 5);
+
+  big = post_reply ("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n01234567890", 10, &error);
   g_assert_null (big);
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE);
+  g_assert_cmpstr (error->message, ==, "HTTP: the body is larger than allowed");
   g_clear_error (&error);
 
-  chunked = read_text ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", TRUE, 10, &error);
+  big_eof = post_reply ("HTTP/1.0 200 OK\r\n\r\n01234567890", 10, &error);
+  g_assert_null (big_eof);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE);
+  g_assert_cmpstr (error->message, ==, "HTTP: the body is larger than allowed");
+  g_clear_error (&error);
+
+  chunked = post_reply ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 10, &error);
   g_assert_null (chunked);
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
 
-  /* A response without a length ends with the connection, still capped. */
-  resp = read_text ("HTTP/1.0 200 OK\r\n\r\nhello", FALSE, 10, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (resp->status, ==, 200);
-  g_assert_cmpuint (g_bytes_get_size (resp->body), ==, 5);
-
-  hs = g_strnfill (20000, 'h');
-  huge_head = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", hs);
-  huge = read_text (huge_head, TRUE, 10, &error);
+  huge = post_reply (huge_head, 10, &error);
   g_assert_null (huge);
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE);
+  g_assert_cmpstr (error->message, ==, "HTTP: the headers are larger than 16 KiB");
+}
+
+/* A gateway that drops the request: the error the agent asks again on. */
+static void
+test_model_dropped (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumAgentReply) none = post_reply ("", 10, &error);
+  g_autoptr(VivariumAgentReply) cut = NULL;
+
+  g_assert_null (none);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED);
+  g_assert_cmpstr (error->message, ==, "HTTP: the peer closed the connection before the headers ended");
+  g_clear_error (&error);
+
+  cut = post_reply ("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}", 10, &error);
+  g_assert_null (cut);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CONNECTION_CLOSED);
+  g_assert_cmpstr (error->message, ==, "HTTP: the body ended early");
+}
+
+static gpointer
+cancel_later (gpointer data)
+{
+  g_usleep (300 * 1000);
+  g_cancellable_cancel (data);
+  return NULL;
+}
+
+/* A gateway that says nothing is given up after the timeout; a
+ * cancellation ends a request at once, also one still waiting for the
+ * socket to appear. */
+static void
+test_model_timeout_cancel (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr(FakeGateway) silent = fake_gateway_new (NULL, 0);
+  g_autoptr(SoupSession) absent = vivarium_agent_model_session_new ("/nonexistent/vivarium/model.sock");
+  g_autoptr(GBytes) body = g_bytes_new_static ("{}", 2);
+  g_autoptr(VivariumAgentReply) timed_out = NULL;
+  g_autoptr(VivariumAgentReply) cancelled = NULL;
+  g_autoptr(GThread) canceller = NULL;
+  gint64 start;
+
+  g_usleep (50 * 1000);
+  start = g_get_monotonic_time ();
+  timed_out = post_to (silent, 10, 1, NULL, &error);
+  g_assert_null (timed_out);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT);
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+  g_clear_error (&error);
+
+  start = g_get_monotonic_time ();
+  canceller = g_thread_new ("cancel", cancel_later, cancellable);
+  cancelled = vivarium_agent_model_post (absent, "/v1/chat/completions", body, 10, 10, cancellable, &error);
+  g_assert_null (cancelled);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 2 * G_USEC_PER_SEC);
+  g_thread_join (g_steal_pointer (&canceller));
 }
 
 static void
@@ -360,7 +557,10 @@ main (int argc, char **argv)
   g_test_add_func ("/agent/tool-call/deep", test_tool_call_deep);
   g_test_add_func ("/agent/limits", test_limits);
   g_test_add_func ("/agent/guest-text", test_guest_text);
-  g_test_add_func ("/agent/http", test_http);
+  g_test_add_func ("/agent/model/request", test_model_request);
+  g_test_add_func ("/agent/model/bounds", test_model_bounds);
+  g_test_add_func ("/agent/model/dropped", test_model_dropped);
+  g_test_add_func ("/agent/model/timeout-cancel", test_model_timeout_cancel);
   g_test_add_func ("/agent/transcript/caps", test_transcript_caps);
   g_test_add_func ("/agent/transcript/total", test_transcript_total);
   g_test_add_func ("/agent/report-model", test_report_model);

@@ -513,16 +513,74 @@ test_resolver_filter (void)
   g_autoptr(GInetAddress) mapped = g_inet_address_new_from_string ("::ffff:192.168.1.1");
   g_autoptr(GInetAddress) public = g_inet_address_new_from_string ("198.51.100.7");
 
-  kept = vivarium_gateway_resolver_filter ("model.example", in, &reason);
+  kept = vivarium_gateway_resolver_filter ("model.example", in, NULL, &reason);
   text = joined (kept);
   g_assert_cmpstr (text, ==, "203.0.113.10 2001:db8::1");
   g_assert_null (reason);
-  none = vivarium_gateway_resolver_filter ("rebind.example", bad, &reason);
+  none = vivarium_gateway_resolver_filter ("rebind.example", bad, NULL, &reason);
   g_assert_null (none);
   g_assert_cmpstr (reason, ==, "rebind.example resolves only into denied ranges "
                                "(10.0.0.5 is in 10.0.0.0/8, private (RFC 1918))");
   g_assert_nonnull (vivarium_denylist_match (mapped));
   g_assert_null (vivarium_denylist_match (public));
+}
+
+/* The daemon's guard adds the host's own addresses and [Guard] ExtraDeny=
+ * to the built-in ranges; the gateway gets them from the daemon's file and
+ * refuses a name that resolves there, naming what the range is. */
+static void
+test_resolver_host_deny (void)
+{
+  const gchar *own[] = { "203.0.113.1", NULL };
+  const gchar *mixed[] = { "192.0.2.77", "198.51.100.7", "2001:db8::5", NULL };
+  g_autolist(GInetAddress) to_own = addresses (own);
+  g_autolist(GInetAddress) to_mixed = addresses (mixed);
+  g_autolist(GInetAddress) none = NULL;
+  g_autolist(GInetAddress) kept = NULL;
+  g_autoptr(GPtrArray) deny = NULL;
+  g_autoptr(GPtrArray) bad = NULL;
+  g_autofree gchar *reason = NULL;
+  g_autofree gchar *text = NULL;
+  g_autofree gchar *many = NULL;
+  g_autofree gchar *long_line = NULL;
+  g_autoptr(GString) lines = g_string_new (NULL);
+  g_autoptr(GError) error = NULL;
+
+  deny = vivarium_gateway_deny_parse ("# the guard's additions\n203.0.113.1/32 one of the host's own addresses\n"
+                                      "192.0.2.5/24 denied by [Guard] ExtraDeny=\n2001:db8::5/128 one of the host's "
+                                      "own addresses\n", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (deny->len, ==, 3);
+  none = vivarium_gateway_resolver_filter ("self.example", to_own, deny, &reason);
+  g_assert_null (none);
+  g_assert_cmpstr (reason, ==, "self.example resolves only into denied ranges "
+                               "(203.0.113.1 is in 203.0.113.1/32, one of the host's own addresses)");
+  g_clear_pointer (&reason, g_free);
+  kept = vivarium_gateway_resolver_filter ("mixed.example", to_mixed, deny, &reason);
+  text = joined (kept);
+  g_assert_cmpstr (text, ==, "198.51.100.7");
+  g_assert_null (reason);
+
+  bad = vivarium_gateway_deny_parse ("203.0.113.1/32\n", &error);
+  g_assert_null (bad);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_nonnull (strstr (error->message, "line 1"));
+  g_clear_error (&error);
+  bad = vivarium_gateway_deny_parse ("203.0.113.1/32 ok\nnot-an-address what\n", &error);
+  g_assert_null (bad);
+  g_assert_nonnull (strstr (error->message, "line 2"));
+  g_clear_error (&error);
+  for (guint i = 0; i <= VIVARIUM_GATEWAY_DENY_MAX; i++)
+    g_string_append (lines, "203.0.113.1/32 x\n");
+  bad = vivarium_gateway_deny_parse (lines->str, &error);
+  g_assert_null (bad);
+  g_assert_nonnull (strstr (error->message, "more than 4096 lines"));
+  g_clear_error (&error);
+  many = g_strnfill (VIVARIUM_GATEWAY_DENY_LINE_MAX, 'x');
+  long_line = g_strconcat ("203.0.113.1/32 ", many, NULL);
+  bad = vivarium_gateway_deny_parse (long_line, &error);
+  g_assert_null (bad);
+  g_assert_nonnull (strstr (error->message, "longer than allowed"));
 }
 
 /* A name with many addresses opens the firewall to a bounded number. */
@@ -537,7 +595,7 @@ test_resolver_bounded (void)
     g_autofree gchar *t = g_strdup_printf ("203.0.113.%u", i);
     in = g_list_append (in, g_inet_address_new_from_string (t));
   }
-  kept = vivarium_gateway_resolver_filter ("many.example", in, &reason);
+  kept = vivarium_gateway_resolver_filter ("many.example", in, NULL, &reason);
   g_assert_cmpuint (g_list_length (kept), ==, VIVARIUM_GATEWAY_RESOLVER_MAX);
   g_list_free_full (in, g_object_unref);
 }
@@ -564,6 +622,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gateway/usage/round-trip", test_usage_round_trip);
   g_test_add_func ("/gateway/usage/garbage", test_usage_garbage);
   g_test_add_func ("/gateway/resolver/filter", test_resolver_filter);
+  g_test_add_func ("/gateway/resolver/host-deny", test_resolver_host_deny);
   g_test_add_func ("/gateway/resolver/bounded", test_resolver_bounded);
   g_test_add_func ("/config/layers/order", test_layers_order);
   g_test_add_func ("/config/layers/shipped-defaults", test_shipped_defaults);
