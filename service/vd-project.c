@@ -144,6 +144,18 @@ fail_errno (GError **error, int saved, const gchar *what, const gchar *path)
 
 /* ---- the record -------------------------------------------------------- */
 
+
+/* A list member of the record: NULL is written as []. */
+static void
+add_names (JsonBuilder *b, const gchar *member, GStrv names)
+{
+  json_builder_set_member_name (b, member);
+  json_builder_begin_array (b);
+  for (guint i = 0; names != NULL && names[i] != NULL; i++)
+    json_builder_add_string_value (b, names[i]);
+  json_builder_end_array (b);
+}
+
 static gboolean
 record_write (VdProject *self, GError **error)
 {
@@ -170,21 +182,9 @@ record_write (VdProject *self, GError **error)
   json_builder_add_string_value (b, self->host_key != NULL ? self->host_key : "");
   json_builder_set_member_name (b, "egress_mode");
   json_builder_add_string_value (b, self->egress_mode != NULL ? self->egress_mode : "");
-  json_builder_set_member_name (b, "egress_groups");
-  json_builder_begin_array (b);
-  for (guint i = 0; self->egress_groups != NULL && self->egress_groups[i] != NULL; i++)
-    json_builder_add_string_value (b, self->egress_groups[i]);
-  json_builder_end_array (b);
-  json_builder_set_member_name (b, "secrets");
-  json_builder_begin_array (b);
-  for (guint i = 0; self->secrets != NULL && self->secrets[i] != NULL; i++)
-    json_builder_add_string_value (b, self->secrets[i]);
-  json_builder_end_array (b);
-  json_builder_set_member_name (b, "ssh_keys");
-  json_builder_begin_array (b);
-  for (guint i = 0; self->ssh_keys != NULL && self->ssh_keys[i] != NULL; i++)
-    json_builder_add_string_value (b, self->ssh_keys[i]);
-  json_builder_end_array (b);
+  add_names (b, "egress_groups", self->egress_groups);
+  add_names (b, "secrets", self->secrets);
+  add_names (b, "ssh_keys", self->ssh_keys);
   json_builder_end_object (b);
   root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
@@ -894,6 +894,18 @@ vd_project_set_egress (VdProject *self, const gchar *mode, const gchar * const *
   return record_write (self, error);
 }
 
+/* A list setting ([] stored as NULL), then the record. */
+static gboolean
+set_names (VdProject *self, GStrv *field, const gchar * const *names, GError **error)
+{
+  {
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
+    g_strfreev (*field);
+    *field = names != NULL && names[0] != NULL ? g_strdupv ((gchar **) names) : NULL;
+  }
+  return record_write (self, error);
+}
+
 GStrv
 vd_project_get_secrets (VdProject *self)
 {
@@ -906,12 +918,7 @@ vd_project_get_secrets (VdProject *self)
 gboolean
 vd_project_set_secrets (VdProject *self, const gchar * const *names, GError **error)
 {
-  {
-    g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
-    g_strfreev (self->secrets);
-    self->secrets = names != NULL && names[0] != NULL ? g_strdupv ((gchar **) names) : NULL;
-  }
-  return record_write (self, error);
+  return set_names (self, &self->secrets, names, error);
 }
 
 GStrv
@@ -926,12 +933,7 @@ vd_project_get_ssh_keys (VdProject *self)
 gboolean
 vd_project_set_ssh_keys (VdProject *self, const gchar * const *names, GError **error)
 {
-  {
-    g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->state);
-    g_strfreev (self->ssh_keys);
-    self->ssh_keys = names != NULL && names[0] != NULL ? g_strdupv ((gchar **) names) : NULL;
-  }
-  return record_write (self, error);
+  return set_names (self, &self->ssh_keys, names, error);
 }
 
 gboolean
