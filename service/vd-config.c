@@ -156,6 +156,14 @@ vd_config_get_max_sessions (VdConfig *self)
   return get_uint (self, "Sessions", "MaxSessions", 8, 1, 1024);
 }
 
+/* SubmitTask past MaxSessions: this many tasks wait for a session, in
+ * the order submitted; one more is Busy. */
+guint
+vd_config_get_max_queued_tasks (VdConfig *self)
+{
+  return get_uint (self, "Tasks", "MaxQueuedTasks", 32, 0, 1024);
+}
+
 guint
 vd_config_get_agent_timeout_sec (VdConfig *self)
 {

@@ -23,6 +23,7 @@ guint        vd_config_get_idle_timeout_sec    (VdConfig *self);
 guint        vd_config_get_default_memory_mib  (VdConfig *self);
 guint        vd_config_get_default_cpus        (VdConfig *self);
 guint        vd_config_get_max_sessions        (VdConfig *self);
+guint        vd_config_get_max_queued_tasks    (VdConfig *self);
 guint64      vd_config_get_commit_file_max     (VdConfig *self);
 guint        vd_config_get_commit_timeout_sec  (VdConfig *self);
 guint32      vd_config_get_uid_base            (VdConfig *self);

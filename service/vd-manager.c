@@ -187,13 +187,7 @@ handle_submit_task (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
                                            "The daemon has no report-signing key; a task could not be reported");
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  /* A task needs a work session now and a fresh one at its end. */
-  if (vd_session_pool_count_active (self->pool) >= vd_config_get_max_sessions (self->config)) {
-    g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
-                                           "%u sessions are running, the configured maximum",
-                                           vd_config_get_max_sessions (self->config));
-    return G_DBUS_METHOD_INVOCATION_HANDLED;
-  }
+  /* Past MaxSessions the runner queues the task, or says Busy. */
   if (vd_project_store_lookup (self->projects, project, &error) == NULL ||
       (image = vd_image_store_lookup_bootable (self->images, image_name, &error)) == NULL ||
       !vd_guard_check_can_start (self->guard, &error) ||
@@ -642,9 +636,9 @@ handle_start_session (VivariumDBusManager *iface, GDBusMethodInvocation *invocat
     g_dbus_method_invocation_take_error (invocation, error);
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
-  if (vd_session_pool_count_active (self->pool) >= vd_config_get_max_sessions (self->config)) {
+  if (vd_task_runner_count_slots_in_use (self->runner) >= vd_config_get_max_sessions (self->config)) {
     g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
-                                           "%u sessions are running, the configured maximum",
+                                           "%u sessions are in use, the configured maximum",
                                            vd_config_get_max_sessions (self->config));
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }

@@ -34,7 +34,7 @@ struct _VdSessionPool {
 
 G_DEFINE_TYPE (VdSessionPool, vd_session_pool, G_TYPE_OBJECT)
 
-enum { SIGNAL_SESSION_ADDED, SIGNAL_SESSION_REMOVED, N_SIGNALS };
+enum { SIGNAL_SESSION_ADDED, SIGNAL_SESSION_ENDED, SIGNAL_SESSION_REMOVED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 static void
@@ -58,6 +58,8 @@ vd_session_pool_class_init (VdSessionPoolClass *klass)
 {
   G_OBJECT_CLASS (klass)->finalize = vd_session_pool_finalize;
   signals[SIGNAL_SESSION_ADDED] = g_signal_new ("session-added", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                                NULL, NULL, NULL, G_TYPE_NONE, 1, VD_TYPE_SESSION);
+  signals[SIGNAL_SESSION_ENDED] = g_signal_new ("session-ended", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                                                 NULL, NULL, NULL, G_TYPE_NONE, 1, VD_TYPE_SESSION);
   signals[SIGNAL_SESSION_REMOVED] = g_signal_new ("session-removed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                                                   NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
@@ -155,6 +157,8 @@ session_ended_cb (VdSession *session, gpointer user_data)
    * linger. */
   g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, vd_session_get_options (session)->boot_snapshot ? 0 : FORGET_AFTER_SEC,
                               forget_session_cb, f, forget_data_free);
+  /* Its slot of MaxSessions is free now (a queued task may take it). */
+  g_signal_emit (self, signals[SIGNAL_SESSION_ENDED], 0, session);
 }
 
 static void

@@ -23,7 +23,8 @@ typedef gboolean (*VdExportFunc) (GDBusInterfaceSkeleton  *skeleton,
 
 /* The sessions: their table, their uids, their guard entries and idle
  * inhibitors, and how long a stopped one stays visible.
- * signal "session-added" (VdSession *), "session-removed" (const gchar *path) */
+ * signal "session-added" (VdSession *), "session-ended" (VdSession *: no
+ * longer active, its uid given back), "session-removed" (const gchar *path) */
 
 #define VD_TYPE_SESSION_POOL (vd_session_pool_get_type ())
 G_DECLARE_FINAL_TYPE (VdSessionPool, vd_session_pool, VD, SESSION_POOL, GObject)

@@ -33,6 +33,7 @@
 /* --- the declaration: a task's steps, in the order it runs ---------------- */
 
 typedef enum {
+  STEP_QUEUED,          /* it waits for a session ([Sessions] MaxSessions in use) */
   STEP_WORK_SESSION,    /* the work session boots with the project shared */
   STEP_WORKER,          /* the worker acts, only through its task */
   STEP_COMMIT,          /* the work session stops; the daemon commits the tree */
@@ -53,6 +54,7 @@ static const struct {
   guint        weight;
   const gchar *timing;
 } run_steps[] = {
+  [STEP_QUEUED]         = { VD_TASK_STEP_QUEUED,  1, "queued" },
   [STEP_WORK_SESSION]   = { VD_TASK_STEP_WORK,   10, "work-session-start" },
   [STEP_WORKER]         = { VD_TASK_STEP_WORK,   60, "worker" },
   [STEP_COMMIT]         = { VD_TASK_STEP_COMMIT,  5, "commit" },
@@ -94,6 +96,8 @@ struct _VdTaskRunner {
   gpointer        export_data;
   GHashTable     *tasks;   /* id → VdTask */
   GHashTable     *runs;    /* id → Run, while it runs */
+  GQueue          queue;   /* of Run: waiting for a session, oldest first */
+  guint           drain_id;
   VdWorkerSlots  *slots;   /* the worker uids */
 };
 
@@ -156,6 +160,8 @@ typedef struct {
 } Run;
 
 /* The run, step by step; each step's callbacks follow it below. */
+static gboolean admit_or_queue     (Run *run, GError **error);
+static void     pool_session_ended_cb (VdSessionPool *pool, VdSession *session, gpointer user_data);
 static gboolean start_work_session (Run *run, VdProject *project, GError **error);
 static void     start_worker       (Run *run);
 static void     wind_down          (Run *run, VivariumOutcome outcome, const gchar *reason);
@@ -214,6 +220,8 @@ vd_task_runner_finalize (GObject *object)
 {
   VdTaskRunner *self = VD_TASK_RUNNER (object);
 
+  g_clear_handle_id (&self->drain_id, g_source_remove);
+  g_queue_clear (&self->queue);   /* its runs are the table's */
   g_hash_table_unref (self->runs);
   g_hash_table_unref (self->tasks);
   g_clear_object (&self->slots);
@@ -270,6 +278,7 @@ vd_task_runner_new (VdConfig *config, VdSystemd *systemd, VdSessionPool *pool, V
   self->idle = g_object_ref (idle);
   self->export_func = export_func;
   self->export_data = export_data;
+  g_signal_connect_object (pool, "session-ended", G_CALLBACK (pool_session_ended_cb), self, 0);
   return self;
 }
 
@@ -340,6 +349,125 @@ publish_timings (Run *run)
   vd_task_set_timings (run->task, g_variant_builder_end (&b));
 }
 
+/* --- the queue: a session slot for each running task ------------------------ */
+
+/* A running task holds its slot of [Sessions] MaxSessions from the start
+ * of its work session to its teardown, also between its two sessions (the
+ * work session stopped, the verification one not yet started), so that a
+ * task once admitted always gets its verification session. */
+static guint
+count_between_sessions (VdTaskRunner *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+  guint n = 0;
+
+  g_hash_table_iter_init (&iter, self->runs);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    Run *run = value;
+    gboolean holds_one = (run->session != NULL && vd_session_is_active (run->session)) ||
+                         (run->verify_session != NULL && vd_session_is_active (run->verify_session));
+
+    if (vd_progress_get_step_id (run->progress) != STEP_QUEUED && !holds_one)
+      n++;
+  }
+  return n;
+}
+
+guint
+vd_task_runner_count_slots_in_use (VdTaskRunner *self)
+{
+  return vd_session_pool_count_active (self->pool) + count_between_sessions (self);
+}
+
+static gboolean
+has_free_slot (VdTaskRunner *self)
+{
+  return vd_task_runner_count_slots_in_use (self) < vd_config_get_max_sessions (self->config);
+}
+
+/* Before anything is published: a task that would wait where the queue is
+ * full is refused, and says why. */
+static gboolean
+check_room (VdTaskRunner *self, GError **error)
+{
+  guint max = vd_config_get_max_queued_tasks (self->config);
+
+  if (has_free_slot (self) || self->queue.length < max)
+    return TRUE;
+  g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY,
+               "%u sessions are in use, the configured maximum, and %u tasks are already waiting for one "
+               "([Tasks] MaxQueuedTasks)", vd_config_get_max_sessions (self->config), self->queue.length);
+  return FALSE;
+}
+
+static gboolean
+begin_work (Run *run, GError **error)
+{
+  VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, error);
+
+  mark_end (run, STEP_QUEUED);
+  enter (run, STEP_WORK_SESSION);
+  return project != NULL && start_work_session (run, project, error);
+}
+
+/* Now if a slot is free and nobody waits before it; else at the end of
+ * the queue, Task.Step "queued", until a session ends. */
+static gboolean
+admit_or_queue (Run *run, GError **error)
+{
+  VdTaskRunner *self = run->runner;
+
+  if (self->queue.length == 0 && has_free_slot (self))
+    return begin_work (run, error);
+  enter (run, STEP_QUEUED);
+  g_queue_push_tail (&self->queue, run);
+  vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s waits for a session (%u waiting)",
+               vd_task_get_id (run->task), self->queue.length);
+  return TRUE;
+}
+
+/* A cancelled task leaves the queue: it ends as one whose work session
+ * never started. */
+static gboolean
+leave_queue (Run *run)
+{
+  return g_queue_remove (&run->runner->queue, run);
+}
+
+static gboolean
+drain_cb (gpointer user_data)
+{
+  VdTaskRunner *self = user_data;
+
+  self->drain_id = 0;
+  while (self->queue.length > 0 && has_free_slot (self)) {
+    Run *run = g_queue_pop_head (&self->queue);
+    g_autoptr(GError) error = NULL;
+
+    if (!begin_work (run, &error)) {
+      g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
+      wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+    }
+  }
+  return G_SOURCE_REMOVE;
+}
+
+/* A slot may be free: a session ended, or a task let go of its slot. From
+ * the main loop, never inside the emission that freed it. */
+static void
+schedule_drain (VdTaskRunner *self)
+{
+  if (self->drain_id == 0 && self->queue.length > 0)
+    self->drain_id = g_idle_add (drain_cb, self);
+}
+
+static void
+pool_session_ended_cb (VdSessionPool *pool, VdSession *session, gpointer user_data)
+{
+  schedule_drain (VD_TASK_RUNNER (user_data));
+}
+
 /* --- start: SubmitTask ------------------------------------------------------ */
 
 static gchar *
@@ -408,6 +536,7 @@ vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *i
   VdProject *project;
 
   if (!check_instructions (instructions, error) || !parse_options (self, run, options, error) ||
+      !check_room (self, error) ||
       (project = vd_project_store_lookup (self->projects, project_name, error)) == NULL ||
       !vd_project_store_acquire (self->projects, project_name, holder, error)) {
     run_free (run);
@@ -427,8 +556,7 @@ vd_task_runner_submit (VdTaskRunner *self, const gchar *project_name, VdImage *i
   vd_log_task (G_LOG_LEVEL_INFO, id, "task %s submitted (project %s, image %s)", id, project_name,
                vd_image_get_name (image));
   g_signal_emit (self, signals[SIGNAL_TASK_ADDED], 0, vd_task_get_object_path (run->task));
-  enter (run, STEP_WORK_SESSION);
-  if (!start_work_session (run, project, &start_error)) {
+  if (!admit_or_queue (run, &start_error)) {
     g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", start_error->message);
     wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
   }
@@ -831,6 +959,10 @@ cancel_requested_cb (VdTask *task, gpointer user_data)
 {
   Run *run = user_data;
 
+  if (leave_queue (run)) {
+    wind_down (run, VIVARIUM_OUTCOME_FAILED, "cancelled while it waited for a session");
+    return;
+  }
   /* Once the work is over, a Cancel stops the commit itself, also when it
    * comes while the work session is still stopping. */
   if (run->winding_down && run->commit_cancel == NULL)
@@ -1398,6 +1530,8 @@ teardown (Run *run)
   write_done_record (self, run->task);
   g_hash_table_remove (self->runs, id);
   prune_tasks (self);
+  /* Its slot is free. */
+  schedule_drain (self);
 }
 
 static void

@@ -52,7 +52,12 @@ VdTaskRunner *vd_task_runner_new        (VdConfig       *config,
 /* Where SubmitTask's "secrets" come from. */
 void          vd_task_runner_set_secret_store (VdTaskRunner  *self,
                                                VdSecretStore *store);
-/* @image: frozen and verified bootable by the caller (the manager). */
+/* Sessions counted against [Sessions] MaxSessions: the active ones and a
+ * slot for each running task between its two sessions. */
+guint         vd_task_runner_count_slots_in_use (VdTaskRunner *self);
+/* @image: frozen and verified bootable by the caller (the manager). A
+ * task that finds every slot in use waits (Task.Step "queued") while
+ * fewer than [Tasks] MaxQueuedTasks wait; else Busy. */
 VdTask       *vd_task_runner_submit     (VdTaskRunner *self,
                                          const gchar  *project,
                                          VdImage      *image,

@@ -36,7 +36,7 @@ struct _VdTask {
 G_DEFINE_TYPE (VdTask, vd_task, G_TYPE_OBJECT)
 
 /* By VdTaskStep; the names are Task.Step's, as the XML lists them. */
-static const gchar * const step_names[] = { "work", "commit", "verify", "report", "done" };
+static const gchar * const step_names[] = { "queued", "work", "commit", "verify", "report", "done" };
 
 const gchar *
 vd_task_step_to_string (VdTaskStep step)

@@ -26,6 +26,7 @@ G_BEGIN_DECLS
 /* What the daemon does for the task now, in the order a task runs; its
  * name is Task.Step (the contract: clients and tests read the names). */
 typedef enum {
+  VD_TASK_STEP_QUEUED,   /* "queued": it waits for a session ([Sessions] MaxSessions) */
   VD_TASK_STEP_WORK,     /* "work": the work session starts, the worker works */
   VD_TASK_STEP_COMMIT,   /* "commit": the work session stops, the daemon commits */
   VD_TASK_STEP_VERIFY,   /* "verify": the re-run in a fresh session */

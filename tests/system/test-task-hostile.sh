@@ -227,7 +227,7 @@ assert_contains "$(cat "$tmpd/forged.txt")" '> \u{001B}[2K\u{000D}Outcome: DONE'
 assert_contains "$(cat "$tmpd/forged.txt")" '> \u{039F}utcome: DONE' "a look-alike is shown escaped, quoted"
 
 # Timings: the daemon measured each phase.
-assert_eq "commit report total verification work-session-start worker" \
+assert_eq "commit queued report total verification work-session-start worker" \
   "$(busctl get-property "$BUS" "$tz" "$IFACE.Task" Timings | tr ' ' '\n' | grep -o '"[a-z-]*"' | tr -d '"' | sort | tr '\n' ' ' | sed 's/ $//')" \
   "Task.Timings names the phases"
 assert_eq "True" "$(report_field "$tmpd/forged.json" "r['timings']['work-session-start'] > 0 and r['timings']['verification'] > 0")" \

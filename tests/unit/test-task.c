@@ -238,7 +238,7 @@ count_cb (VdTask *task, gpointer user_data)
 static void
 test_steps (Fixture *f, gconstpointer data)
 {
-  const gchar *names[] = { "work", "commit", "verify", "report", "done" };
+  const gchar *names[] = { "queued", "work", "commit", "verify", "report", "done" };
   Call during = { 0 }, after = { 0 };
   guint cancels = 0;
 
