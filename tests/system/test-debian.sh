@@ -111,13 +111,13 @@ diag "$(printf 'start → first exec: cold %.1f s, restored %.2f s; restored QEM
 # (system-ssh-agent speaks the agent protocol by hand in tiny; here ssh-add,
 # unchanged, through the unix socket the egress set-up makes with socat.)
 
-ssh-keygen -q -t ed25519 -N '' -C "debian test key" -f "$tmpd/deb-key" || bail_out "ssh-keygen"
-fp=$(ssh-keygen -l -E sha256 -f "$tmpd/deb-key.pub" | awk '{ print $2 }')
-assert_success "ssh-key add deb-key" -- ctl ssh-key add deb-key --key-file "$tmpd/deb-key"
-at_exit ctl ssh-key remove deb-key
-out=$(ctl session start "$DEB" --egress allowlist --allow example.test:443 --ssh-key deb-key 2>&1)
+ssh-keygen -q -t ed25519 -N '' -C "debian test key" -f "$tmpd/deb_key" || bail_out "ssh-keygen"
+fp=$(ssh-keygen -l -E sha256 -f "$tmpd/deb_key.pub" | awk '{ print $2 }')
+assert_success "ssh-key add deb_key" -- ctl ssh-key add deb_key --key-file "$tmpd/deb_key"
+at_exit ctl ssh-key remove deb_key
+out=$(ctl session start "$DEB" --egress allowlist --allow example.test:443 --ssh-key deb_key 2>&1)
 kid=$(tail -n 1 <<<"$out")
-assert_eq "yes" "$([[ $kid =~ ^[0-9a-f]+$ ]] && echo yes)" "an allowlist session with --ssh-key deb-key starts" "$out"
+assert_eq "yes" "$([[ $kid =~ ^[0-9a-f]+$ ]] && echo yes)" "an allowlist session with --ssh-key deb_key starts" "$out"
 at_exit ctl session stop "$kid"
 keys=$(ctl session exec "$kid" --timeout 60 -- sh -c 'echo "sock=$SSH_AUTH_SOCK"; test -S "$SSH_AUTH_SOCK" && echo is-socket; ssh-add -l -E sha256; echo "rc=$?"' 2>&1)
 assert_contains "$keys" "sock=/run/vivarium-ssh-agent.sock" "Exec's environment names the agent's socket"
