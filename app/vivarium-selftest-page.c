@@ -43,6 +43,17 @@ outcome_label (gint verdict)
   }
 }
 
+/* Beside the word, so that colour is never the only signal. */
+static const char *
+outcome_symbol (gint verdict)
+{
+  switch (verdict) {
+  case VIVARIUM_VERDICT_PASS: return "✓";
+  case VIVARIUM_VERDICT_FAIL: return "✗";
+  default: return "?";
+  }
+}
+
 static const char *
 outcome_class (gint verdict)
 {
@@ -89,7 +100,8 @@ static GtkWidget *
 cell_button (const char *row, const char *column, const VivariumSelftestCell *cell)
 {
   gint outcome = vivarium_parse_verdict (cell->outcome);
-  GtkWidget *button = gtk_button_new_with_label (outcome_label (outcome));
+  g_autofree char *text = g_strdup_printf ("%s %s", outcome_symbol (outcome), outcome_label (outcome));
+  GtkWidget *button = gtk_button_new_with_label (text);
   g_autofree char *name = g_strdup_printf (_("%s in configuration %s: %s"), row, column, outcome_label (outcome));
 
   gtk_widget_add_css_class (button, "flat");
@@ -104,25 +116,27 @@ cell_button (const char *row, const char *column, const VivariumSelftestCell *ce
 static void
 fill_matrix (VivariumSelftestPage *self, VivariumSelftestResult *result)
 {
-  guint rows = vivarium_selftest_result_n_rows (result);
   guint cols = vivarium_selftest_result_n_columns (result);
+  g_autoptr(GArray) order = vivarium_selftest_result_row_order (result);
 
   clear_matrix (self);
   gtk_grid_attach (self->matrix, header_label (_("Probe")), 0, 0, 1, 1);
   for (guint c = 0; c < cols; c++)
     gtk_grid_attach (self->matrix, header_label (vivarium_selftest_result_column (result, c)), c + 1, 0, 1, 1);
-  for (guint r = 0; r < rows; r++) {
+  /* The failing rows first: what needs reading is at the top. */
+  for (guint i = 0; i < order->len; i++) {
+    guint r = g_array_index (order, guint, i);
     g_autofree char *row = vivarium_plain_text (vivarium_selftest_result_row (result, r), 60);
     GtkWidget *label = gtk_label_new (row);
 
     gtk_label_set_xalign (GTK_LABEL (label), 0);
-    gtk_grid_attach (self->matrix, label, 0, r + 1, 1, 1);
+    gtk_grid_attach (self->matrix, label, 0, i + 1, 1, 1);
     for (guint c = 0; c < cols; c++) {
       const VivariumSelftestCell *cell = vivarium_selftest_result_cell (result, r, c);
 
       if (cell != NULL)
         gtk_grid_attach (self->matrix, cell_button (row, vivarium_selftest_result_column (result, c), cell),
-                         c + 1, r + 1, 1, 1);
+                         c + 1, i + 1, 1, 1);
     }
   }
 }

@@ -186,3 +186,33 @@ vivarium_selftest_result_count (VivariumSelftestResult *result, const char *outc
     n += g_strcmp0 (((VivariumSelftestCell *) value)->outcome, outcome) == 0;
   return n;
 }
+
+/* 0: a cell failed, 1: one was inconclusive, 2: all passed (or none ran). */
+static guint
+row_rank (VivariumSelftestResult *result, guint row)
+{
+  guint rank = 2;
+
+  for (guint c = 0; c < result->columns->len; c++) {
+    const VivariumSelftestCell *cell = vivarium_selftest_result_cell (result, row, c);
+
+    if (cell == NULL || g_strcmp0 (cell->outcome, "pass") == 0)
+      continue;
+    rank = MIN (rank, g_strcmp0 (cell->outcome, "fail") == 0 ? 0u : 1u);
+  }
+  return rank;
+}
+
+GArray *
+vivarium_selftest_result_row_order (VivariumSelftestResult *result)
+{
+  GArray *order = g_array_sized_new (FALSE, FALSE, sizeof (guint), result->rows->len);
+
+  for (guint rank = 0; rank <= 2; rank++) {
+    for (guint r = 0; r < result->rows->len; r++) {
+      if (row_rank (result, r) == rank)
+        g_array_append_val (order, r);
+    }
+  }
+  return order;
+}

@@ -32,6 +32,10 @@ const VivariumSelftestCell *vivarium_selftest_result_cell   (VivariumSelftestRes
                                                              guint                    column);
 guint                   vivarium_selftest_result_count      (VivariumSelftestResult  *result,
                                                              const char              *outcome);
+/* The rows in the order to show them: those with a failing cell first,
+ * then those with an inconclusive one, then the rest; each group in the
+ * result's own order. n_rows indices. */
+GArray                 *vivarium_selftest_result_row_order  (VivariumSelftestResult  *result);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VivariumSelftestResult, vivarium_selftest_result_free)
 

@@ -624,6 +624,33 @@ test_selftest_result (void)
   g_assert_cmpuint (vivarium_selftest_result_count (r, "inconclusive"), ==, 1);
 }
 
+/* Shown failing rows first, then inconclusive, then passing, each group in
+ * the result's order (a row fails if any of its cells does),
+ * each row named by its probe and transport. */
+static void
+test_selftest_row_order (void)
+{
+  static const char three_kinds[] =
+    "{\"verdict\":\"fail\",\"configurations\":[\"both\",\"layer1-only\"],\"probes\":["
+    "{\"probe\":\"a-pass\",\"configuration\":\"both\",\"transport\":\"tcp\",\"outcome\":\"pass\",\"evidence\":{}},"
+    "{\"probe\":\"b-unsure\",\"configuration\":\"both\",\"transport\":\"tcp\",\"outcome\":\"inconclusive\",\"evidence\":{}},"
+    "{\"probe\":\"c-fail\",\"configuration\":\"both\",\"transport\":\"tcp\",\"outcome\":\"pass\",\"evidence\":{}},"
+    "{\"probe\":\"c-fail\",\"configuration\":\"layer1-only\",\"transport\":\"tcp\",\"outcome\":\"fail\",\"evidence\":{}},"
+    "{\"probe\":\"d-pass\",\"configuration\":\"layer1-only\",\"transport\":\"udp\",\"outcome\":\"pass\",\"evidence\":{}},"
+    "{\"probe\":\"e-fail\",\"configuration\":\"both\",\"transport\":\"udp\",\"outcome\":\"fail\",\"evidence\":{}}"
+    "]}";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VivariumSelftestResult) r = vivarium_selftest_result_parse (three_kinds, &error);
+  g_autoptr(GArray) order = NULL;
+  const char *expected[] = { "c-fail (tcp)", "e-fail (udp)", "b-unsure (tcp)", "a-pass (tcp)", "d-pass (udp)" };
+
+  g_assert_no_error (error);
+  order = vivarium_selftest_result_row_order (r);
+  g_assert_cmpuint (order->len, ==, G_N_ELEMENTS (expected));
+  for (guint i = 0; i < order->len; i++)
+    g_assert_cmpstr (vivarium_selftest_result_row (r, g_array_index (order, guint, i)), ==, expected[i]);
+}
+
 /* The daemon's configuration allowlist (trimmed from a real run): its
  * column follows the others, its proxy-* rows exist in it alone, and a
  * direct positive control is expected blocked there. */
@@ -1047,6 +1074,7 @@ main (int argc, char **argv)
               fixture_tear_down);
   g_test_add_func ("/app/describe-error", test_describe_error);
   g_test_add_func ("/app/selftest-result", test_selftest_result);
+  g_test_add_func ("/app/selftest-row-order", test_selftest_row_order);
   g_test_add_func ("/app/selftest-result/allowlist", test_selftest_result_allowlist);
   g_test_add_func ("/app/selftest-result/bad", test_selftest_result_bad);
   return g_test_run ();
