@@ -31,6 +31,8 @@ struct _VivariumNewTaskDialog {
   GtkEditable       *timeout_entry;
   GtkDropDown       *egress_dropdown;
   GtkEditable       *groups_entry;
+  GtkEditable       *secrets_entry;
+  GtkEditable       *ssh_keys_entry;
   GtkLabel          *status_label;
   GtkLabel          *error_label;
   GtkWidget         *submit_button;
@@ -97,6 +99,8 @@ read_form (VivariumNewTaskDialog *self, const char *instructions)
     .timeout = gtk_editable_get_text (self->timeout_entry),
     .egress = vivarium_egress_mode_at (gtk_drop_down_get_selected (self->egress_dropdown)),
     .groups = gtk_editable_get_text (self->groups_entry),
+    .secrets = gtk_editable_get_text (self->secrets_entry),
+    .ssh_keys = gtk_editable_get_text (self->ssh_keys_entry),
   };
 
   return form;
@@ -310,6 +314,8 @@ vivarium_new_task_dialog_class_init (VivariumNewTaskDialogClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, timeout_entry);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, egress_dropdown);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, groups_entry);
+  gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, secrets_entry);
+  gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, ssh_keys_entry);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, status_label);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, error_label);
   gtk_widget_class_bind_template_child (widget_class, VivariumNewTaskDialog, submit_button);
@@ -337,6 +343,8 @@ vivarium_new_task_dialog_init (VivariumNewTaskDialog *self)
   g_signal_connect_swapped (self->timeout_entry, "changed", G_CALLBACK (validate), self);
   g_signal_connect_swapped (self->egress_dropdown, "notify::selected", G_CALLBACK (validate), self);
   g_signal_connect_swapped (self->groups_entry, "changed", G_CALLBACK (validate), self);
+  g_signal_connect_swapped (self->secrets_entry, "changed", G_CALLBACK (validate), self);
+  g_signal_connect_swapped (self->ssh_keys_entry, "changed", G_CALLBACK (validate), self);
 }
 
 VivariumNewTaskDialog *

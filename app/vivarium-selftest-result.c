@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "vivarium-selftest-result.h"
+#include "vivarium-state.h"
 
 #include <json-glib/json-glib.h>
 
@@ -195,10 +196,15 @@ row_rank (VivariumSelftestResult *result, guint row)
 
   for (guint c = 0; c < result->columns->len; c++) {
     const VivariumSelftestCell *cell = vivarium_selftest_result_cell (result, row, c);
+    VivariumVerdict verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
 
-    if (cell == NULL || g_strcmp0 (cell->outcome, "pass") == 0)
+    if (cell == NULL)
       continue;
-    rank = MIN (rank, g_strcmp0 (cell->outcome, "fail") == 0 ? 0u : 1u);
+    /* Anything not read as pass or fail is unsure. */
+    if (!vivarium_verdict_from_string (cell->outcome, &verdict))
+      verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    if (verdict != VIVARIUM_VERDICT_PASS)
+      rank = MIN (rank, verdict == VIVARIUM_VERDICT_FAIL ? 0u : 1u);
   }
   return rank;
 }

@@ -23,6 +23,8 @@ struct _VivariumStartSessionDialog {
   GtkEditable       *timeout_entry;
   GtkDropDown       *egress_dropdown;
   GtkEditable       *groups_entry;
+  GtkEditable       *secrets_entry;
+  GtkEditable       *ssh_keys_entry;
   GtkLabel          *status_label;
   GtkLabel          *error_label;
   GtkWidget         *submit_button;
@@ -56,6 +58,8 @@ read_form (VivariumStartSessionDialog *self)
     .timeout = gtk_editable_get_text (self->timeout_entry),
     .egress = vivarium_egress_mode_at (gtk_drop_down_get_selected (self->egress_dropdown)),
     .groups = gtk_editable_get_text (self->groups_entry),
+    .secrets = gtk_editable_get_text (self->secrets_entry),
+    .ssh_keys = gtk_editable_get_text (self->ssh_keys_entry),
   };
 
   return form;
@@ -157,6 +161,8 @@ vivarium_start_session_dialog_class_init (VivariumStartSessionDialogClass *klass
   gtk_widget_class_bind_template_child (widget_class, VivariumStartSessionDialog, timeout_entry);
   gtk_widget_class_bind_template_child (widget_class, VivariumStartSessionDialog, egress_dropdown);
   gtk_widget_class_bind_template_child (widget_class, VivariumStartSessionDialog, groups_entry);
+  gtk_widget_class_bind_template_child (widget_class, VivariumStartSessionDialog, secrets_entry);
+  gtk_widget_class_bind_template_child (widget_class, VivariumStartSessionDialog, ssh_keys_entry);
   gtk_widget_class_bind_template_child (widget_class, VivariumStartSessionDialog, status_label);
   gtk_widget_class_bind_template_child (widget_class, VivariumStartSessionDialog, error_label);
   gtk_widget_class_bind_template_child (widget_class, VivariumStartSessionDialog, submit_button);
@@ -178,6 +184,8 @@ vivarium_start_session_dialog_init (VivariumStartSessionDialog *self)
   g_signal_connect_swapped (self->timeout_entry, "changed", G_CALLBACK (validate), self);
   g_signal_connect_swapped (self->egress_dropdown, "notify::selected", G_CALLBACK (validate), self);
   g_signal_connect_swapped (self->groups_entry, "changed", G_CALLBACK (validate), self);
+  g_signal_connect_swapped (self->secrets_entry, "changed", G_CALLBACK (validate), self);
+  g_signal_connect_swapped (self->ssh_keys_entry, "changed", G_CALLBACK (validate), self);
 }
 
 VivariumStartSessionDialog *

@@ -10,6 +10,8 @@
 #include "vivarium-egress-policy.h"
 #include "vivarium-names.h"
 #include "vivarium-report.h"
+#include "vivarium-secret.h"
+#include "vivarium-ssh-key.h"
 
 static const char *
 text_or_empty (const char *text)
@@ -74,6 +76,44 @@ check_egress (const char *egress, const char *groups_text)
                               groups[i]);
   }
   return NULL;
+}
+
+/* Secrets and SSH keys by name, as the daemon's rule for them has it: a
+ * few, each named once, and only for the allowlist mode (the proxy swaps
+ * the values in; no other mode has one). */
+static char *
+check_stored_names (const char *egress, const char *text, guint max, const char *what)
+{
+  g_auto(GStrv) names = vivarium_submit_split_groups (text);
+  guint n = names != NULL ? g_strv_length (names) : 0;
+
+  if (n == 0)
+    return NULL;
+  if (*egress != '\0' && strcmp (egress, VIVARIUM_EGRESS_MODE_ALLOWLIST) != 0)
+    /* TRANSLATORS: %s is "Secrets" or "SSH keys" */
+    return g_strdup_printf (_("%s apply only to the allowlist egress mode."), what);
+  if (n > max)
+    return g_strdup_printf (_("%s: at most %u per task or session."), what, max);
+  for (guint i = 0; i < n; i++) {
+    if (!vivarium_secret_name_is_valid (names[i]))
+      return g_strdup_printf (_("“%s” is not a name of the store: a letter or “_”, then letters, digits or “_”."),
+                              names[i]);
+    for (guint j = 0; j < i; j++)
+      if (strcmp (names[i], names[j]) == 0)
+        return g_strdup_printf (_("“%s” is named twice."), names[i]);
+  }
+  return NULL;
+}
+
+static char *
+check_hosts_side (const char *egress, const char *groups, const char *secrets, const char *ssh_keys)
+{
+  char *why;
+
+  if ((why = check_egress (egress, groups)) != NULL ||
+      (why = check_stored_names (egress, secrets, VIVARIUM_SECRET_MAX_PER_SESSION, _("Secrets"))) != NULL)
+    return why;
+  return check_stored_names (egress, ssh_keys, VIVARIUM_SSH_KEY_MAX_PER_SESSION, _("SSH keys"));
 }
 
 static char *
@@ -142,18 +182,27 @@ vivarium_task_form_check (const VivariumTaskForm *form)
     return g_strdup (_("The verification command is only spaces: leave it empty or give a command."));
   if ((why = check_timeout (text_or_empty (form->timeout), 1)) != NULL)
     return why;
-  return check_egress (text_or_empty (form->egress), form->groups);
+  return check_hosts_side (text_or_empty (form->egress), form->groups, form->secrets, form->ssh_keys);
 }
 
 static void
-add_egress (GVariantBuilder *b, const char *egress, const char *groups_text)
+add_list (GVariantBuilder *b, const char *key, const char *text)
 {
-  g_auto(GStrv) groups = vivarium_submit_split_groups (groups_text);
+  g_auto(GStrv) names = vivarium_submit_split_groups (text);
 
+  if (names != NULL)
+    g_variant_builder_add (b, "{sv}", key, g_variant_new_strv ((const char * const *) names, -1));
+}
+
+static void
+add_egress (GVariantBuilder *b, const char *egress, const char *groups_text, const char *secrets,
+            const char *ssh_keys)
+{
   if (*egress != '\0')
     g_variant_builder_add (b, "{sv}", "egress", g_variant_new_string (egress));
-  if (groups != NULL)
-    g_variant_builder_add (b, "{sv}", "egress_groups", g_variant_new_strv ((const char * const *) groups, -1));
+  add_list (b, "egress_groups", groups_text);
+  add_list (b, "secrets", secrets);
+  add_list (b, "ssh_keys", ssh_keys);
 }
 
 static void
@@ -183,7 +232,7 @@ vivarium_task_form_options (const VivariumTaskForm *form)
   if (*verify != '\0')
     g_variant_builder_add (&b, "{sv}", "verify", g_variant_new_string (verify));
   add_uint (&b, "timeout", text_or_empty (form->timeout));
-  add_egress (&b, text_or_empty (form->egress), form->groups);
+  add_egress (&b, text_or_empty (form->egress), form->groups, form->secrets, form->ssh_keys);
   return g_variant_builder_end (&b);
 }
 
@@ -204,7 +253,7 @@ vivarium_session_form_check (const VivariumSessionForm *form)
   /* 0 is the contract's "no limit" for a session. */
   if ((why = check_timeout (text_or_empty (form->timeout), 0)) != NULL)
     return why;
-  return check_egress (text_or_empty (form->egress), form->groups);
+  return check_hosts_side (text_or_empty (form->egress), form->groups, form->secrets, form->ssh_keys);
 }
 
 GVariant *
@@ -215,6 +264,6 @@ vivarium_session_form_options (const VivariumSessionForm *form)
   add_uint (&b, "memory", text_or_empty (form->memory));
   add_uint (&b, "cpus", text_or_empty (form->cpus));
   add_uint (&b, "timeout", text_or_empty (form->timeout));
-  add_egress (&b, text_or_empty (form->egress), form->groups);
+  add_egress (&b, text_or_empty (form->egress), form->groups, form->secrets, form->ssh_keys);
   return g_variant_builder_end (&b);
 }

@@ -26,6 +26,8 @@ typedef struct {
   const char           *timeout;       /* seconds as typed; "" for the daemon's */
   const char           *egress;        /* "" (the daemon's), "none", "allowlist", "open" */
   const char           *groups;        /* comma list of rule groups, "" for the defaults */
+  const char           *secrets;       /* comma list of stored secrets' names, "" for the project's */
+  const char           *ssh_keys;      /* comma list of stored SSH keys' names, "" for the project's */
 } VivariumTaskForm;
 
 typedef struct {
@@ -35,6 +37,8 @@ typedef struct {
   const char *timeout;                 /* seconds; "" or "0" for none */
   const char *egress;
   const char *groups;
+  const char *secrets;
+  const char *ssh_keys;
 } VivariumSessionForm;
 
 char     *vivarium_task_form_check       (const VivariumTaskForm    *form);

@@ -118,6 +118,26 @@ test_task_form_refusals (void)
   form.egress = "sometimes";
   form.groups = "";
   assert_task_reason (&form, "Unknown egress mode");
+
+  /* Secrets and SSH keys: the store's names, a few, once each, allowlist only. */
+  form = agent_form ();
+  form.secrets = "GITHUB_TOKEN, npm_token";
+  form.ssh_keys = "deploy";
+  assert_task_reason (&form, NULL);
+  form.egress = "open";
+  assert_task_reason (&form, "Secrets apply only to the allowlist");
+  form.secrets = "";
+  assert_task_reason (&form, "SSH keys apply only to the allowlist");
+  form.egress = "allowlist";
+  form.ssh_keys = "deploy-key";
+  assert_task_reason (&form, "“deploy-key” is not a name of the store");
+  form.ssh_keys = "a,b,c,d,e,f,g,h,i";
+  assert_task_reason (&form, "SSH keys: at most 8");
+  form.ssh_keys = "";
+  form.secrets = "A, B, A";
+  assert_task_reason (&form, "“A” is named twice");
+  form.secrets = "9lives";
+  assert_task_reason (&form, "“9lives” is not a name of the store");
 }
 
 static void
@@ -144,6 +164,8 @@ test_task_form_options (void)
   form.timeout = "600";
   form.egress = "allowlist";
   form.groups = "debian, pypi";
+  form.secrets = " GITHUB_TOKEN ,";
+  form.ssh_keys = "deploy";
   with_script = g_variant_ref_sink (vivarium_task_form_options (&form));
   g_assert_true (g_variant_lookup (with_script, "worker", "&s", &worker));
   g_assert_cmpstr (worker, ==, "script");
@@ -156,7 +178,13 @@ test_task_form_options (void)
   g_assert_cmpstrv (groups, ((const char *[]) { "debian", "pypi", NULL }));
   g_assert_true (g_variant_lookup (with_script, "verify", "&s", &worker));
   g_assert_cmpstr (worker, ==, "grep -qx blue colour.txt");
-  g_assert_cmpuint (g_variant_n_children (with_script), ==, 6);
+  g_clear_pointer (&groups, g_strfreev);
+  g_assert_true (g_variant_lookup (with_script, "secrets", "^as", &groups));
+  g_assert_cmpstrv (groups, ((const char *[]) { "GITHUB_TOKEN", NULL }));
+  g_clear_pointer (&groups, g_strfreev);
+  g_assert_true (g_variant_lookup (with_script, "ssh_keys", "^as", &groups));
+  g_assert_cmpstrv (groups, ((const char *[]) { "deploy", NULL }));
+  g_assert_cmpuint (g_variant_n_children (with_script), ==, 8);
 }
 
 static void
@@ -190,6 +218,11 @@ test_session_form (void)
   g_assert_nonnull (strstr (why, "only to the allowlist"));
   g_clear_pointer (&why, g_free);
   form.groups = "";
+  form.secrets = "GITHUB_TOKEN";
+  why = vivarium_session_form_check (&form);
+  g_assert_nonnull (strstr (why, "Secrets apply only to the allowlist"));
+  g_clear_pointer (&why, g_free);
+  form.secrets = "";
   g_assert_null (vivarium_session_form_check (&form));
   form.image = "";
   why = vivarium_session_form_check (&form);
