@@ -29,7 +29,7 @@ done
 
 # Xvfb picks a free display and tells us which.
 exec {dfd}<> <(:)
-Xvfb -displayfd "$dfd" -screen 0 1024x768x24 -nolisten tcp >"$logdir/xvfb.log" 2>&1 &
+Xvfb -displayfd "$dfd" -screen 0 1280x800x24 -nolisten tcp >"$logdir/xvfb.log" 2>&1 &
 pids+=($!)
 display=
 for _ in $(seq 100); do

@@ -31,7 +31,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from uitest import (tap, diag, poll, find_app, nodes, has_label, label_starting,  # noqa: E402
                     labels_containing, buttons, click, click_until, respond, set_text, switch_to,
-                    select_first, screenshot, ctl, finish, POLL_INTERVAL)
+                    select_first, screenshot, ctl, finish, POLL_INTERVAL, app_window, resize)
 
 CLAIM_HEADING = 'Claim by the worker (its own words, not verified by Vivarium)'
 QUESTION_HEADING = 'The worker asks (its own words, not checked by Vivarium):'
@@ -325,6 +325,23 @@ def selftest(app):
     screenshot('selftest.png')
 
 
+# Each page by its switcher name, and a label it shows once the run above
+# has filled it: at 360 px wide the page is still reached (the switcher bar
+# at the bottom) and still says what it holds.
+PAGES = [('Sessions', None), ('Images', 'tiny'), ('Projects', 'demo'), ('Tasks', None), ('Reports', None),
+         ('Self-Test', 'Verdict: ')]
+
+
+def narrow_pages(app, window):
+    if not tap(resize(window, 360, 720), 'the window is 360 px wide'):
+        return
+    for page, shown in PAGES:
+        reached = poll(lambda: switch_to(app, page), 10)
+        tap(reached and (shown is None or poll(lambda: labels_containing(app, shown), 20)),
+            'at 360 px the %s page is reached by the switcher bar%s' % (page, ' and shows %r' % shown if shown else ''))
+        screenshot('%s-narrow.png' % page.lower().replace('-', ''))
+
+
 def main():
     systemctl('stop', 'vivariumd.service')
     systemctl('mask', 'vivariumd.service')
@@ -334,6 +351,9 @@ def main():
         app = find_app()
         if not tap(app is not None, 'the app is on the accessibility bus'):
             return
+        # The screenshots' size, README's: the screen is 1280×800 (run-ui-test.sh).
+        window = app_window(appproc.pid)
+        tap(resize(window, 1280, 800), 'the window is 1280×800')
         # A stage the next ones need stops the run when it fails: one
         # failure, not a cascade of timeouts.
         daemon_absent_then_started(app)
@@ -351,6 +371,7 @@ def main():
         if not tap(appproc.poll() is None, 'the app is still running (exit status %r)' % appproc.poll()):
             return
         selftest(app)
+        narrow_pages(app, window)
     finally:
         systemctl('unmask', 'vivariumd.service')
         appproc.terminate()

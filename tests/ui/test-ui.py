@@ -16,22 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from uitest import (tap, poll, find_app, has_label, buttons, click,  # noqa: E402
-                    screenshot, finish)
-
-
-def app_window(pid):
-    out = subprocess.run(['timeout', '30', 'xdotool', 'search', '--sync', '--onlyvisible', '--pid', str(pid)],
-                         capture_output=True, text=True)
-    ids = out.stdout.split()
-    return ids[0] if ids else None
-
-
-def window_width(window):
-    out = subprocess.run(['xwininfo', '-id', window], capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        if line.strip().startswith('Width:'):
-            return int(line.split(':')[1])
-    return None
+                    screenshot, finish, app_window, resize)
 
 
 def main():
@@ -51,13 +36,7 @@ def main():
         tap(poll(lambda: has_label(app, 'Vivarium Is Not Installed')), 'asked again: still not installed, still said')
         window = app_window(appproc.pid)
         tap(window is not None, 'found the app\'s X window')
-        # Asked again on every poll: a resize that lands while the window is
-        # still settling (the polkit banner arriving, say) is undone by GTK's
-        # own allocation; a window whose minimum is wider never gets there.
-        def narrowed():
-            subprocess.run(['xdotool', 'windowsize', window, '360', '600'], check=False)
-            return window_width(window) == 360
-        tap(window is not None and poll(narrowed, 50), 'the window is 360 px wide')
+        tap(resize(window, 360, 600), 'the window is 360 px wide')
         tap(has_label(app, 'Vivarium Is Not Installed') and len(buttons(app, 'Try Again')) > 0,
             'at 360 px the status page still shows its title and Try Again')
         screenshot('status-narrow.png')

@@ -172,6 +172,39 @@ def screenshot(name):
             print('# png %s %s' % (name, base64.b64encode(f.read()).decode('ascii')), flush=True)
 
 
+def app_window(pid):
+    """The app's X window (xdotool waits for it, at most 30 s)."""
+    out = subprocess.run(['timeout', '30', 'xdotool', 'search', '--sync', '--onlyvisible', '--pid', str(pid)],
+                         capture_output=True, text=True)
+    ids = out.stdout.split()
+    return ids[0] if ids else None
+
+
+def window_size(window):
+    out = subprocess.run(['xwininfo', '-id', window], capture_output=True, text=True)
+    size = {}
+    for line in out.stdout.splitlines():
+        key, _, value = line.strip().partition(':')
+        if key in ('Width', 'Height'):
+            size[key] = int(value)
+    return size.get('Width'), size.get('Height')
+
+
+def window_width(window):
+    return window_size(window)[0]
+
+
+def resize(window, width, height, seconds=50):
+    """Asked again on every poll: a resize that lands while the window is
+    still settling (the polkit banner arriving, say) is undone by GTK's own
+    allocation; a window whose minimum is larger never gets there."""
+    def sized():
+        subprocess.run(['xdotool', 'windowmove', window, '0', '0'], check=False)
+        subprocess.run(['xdotool', 'windowsize', window, str(width), str(height)], check=False)
+        return window_size(window) == (width, height)
+    return window is not None and poll(sized, seconds)
+
+
 def ctl(*args):
     return subprocess.run(['vivariumctl', '--no-interaction'] + list(args), capture_output=True, text=True)
 
