@@ -21,6 +21,7 @@
 #      verdict is pass, and the claim is in a block labelled as a claim;
 #   7. Self-test: Run, then the verdict agrees with the matrix.
 # A screenshot of each page lands in VIVARIUM_UI_LOGDIR.
+import json
 import os
 import re
 import shutil
@@ -243,6 +244,61 @@ def task(app):
     return tid
 
 
+def type_into(app, accessible_name, text):
+    """Into an entry by EditableText; into a text view (no EditableText in
+    GTK 4.8) by giving it the focus and typing on the keyboard."""
+    if set_text(app, accessible_name, text):
+        return True
+    for role in ('text', 'entry', 'text box', 'paragraph', 'document text'):
+        for n in nodes(app, role, accessible_name):
+            try:
+                n.queryComponent().grabFocus()
+            except Exception:
+                continue
+            return subprocess.run(['xdotool', 'type', '--delay', '15', text], check=False).returncode == 0
+    return False
+
+
+def agent_task(app):
+    """New Task… with the agent worker: the instructions typed in, the
+    verification command of the caller; the task ends DONE and its signed
+    report verifies."""
+    before = task_ids()
+    switch_to(app, 'Tasks')
+    if not tap(click_until(app, 'New Task…', lambda: buttons(app, 'Submit')), 'New Task… again, for an agent task'):
+        return ''
+    tap(click_until(app, 'Agent', lambda: has_label(app, 'Write the instructions: what the agent is asked to do.'),
+                    20, 3), 'Agent: the dialog asks for the instructions')
+    tap(type_into(app, 'Instructions', os.environ['VIVARIUM_UI_AGENT_INSTRUCTIONS']), 'typed the instructions')
+    set_text(app, 'Verification command', "grep -qx 'written by the agent' agent.txt")
+    tap(poll(lambda: has_label(app, 'Ready to submit.') and buttons(app, 'Submit')[-1].sensitive),
+        'instructions and a verification command: ready, Submit is offered')
+    click(app, 'Submit')
+    tap(poll(lambda: not buttons(app, 'Submit'), 240), 'the service took the agent task and the dialog closed')
+    new = task_ids() - before
+    tid = new.pop() if len(new) == 1 else ''
+    if not tap(tid != '', 'a new agent task is on the bus: %r' % tid):
+        return ''
+    out = ctl('task', 'wait', tid, '--timeout', '300')
+    tap(out.returncode == 0, 'the agent task is DONE (%s)' % (out.stdout.strip() or out.stderr.strip()))
+    report = os.path.join(os.environ['VIVARIUM_UI_LOGDIR'], 'agent-report.json')
+    with open(report, 'w') as f:
+        f.write(ctl('task', 'report', tid, '--json').stdout)
+    verified = ctl('report', 'verify', report)
+    tap(verified.returncode == 0, 'its signed report verifies (%s)' % (verified.stdout.strip() or verified.stderr.strip()))
+    try:
+        with open(report) as f:
+            verification = json.load(f)['report']['verification']
+    except (OSError, ValueError, KeyError) as e:
+        verification = {'error': str(e)}
+    tap(verification.get('verdict') == 'pass' and verification.get('whose') == 'caller',
+        'the caller\'s verification passed in a fresh machine (%r)' % verification)
+    with open(os.environ['VIVARIUM_UI_MODEL_FAILURES']) as f:
+        failures = f.read().strip()
+    tap(failures == '', 'the model server got the requests it expected%s' % (': ' + failures[:300] if failures else ''))
+    return tid
+
+
 def watch_for_crash(pid):
     """gdb attached to the app from here on: if it dies, its stack is in
     the log (a dead app shows as a blank screenshot and nothing more)."""
@@ -367,6 +423,7 @@ def main():
             watch_for_crash(appproc.pid)
         if tid:
             report(app, tid)
+        agent_task(app)
         report_gdb()
         if not tap(appproc.poll() is None, 'the app is still running (exit status %r)' % appproc.poll()):
             return

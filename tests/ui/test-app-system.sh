@@ -8,6 +8,8 @@
 #   1. as root (polkit allows root everything): test-app-system.py — the
 #      daemon masked then started, every page, an image built and frozen, a
 #      project, a task whose question is answered in the app, its report,
+#      an agent task handed over in New Task… (against the scripted model
+#      server) ending DONE with its report verified, every page at 360 px,
 #      the self-test;
 #   2. as an unprivileged user whose only polkit rule lets it read:
 #      test-app-refused.py — an admin action refused, shown as a toast with
@@ -28,9 +30,13 @@ chmod 0755 "$work"
 mkdir -m 0777 "$work/logs" "$work/logs-user" "$work/home"
 user=vu$$
 rule=/etc/polkit-1/rules.d/49-vivarium-ui-test.rules
+agent_conf=/etc/vivarium/conf.d/50-ui-test-agent.conf
+agent_key=/etc/vivarium/ui-test-agent.key
+model_pid=
 cleanup () {
+  [ -n "$model_pid" ] && kill "$model_pid" 2>/dev/null
   systemctl unmask vivariumd.service >/dev/null 2>&1
-  rm -f "$rule"
+  rm -f "$rule" "$agent_conf" "$agent_key"
   userdel "$user" >/dev/null 2>&1
   rm -rf "$work"
 }
@@ -47,6 +53,41 @@ WEOF
 chmod 0755 "$work/worker.sh"
 export VIVARIUM_UI_WORKER=$work/worker.sh
 export VIVARIUM_UI_EMIT_PNG=1
+
+# The agent task handed over in the dialog: vivarium-agent against the
+# scripted model server (tests/agent/scripted-model.py, as in
+# tests/system/test-agent.sh) on 127.0.0.1: it writes agent.txt and
+# finishes with a verification command of its own.
+key=vivarium-ui-test-key-$RANDOM$RANDOM
+model=vivarium-ui-test-model
+port=$((20000 + RANDOM % 20000))
+/usr/bin/python3 - "$work/conversations.json" "$model" "$key" <<'PYEOF'
+import json, sys
+path, model, key = sys.argv[1:4]
+conv = [
+    {"expect": ["[conversation: ui-agent]"],
+     "reply": {"content": "Writing agent.txt.", "tool_calls": [{"function": {"name": "write_file", "arguments": {
+         "path": "/project/agent.txt", "content": "written by the agent\n"}}}]}},
+    {"expect": ["\"written\""],
+     "reply": {"tool_calls": [{"function": {"name": "finish", "arguments": {
+         "summary": "I wrote agent.txt.", "verify_command": "grep -qx 'written by the agent' agent.txt"}}}]}},
+]
+json.dump({"model": model, "authorization": "Bearer " + key, "conversations": {"ui-agent": conv}}, open(path, 'w'))
+PYEOF
+: > "$work/model-failures"
+/usr/bin/python3 "$src/tests/agent/scripted-model.py" --port "$port" --conversations "$work/conversations.json" \
+  --failures "$work/model-failures" --log "$work/model-requests" > "$work/model.out" 2>&1 &
+model_pid=$!
+for _ in $(seq 50); do grep -q ready "$work/model.out" 2>/dev/null && break; sleep 0.1; done
+grep -q ready "$work/model.out" || { echo "Bail out! the scripted model server did not start: $(cat "$work/model.out")"; exit 1; }
+install -d -m 0755 /etc/vivarium/conf.d
+install -m 0600 /dev/null "$agent_key"
+printf '%s\n' "$key" > "$agent_key"
+printf '[Agent]\nEndpoint=http://127.0.0.1:%s/v1\nModel=%s\nKeyFile=%s\n' "$port" "$model" "$agent_key" > "$agent_conf"
+# Both read the configuration when they start: the test starts the daemon.
+systemctl stop vivariumd.service vivarium-gateway.service 2>/dev/null
+export VIVARIUM_UI_AGENT_INSTRUCTIONS="Write agent.txt. [conversation: ui-agent]"
+export VIVARIUM_UI_MODEL_FAILURES=$work/model-failures
 
 # 1. as root. run-ui-test.sh provides Xvfb and a session bus; the system
 # bus is the real one, so it must not replace it.
