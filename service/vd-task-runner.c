@@ -406,7 +406,6 @@ begin_work (Run *run, GError **error)
 {
   VdProject *project = vd_project_store_lookup (run->runner->projects, run->project, error);
 
-  mark_end (run, STEP_QUEUED);
   enter (run, STEP_WORK_SESSION);
   return project != NULL && start_work_session (run, project, error);
 }
@@ -418,8 +417,12 @@ admit_or_queue (Run *run, GError **error)
 {
   VdTaskRunner *self = run->runner;
 
-  if (self->queue.length == 0 && has_free_slot (self))
+  /* Not queued: its wait ends where it began, and the work session's
+   * start is timed from the submission. */
+  if (self->queue.length == 0 && has_free_slot (self)) {
+    run->ended[STEP_QUEUED] = run->mono_submitted;
     return begin_work (run, error);
+  }
   enter (run, STEP_QUEUED);
   g_queue_push_tail (&self->queue, run);
   vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s waits for a session (%u waiting)",
@@ -445,6 +448,7 @@ drain_cb (gpointer user_data)
     Run *run = g_queue_pop_head (&self->queue);
     g_autoptr(GError) error = NULL;
 
+    mark_end (run, STEP_QUEUED);
     if (!begin_work (run, &error)) {
       g_autofree gchar *reason = g_strdup_printf ("the work session did not start: %s", error->message);
       wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
@@ -960,6 +964,7 @@ cancel_requested_cb (VdTask *task, gpointer user_data)
   Run *run = user_data;
 
   if (leave_queue (run)) {
+    mark_end (run, STEP_QUEUED);
     wind_down (run, VIVARIUM_OUTCOME_FAILED, "cancelled while it waited for a session");
     return;
   }

@@ -68,11 +68,13 @@ nothing_left () {  # WHAT UID...
   shift
   assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-session-*' 'vivarium-worker-*' 2>&1)" \
     "$what: no session or worker unit is left"
-  assert_eq "" "$(ls -A /run/vivarium/sessions /run/vivarium/workers 2>/dev/null)" \
+  assert_eq "" "$(find /run/vivarium/sessions /run/vivarium/workers -mindepth 1 -maxdepth 1 2>/dev/null)" \
     "$what: no runtime directory of a session or a worker is left"
   left=
+  # A session's own rules name its uid alone; the table's range rules
+  # (FIRST-LAST) name the first session uid too, and are not a leftover.
   for uid in "$@"; do
-    nft list table inet vivarium_guard 2>/dev/null | grep -qw "$uid" && left="$left $uid"
+    nft list table inet vivarium_guard 2>/dev/null | grep -qE "(^|[^0-9-])$uid([^0-9-]|\$)" && left="$left $uid"
   done
   assert_eq "" "$left" "$what: no nftables entry of the task's session uids ($*) is left"
   # A report is ID.json beside ID.commands.jsonl; a temporary file of
@@ -108,11 +110,14 @@ assert_eq "IN_PROGRESS" "$(task_prop "$pa" Outcome 2>&1)" "(a) submit a task who
 retry_until 600 0.2 test "$(task_prop "$pa" Session 2>/dev/null)" != "/"
 uid_work=$(session_uid "$(task_prop "$pa" Session)")
 assert_success "(a) the task reaches its verification" -- retry_until 1500 0.2 step_is "$pa" verify
-retry_until 600 0.2 test "$(systemctl list-units --plain --no-legend 'vivarium-session-*' | grep -c .)" -gt 0
+assert_success "(a) its verification session runs" -- \
+  retry_until 600 0.2 test "$(systemctl list-units --plain --no-legend 'vivarium-session-*' | grep -c .)" -gt 0
 vsid=$(systemctl list-units --plain --no-legend 'vivarium-session-*' | awk '{ print $1 }' | head -n 1)
 vsid=${vsid#vivarium-session-}; vsid=${vsid%.service}
 uid_verify=$(session_uid "$OBJ/sessions/$vsid")
 sleep 3
+assert_eq "IN_PROGRESS verify" "$(task_prop "$pa" Outcome) $(step_of "$pa")" "(a) the task still verifies" \
+  "$(ctl task show "$ta" 2>&1)"
 head_before=$(git_demo rev-parse HEAD)
 assert_success "(a) kill vivariumd (SIGKILL) while it verifies" -- systemctl kill --signal=KILL vivariumd.service
 retry_until 60 0.5 daemon_down

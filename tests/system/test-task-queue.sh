@@ -81,7 +81,8 @@ sample_units () {
 echo 0 > "$tmpd/most"
 sample_units &
 sampler=$!
-at_exit kill "$sampler"
+stop_sampler () { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; return 0; }
+at_exit stop_sampler
 
 t1=$(ctl task submit first "$IMAGE" --script "$tmpd/hold.sh" 2>&1)
 p1=$OBJ/tasks/$t1
@@ -124,8 +125,7 @@ assert_eq "yes" "$([ "${queued_us:-0}" -gt 0 ] && echo yes)" "its Timings say ho
 queued_us1=$(busctl get-property "$BUS" "$p1" "$IFACE.Task" Timings | grep -o '"queued" [0-9]*' | awk '{ print $2 }')
 assert_eq "0" "${queued_us1:-none}" "the first task waited 0 µs"
 
-kill "$sampler" 2>/dev/null
-wait "$sampler" 2>/dev/null
+stop_sampler
 assert_eq "1" "$(tail -n 1 "$tmpd/most")" "never more than MaxSessions=1 session unit at once"
 assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-session-*' 'vivarium-worker-*')" \
   "no session or worker unit is left"
