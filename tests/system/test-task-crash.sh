@@ -39,6 +39,9 @@ dump_journal () {
 at_exit dump_journal
 
 git_demo () { git --git-dir="$STATE/projects/demo/repo" "$@"; }
+# Each try reads afresh (an argument in $(…) would be read once, before the first).
+has_session () { [ "$(task_prop "$1" Session 2>/dev/null)" != "/" ]; }
+some_session_runs () { systemctl list-units --plain --no-legend 'vivarium-session-*' | grep -q .; }
 step_of () { task_prop "$1" Step 2>/dev/null; }
 step_is () { [ "$(step_of "$1")" = "$2" ]; }
 session_uid () { prop "$1" Session Uid 2>/dev/null | awk '{ print $NF }'; }
@@ -74,6 +77,7 @@ nothing_left () {  # WHAT UID...
   # A session's own rules name its uid alone; the table's range rules
   # (FIRST-LAST) name the first session uid too, and are not a leftover.
   for uid in "$@"; do
+    [ -n "$uid" ] || { left="$left (a uid not read)"; continue; }
     nft list table inet vivarium_guard 2>/dev/null | grep -qE "(^|[^0-9-])$uid([^0-9-]|\$)" && left="$left $uid"
   done
   assert_eq "" "$left" "$what: no nftables entry of the task's session uids ($*) is left"
@@ -107,11 +111,11 @@ judge_interrupted () {  # WHAT TASK_ID
 ta=$(ctl task submit demo "$IMAGE" --script "$tmpd/worker.sh" --verify "sleep 120" 2>&1)
 pa=$OBJ/tasks/$ta
 assert_eq "IN_PROGRESS" "$(task_prop "$pa" Outcome 2>&1)" "(a) submit a task whose verification sleeps ($ta)"
-retry_until 600 0.2 test "$(task_prop "$pa" Session 2>/dev/null)" != "/"
+retry_until 600 0.2 has_session "$pa"
 uid_work=$(session_uid "$(task_prop "$pa" Session)")
 assert_success "(a) the task reaches its verification" -- retry_until 1500 0.2 step_is "$pa" verify
 assert_success "(a) its verification session runs" -- \
-  retry_until 600 0.2 test "$(systemctl list-units --plain --no-legend 'vivarium-session-*' | grep -c .)" -gt 0
+  retry_until 600 0.2 some_session_runs
 vsid=$(systemctl list-units --plain --no-legend 'vivarium-session-*' | awk '{ print $1 }' | head -n 1)
 vsid=${vsid#vivarium-session-}; vsid=${vsid%.service}
 uid_verify=$(session_uid "$OBJ/sessions/$vsid")
@@ -134,7 +138,7 @@ ctl task submit demo "$IMAGE" --script "$tmpd/worker.sh" > "$tmpd/tb" 2>&1
 tb=$(cat "$tmpd/tb")
 pb=$OBJ/tasks/$tb
 assert_eq "IN_PROGRESS" "$(task_prop "$pb" Outcome 2>&1)" "(b) submit a task that leaves 24 MiB to commit ($tb)"
-retry_until 600 0.2 test "$(task_prop "$pb" Session 2>/dev/null)" != "/"
+retry_until 600 0.2 has_session "$pb"
 uid_b=$(session_uid "$(task_prop "$pb" Session)")
 head_before=$(git_demo rev-parse HEAD)
 retry_until 3000 0.05 step_is "$pb" commit

@@ -68,6 +68,9 @@ vivariumctl worker exec --cwd /project -- sh -c 'echo waited > waited.txt'
 vivariumctl worker finish --summary "Waited its turn." --verify "test -e waited.txt"
 EOF
 
+# Each try reads afresh (an argument in $(…) would be read once, before the first).
+has_session () { [ "$(task_prop "$1" Session 2>/dev/null)" != "/" ]; }
+
 # Samples the number of session units while the test runs (bounded: at most
 # 3000 samples); the largest count seen is the file's last line.
 sample_units () {
@@ -87,7 +90,7 @@ at_exit stop_sampler
 t1=$(ctl task submit first "$IMAGE" --script "$tmpd/hold.sh" 2>&1)
 p1=$OBJ/tasks/$t1
 assert_eq "IN_PROGRESS" "$(task_prop "$p1" Outcome 2>&1)" "the first task is submitted ($t1)"
-retry_until 600 0.1 test "$(task_prop "$p1" Session 2>/dev/null)" != "/"
+retry_until 600 0.1 has_session "$p1"
 assert_eq "work" "$(task_prop "$p1" Step 2>&1)" "it has the one session slot: Step work"
 
 t2=$(ctl task submit second "$IMAGE" --script "$tmpd/quick.sh" 2>&1)
