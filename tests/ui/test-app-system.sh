@@ -7,8 +7,9 @@
 # under Xvfb, driven through AT-SPI. Two runs of run-ui-test.sh:
 #   1. as root (polkit allows root everything): test-app-system.py — the
 #      daemon masked then started, every page, an image built and frozen, a
-#      project, a task whose question is answered in the app, its report,
-#      the self-test;
+#      project, a task whose question is answered in the app, its report
+#      (deleted under the open detail by a second task's, [Tasks]
+#      MaxReports=1), the self-test;
 #   2. as an unprivileged user whose only polkit rule lets it read:
 #      test-app-refused.py — an admin action refused, shown as a toast with
 #      the reason.
@@ -28,9 +29,10 @@ chmod 0755 "$work"
 mkdir -m 0777 "$work/logs" "$work/logs-user" "$work/home"
 user=vu$$
 rule=/etc/polkit-1/rules.d/49-vivarium-ui-test.rules
+retention=/etc/vivarium/conf.d/50-vivarium-ui-retention.conf
 cleanup () {
   systemctl unmask vivariumd.service >/dev/null 2>&1
-  rm -f "$rule"
+  rm -f "$rule" "$retention"
   userdel "$user" >/dev/null 2>&1
   rm -rf "$work"
 }
@@ -46,6 +48,17 @@ vivariumctl worker finish --summary "I wrote colour.txt with the colour you chos
 WEOF
 chmod 0755 "$work/worker.sh"
 export VIVARIUM_UI_WORKER=$work/worker.sh
+# A second task, submitted with vivariumctl while the first one's report is
+# open: with the bounds of 1 below, its report deletes the first report and
+# its end forgets the first task (ReportRemoved, TaskRemoved).
+cat > "$work/quick.sh" <<'WEOF'
+#!/bin/sh
+vivariumctl worker finish --summary "Nothing to do." --verify "true"
+WEOF
+chmod 0755 "$work/quick.sh"
+export VIVARIUM_UI_QUICK_WORKER=$work/quick.sh
+install -d -m 0755 /etc/vivarium/conf.d
+printf '[Tasks]\nMaxReports=1\nMaxFinishedTasks=1\n' > "$retention"
 export VIVARIUM_UI_EMIT_PNG=1
 
 # 1. as root. run-ui-test.sh provides Xvfb and a session bus; the system
