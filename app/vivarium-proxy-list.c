@@ -8,10 +8,9 @@
 
 /* A GListModel of the daemon's sessions, images, projects, tasks or
  * reports, fed by signals only: one List* call at the start (which also
- * makes this peer a subscriber), then the manager's *Added / *Removed (tasks
- * and reports have no Removed: the daemon prunes them only when it starts
- * anew, and the client then lists again) and each object's
- * PropertiesChanged (an items-changed of that one row). Items are the
+ * makes this peer a subscriber), then the manager's *Added / *Removed (a
+ * task or report the daemon pruned past its retention bound is Removed like
+ * a stopped session) and each object's PropertiesChanged (an items-changed of that one row). Items are the
  * generated proxies, sorted by object path so the order does not depend on
  * which reply came first. */
 
@@ -35,6 +34,9 @@ G_DEFINE_FINAL_TYPE_WITH_CODE (VivariumProxyList, vivarium_proxy_list, G_TYPE_OB
 enum { PROP_0, PROP_LOADED, N_PROPS };
 static GParamSpec *props[N_PROPS];
 
+enum { SIGNAL_OBJECT_REMOVED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
 /* The Manager's List* call of a kind, e.g. vivarium_dbus_manager_call_list_sessions. */
 typedef void (*ListCall) (VivariumDBusManager *proxy, GDBusCallFlags call_flags, gint timeout_msec,
                           GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data);
@@ -42,14 +44,14 @@ typedef void (*ListCall) (VivariumDBusManager *proxy, GDBusCallFlags call_flags,
 static const struct {
   ListCall    list;
   const char *added;
-  const char *removed;   /* NULL: the daemon never announces a removal */
+  const char *removed;
   const char *interface;
 } kinds[] = {
   [VIVARIUM_PROXY_LIST_SESSIONS] = { vivarium_dbus_manager_call_list_sessions, "SessionAdded", "SessionRemoved", "org.vivarium.Vivarium1.Session" },
   [VIVARIUM_PROXY_LIST_IMAGES] = { vivarium_dbus_manager_call_list_images, "ImageAdded", "ImageRemoved", "org.vivarium.Vivarium1.Image" },
   [VIVARIUM_PROXY_LIST_PROJECTS] = { vivarium_dbus_manager_call_list_projects, "ProjectAdded", "ProjectRemoved", "org.vivarium.Vivarium1.Project" },
-  [VIVARIUM_PROXY_LIST_TASKS] = { vivarium_dbus_manager_call_list_tasks, "TaskAdded", NULL, "org.vivarium.Vivarium1.Task" },
-  [VIVARIUM_PROXY_LIST_REPORTS] = { vivarium_dbus_manager_call_list_reports, "ReportAdded", NULL, "org.vivarium.Vivarium1.Report" },
+  [VIVARIUM_PROXY_LIST_TASKS] = { vivarium_dbus_manager_call_list_tasks, "TaskAdded", "TaskRemoved", "org.vivarium.Vivarium1.Task" },
+  [VIVARIUM_PROXY_LIST_REPORTS] = { vivarium_dbus_manager_call_list_reports, "ReportAdded", "ReportRemoved", "org.vivarium.Vivarium1.Report" },
 };
 
 static GType
@@ -154,10 +156,13 @@ forget_object (VivariumProxyList *self, const char *path)
 
   g_hash_table_remove (self->pending, path);
   pos = find_position (self, path, &found);
-  if (!found)
-    return;
-  g_ptr_array_remove_index (self->items, pos);
-  g_list_model_items_changed (G_LIST_MODEL (self), pos, 1, 0);
+  if (found) {
+    g_ptr_array_remove_index (self->items, pos);
+    g_list_model_items_changed (G_LIST_MODEL (self), pos, 1, 0);
+  }
+  /* Said apart from items-changed: a row also leaves a filtered view, but
+   * only this means the object is gone from the daemon. */
+  g_signal_emit (self, signals[SIGNAL_OBJECT_REMOVED], 0, path);
 }
 
 static void
@@ -172,7 +177,7 @@ manager_signal_cb (GDBusProxy *manager, const char *sender, const char *signal_n
   g_variant_get (parameters, "(&o)", &path);
   if (g_strcmp0 (signal_name, kinds[self->kind].added) == 0)
     fetch_object (self, path);
-  else if (kinds[self->kind].removed != NULL && g_strcmp0 (signal_name, kinds[self->kind].removed) == 0)
+  else if (g_strcmp0 (signal_name, kinds[self->kind].removed) == 0)
     forget_object (self, path);
 }
 
@@ -305,6 +310,8 @@ vivarium_proxy_list_class_init (VivariumProxyListClass *klass)
   props[PROP_LOADED] = g_param_spec_boolean ("loaded", NULL, NULL, FALSE,
                                              G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, props);
+  signals[SIGNAL_OBJECT_REMOVED] = g_signal_new ("object-removed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                                 NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
 }
 
 static void

@@ -10,10 +10,12 @@ typedef enum {
   VIVARIUM_PROXY_LIST_SESSIONS,  /* VivariumDBusSession, ListSessions, Session{Added,Removed} */
   VIVARIUM_PROXY_LIST_IMAGES,    /* VivariumDBusImage, ListImages, Image{Added,Removed} */
   VIVARIUM_PROXY_LIST_PROJECTS,  /* VivariumDBusProject, ListProjects, Project{Added,Removed} */
-  VIVARIUM_PROXY_LIST_TASKS,     /* VivariumDBusTask, ListTasks, TaskAdded */
-  VIVARIUM_PROXY_LIST_REPORTS,   /* VivariumDBusReport, ListReports, ReportAdded */
+  VIVARIUM_PROXY_LIST_TASKS,     /* VivariumDBusTask, ListTasks, TaskAdded, TaskRemoved */
+  VIVARIUM_PROXY_LIST_REPORTS,   /* VivariumDBusReport, ListReports, ReportAdded, ReportRemoved */
 } VivariumProxyListKind;
 
+/* signal "object-removed" (const char *object_path): the daemon announced
+ * the object gone (its *Removed), after its row left the model. */
 #define VIVARIUM_TYPE_PROXY_LIST (vivarium_proxy_list_get_type ())
 G_DECLARE_FINAL_TYPE (VivariumProxyList, vivarium_proxy_list, VIVARIUM, PROXY_LIST, GObject)
 

@@ -29,6 +29,7 @@ struct _VivariumReportsPage {
   GtkFilterListModel *filtered;
   GtkCustomFilter    *filter;
   GCancellable       *cancellable;   /* the detail being loaded */
+  char               *shown_path;    /* the report in the detail, NULL when none */
 };
 
 G_DEFINE_FINAL_TYPE (VivariumReportsPage, vivarium_reports_page, ADW_TYPE_BIN)
@@ -290,6 +291,8 @@ open_report (VivariumReportsPage *self, VivariumDBusReport *report)
   g_cancellable_cancel (self->cancellable);
   g_clear_object (&self->cancellable);
   self->cancellable = g_cancellable_new ();
+  g_free (self->shown_path);
+  self->shown_path = g_strdup (g_dbus_proxy_get_object_path (G_DBUS_PROXY (report)));
   clear_detail (self);
   gtk_box_append (self->detail_box, wrapped_label (_("Loading…"), "dim-label"));
   gtk_label_set_text (self->detail_title, title);
@@ -311,9 +314,24 @@ row_activated_cb (VivariumReportsPage *self, GtkListBoxRow *row)
     open_report (self, report);
 }
 
+/* The daemon deleted the report on show (past its retention bound): what
+ * the detail held is no longer the service's, so it says so instead. */
+static void
+report_removed_cb (VivariumReportsPage *self, const char *path)
+{
+  if (g_strcmp0 (path, self->shown_path) != 0)
+    return;
+  g_cancellable_cancel (self->cancellable);
+  clear_detail (self);
+  gtk_box_append (self->detail_box,
+                  wrapped_label (_("This report is gone: the service keeps only its newest reports and has deleted "
+                                   "this one."), "error"));
+}
+
 static void
 back_clicked_cb (VivariumReportsPage *self)
 {
+  g_clear_pointer (&self->shown_path, g_free);
   g_cancellable_cancel (self->cancellable);
   gtk_list_box_unselect_all (self->report_list);
   gtk_stack_set_visible_child_name (self->page_stack, "list");
@@ -392,6 +410,8 @@ drop_lists (VivariumReportsPage *self)
   gtk_list_box_bind_model (self->report_list, NULL, NULL, NULL, NULL);
   if (self->filtered != NULL)
     g_signal_handlers_disconnect_by_data (self->filtered, self);
+  if (self->reports != NULL)
+    g_signal_handlers_disconnect_by_data (self->reports, self);
   g_clear_object (&self->filtered);
   g_clear_object (&self->filter);
   g_clear_object (&self->reports);
@@ -411,6 +431,7 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
     return;
   }
   self->reports = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_REPORTS);
+  g_signal_connect_swapped (self->reports, "object-removed", G_CALLBACK (report_removed_cb), self);
   sorted = gtk_sort_list_model_new (G_LIST_MODEL (g_object_ref (self->reports)),
                                     GTK_SORTER (gtk_custom_sorter_new (compare_reports, NULL, NULL)));
   self->filter = gtk_custom_filter_new (filter_report, self, NULL);
@@ -435,6 +456,7 @@ vivarium_reports_page_dispose (GObject *object)
 
   g_cancellable_cancel (self->cancellable);
   g_clear_object (&self->cancellable);
+  g_clear_pointer (&self->shown_path, g_free);
   if (self->report_list != NULL)
     drop_lists (self);
   g_clear_object (&self->client);

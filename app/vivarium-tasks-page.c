@@ -513,6 +513,18 @@ tasks_changed_cb (GListModel *model, guint position, guint removed, guint added,
   gtk_stack_set_visible_child_name (self->list_stack, g_list_model_get_n_items (model) > 0 ? "list" : "empty");
 }
 
+/* A finished task the daemon forgot (past its retention bound): its row,
+ * which was its detail, has left the list; if it was open, the operator
+ * hears why it went. */
+static void
+task_removed_cb (VivariumProxyList *tasks, const char *path, gpointer user_data)
+{
+  VivariumTasksPage *self = user_data;
+
+  if (g_hash_table_remove (self->expanded, path))
+    vivarium_toast (GTK_WIDGET (self), _("A task you had open is gone: the service keeps only its newest finished tasks."));
+}
+
 static void
 rebind (VivariumTasksPage *self)
 {
@@ -543,6 +555,7 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
     return;
   self->tasks = vivarium_proxy_list_new (G_DBUS_PROXY (manager), VIVARIUM_PROXY_LIST_TASKS);
   g_signal_connect (self->tasks, "items-changed", G_CALLBACK (tasks_changed_cb), self);
+  g_signal_connect (self->tasks, "object-removed", G_CALLBACK (task_removed_cb), self);
   self->sorted = gtk_sort_list_model_new (G_LIST_MODEL (g_object_ref (self->tasks)),
                                           GTK_SORTER (gtk_custom_sorter_new (compare_tasks, NULL, NULL)));
   rebind (self);

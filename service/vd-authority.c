@@ -37,6 +37,12 @@ static const VdActionRow action_map[] = {
   M ("Manager", "SubmitTask",      A ("task-submit")),
   M ("Manager", "ListTasks",       A ("read-status")),
   M ("Manager", "ListReports",     A ("read-reports")),
+  /* A list's signals follow its List method: who may not list the
+   * reports hears of none coming or going; the tasks' are ListTasks's. */
+  S ("Manager", "TaskAdded",       A ("read-status")),
+  S ("Manager", "TaskRemoved",     A ("read-status")),
+  S ("Manager", "ReportAdded",     A ("read-reports")),
+  S ("Manager", "ReportRemoved",   A ("read-reports")),
   M ("Manager", "CheckEgress",     A ("read-status")),
   /* Which hosts hold tokens is an administrator's business too. */
   M ("Manager", "AddSecret",       A ("secret-manage")),

@@ -183,6 +183,21 @@ vd_config_get_commit_timeout_sec (VdConfig *self)
   return get_uint (self, "Tasks", "CommitTimeoutSec", 600, 10, 86400);
 }
 
+/* Retention: how many finished tasks stay on the bus (and on disk), how
+ * many signed reports are kept. Bounded above, since each costs an object
+ * on the bus and, for a report, up to its command log's 8 MiB on disk. */
+guint
+vd_config_get_max_finished_tasks (VdConfig *self)
+{
+  return get_uint (self, "Tasks", "MaxFinishedTasks", VD_CONFIG_MAX_FINISHED_TASKS_DEFAULT, 1, 1000);
+}
+
+guint
+vd_config_get_max_reports (VdConfig *self)
+{
+  return get_uint (self, "Tasks", "MaxReports", VD_CONFIG_MAX_REPORTS_DEFAULT, 1, 2000);
+}
+
 guint32
 vd_config_get_uid_base (VdConfig *self)
 {

@@ -199,24 +199,37 @@ handle_submit_task (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
-/* Pruned or deleted objects leave the bus: the boundary holds every object
- * it serves until it is told. */
-static void
-object_removed_cb (GObject *owner, const gchar *path, gpointer user_data)
-{
-  vd_exported_remove (VD_MANAGER (user_data)->exported, path);
-}
-
 static void
 task_added_cb (VdTaskRunner *runner, const gchar *path, gpointer user_data)
 {
   vivarium_dbus_manager_emit_task_added (VD_MANAGER (user_data)->skeleton, path);
 }
 
+/* Pruned objects leave the bus (the boundary holds every object it serves
+ * until it is told), and the lists that showed them hear so: a client's
+ * list shrinks as well as grows. */
+static void
+task_removed_cb (VdTaskRunner *runner, const gchar *path, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+
+  vd_exported_remove (self->exported, path);
+  vivarium_dbus_manager_emit_task_removed (self->skeleton, path);
+}
+
 static void
 report_added_cb (VdReportStore *store, const gchar *path, gpointer user_data)
 {
   vivarium_dbus_manager_emit_report_added (VD_MANAGER (user_data)->skeleton, path);
+}
+
+static void
+report_removed_cb (VdReportStore *store, const gchar *path, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+
+  vd_exported_remove (self->exported, path);
+  vivarium_dbus_manager_emit_report_removed (self->skeleton, path);
 }
 
 /* --- projects -------------------------------------------------------- */
@@ -789,7 +802,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
     g_autofree gchar *reports = vd_config_build_state_path (config, "reports", NULL);
     self->projects = vd_project_store_new (projects, keys, remotes, export_func, self);
     vd_project_store_set_config (self->projects, self->config);
-    self->reports = vd_report_store_new (reports, keys, VD_REPORT_STORE_MAX, export_func, self);
+    self->reports = vd_report_store_new (reports, keys, vd_config_get_max_reports (config), export_func, self);
   }
   /* The authority judges workers by these before it asks polkit. */
   self->grants = vd_worker_grants_new (VIVARIUM_WORKER_UID_BASE, VIVARIUM_SESSION_UID_COUNT);
@@ -829,8 +842,8 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-create-project", G_CALLBACK (handle_create_project), self);
   g_signal_connect (self->projects, "project-added", G_CALLBACK (project_added_cb), self);
   g_signal_connect (self->projects, "project-removed", G_CALLBACK (project_removed_cb), self);
-  g_signal_connect (self->reports, "report-removed", G_CALLBACK (object_removed_cb), self);
-  g_signal_connect (self->runner, "task-removed", G_CALLBACK (object_removed_cb), self);
+  g_signal_connect (self->reports, "report-removed", G_CALLBACK (report_removed_cb), self);
+  g_signal_connect (self->runner, "task-removed", G_CALLBACK (task_removed_cb), self);
   g_signal_connect (s, "handle-list-reports", G_CALLBACK (handle_list_reports), self);
   g_signal_connect (self->reports, "report-added", G_CALLBACK (report_added_cb), self);
   g_signal_connect (s, "handle-list-tasks", G_CALLBACK (handle_list_tasks), self);
@@ -877,6 +890,10 @@ vd_manager_start (VdManager *self, GError **error)
   vivarium_dbus_manager_set_version (self->skeleton, PACKAGE_VERSION);
   vivarium_dbus_manager_set_state (self->skeleton, "running");
   vivarium_dbus_manager_set_accelerator (self->skeleton, vd_config_use_kvm (self->config) ? "kvm" : "tcg");
+  /* Before the stores load: the reports past [Tasks] MaxReports= (lowered
+   * since the last start) are exported and pruned by the load itself, and
+   * must leave the boundary with their files. */
+  connect_handlers (self);
   /* Without its key the daemon could sign nothing: tasks would end with
    * no report. It still serves sessions; SubmitTask refuses. */
   if (!vd_report_store_load (self->reports, &local_error)) {
@@ -888,7 +905,6 @@ vd_manager_start (VdManager *self, GError **error)
     vivarium_dbus_manager_set_public_key (self->skeleton, public_key);
     vivarium_dbus_manager_set_key_fingerprint (self->skeleton, vd_report_store_get_fingerprint (self->reports));
   }
-  connect_handlers (self);
   if (!export_protected (self, G_DBUS_INTERFACE_SKELETON (self->skeleton), VIVARIUM_DBUS_PATH, error) ||
       !export_protected (self, vd_guard_get_skeleton (self->guard), VIVARIUM_DBUS_PATH, error))
     return FALSE;

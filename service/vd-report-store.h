@@ -17,15 +17,15 @@ G_BEGIN_DECLS
  * and left on disk for the operator. Only metadata stays in memory; GetJson
  * and GetText read the file.
  *
- * Retention: at most VD_REPORT_STORE_MAX reports; storing one more removes
- * the oldest (by creation time) from the bus and the disk.
+ * Retention: at most @max_reports reports ([Tasks] MaxReports=); storing
+ * one more (or loading more) removes the oldest (by creation time) from the
+ * bus and the disk.
  *
  * signal "report-added" (const gchar *object_path),
  * signal "report-removed" (const gchar *object_path): pruned, to leave the bus */
 
-#define VD_REPORT_STORE_MAX 200
 /* One report's command log file: with the retention above, the directory
- * stays under VD_REPORT_STORE_MAX × this, however the workers flood. */
+ * stays under MaxReports × this, however the workers flood. */
 #define VD_REPORT_COMMAND_LOG_BYTES_MAX (8 * 1024 * 1024)
 
 #define VD_TYPE_REPORT_STORE (vd_report_store_get_type ())

@@ -1586,11 +1586,12 @@ by_submission (gconstpointer a, gconstpointer b)
   return x < y ? -1 : x > y;
 }
 
-/* At most VD_TASK_RUNNER_HISTORY finished tasks stay; the oldest leave
+/* At most [Tasks] MaxFinishedTasks= finished tasks stay; the oldest leave
  * the bus and the disk. */
 static void
 prune_tasks (VdTaskRunner *self)
 {
+  guint history = vd_config_get_max_finished_tasks (self->config);
   g_autoptr(GPtrArray) finished = g_ptr_array_new ();
   GHashTableIter iter;
   gpointer value;
@@ -1601,7 +1602,7 @@ prune_tasks (VdTaskRunner *self)
       g_ptr_array_add (finished, value);
   }
   g_ptr_array_sort (finished, by_submission);
-  for (guint i = 0; i + VD_TASK_RUNNER_HISTORY < finished->len; i++) {
+  for (guint i = 0; i + history < finished->len; i++) {
     VdTask *oldest = g_ptr_array_index (finished, i);
     g_autofree gchar *object_path = g_strdup (vd_task_get_object_path (oldest));
     g_autofree gchar *id = g_strdup (vd_task_get_id (oldest));

@@ -26,12 +26,12 @@ G_BEGIN_DECLS
  * of a task are declared once, in vd-task-runner.c (run_steps[]): Task.Step
  * and Timings come from there.
  *
- * At most VD_TASK_RUNNER_HISTORY finished tasks stay on the bus.
+ * At most [Tasks] MaxFinishedTasks= finished tasks stay on the bus; past
+ * it the oldest leave the bus and the disk.
  *
  * signal "task-added" (const gchar *object_path),
  * signal "task-removed" (const gchar *object_path): pruned, to leave the bus */
 
-#define VD_TASK_RUNNER_HISTORY   50
 #define VD_TASK_DEFAULT_TIMEOUT  1800
 /* The verification command's own limit in the fresh session. */
 #define VD_TASK_VERIFY_TIMEOUT   600

@@ -453,10 +453,17 @@ task_needs_input (Fixture *f)
   return t != NULL && g_strcmp0 (vivarium_dbus_task_get_outcome (t), "NEEDS_INPUT") == 0 && f->changes > 0;
 }
 
+static void
+object_removed_cb (VivariumProxyList *list, const char *path, gpointer user_data)
+{
+  g_ptr_array_add (user_data, g_strdup (path));
+}
+
 /* Tasks: TaskAdded adds the row, PropertiesChanged (the worker asked)
- * changes it in place; the daemon sends no TaskRemoved, and another kind's
- * Removed for the same path removes nothing. Recorded from a real task of
- * tests/system/test-tasks.sh (ids shortened). */
+ * changes it in place; another kind's Removed for the same path removes
+ * nothing, TaskRemoved (the daemon pruned it) removes it and says so
+ * ("object-removed", which a filtered view's items-changed cannot).
+ * Recorded from a real task of tests/system/test-tasks.sh (ids shortened). */
 static void
 test_tasks (Fixture *f, gconstpointer data)
 {
@@ -513,11 +520,23 @@ test_tasks (Fixture *f, gconstpointer data)
     g_assert_nonnull (vivarium_proxy_list_lookup (list, path));
     g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (second));
   }
-  g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (skel));
+  {
+    g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func (g_free);
+
+    g_signal_connect (list, "object-removed", G_CALLBACK (object_removed_cb), removed);
+    g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (skel));
+    vivarium_dbus_manager_emit_task_removed (f->manager_skel, path);
+    wait_for_items (f, list, 1);
+    g_assert_null (vivarium_proxy_list_lookup (list, path));
+    g_assert_nonnull (vivarium_proxy_list_lookup (list, "/org/vivarium/Vivarium1/tasks/t6a0"));
+    g_assert_cmpuint (removed->len, ==, 1);
+    g_assert_cmpstr (g_ptr_array_index (removed, 0), ==, path);
+    g_signal_handlers_disconnect_by_data (list, removed);
+  }
 }
 
-/* Projects come and go with ProjectAdded / ProjectRemoved; reports arrive
- * with ReportAdded, each a proxy of its own interface. */
+/* Projects come and go with ProjectAdded / ProjectRemoved; reports with
+ * ReportAdded / ReportRemoved, each a proxy of its own interface. */
 static void
 test_projects_and_reports (Fixture *f, gconstpointer data)
 {
@@ -563,6 +582,8 @@ test_projects_and_reports (Fixture *f, gconstpointer data)
   wait_for_items (f, projects, 0);
   g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (reports)), ==, 1);
   g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (report));
+  vivarium_dbus_manager_emit_report_removed (f->manager_skel, report_path);
+  wait_for_items (f, reports, 0);
 }
 
 /* The error sentences the toasts show: ours first, then the daemon's. */

@@ -117,6 +117,8 @@ check_getters (VdConfig *config)
   (void) vd_config_get_max_sessions (config);
   (void) vd_config_get_commit_file_max (config);
   (void) vd_config_get_commit_timeout_sec (config);
+  g_assert (vd_config_get_max_finished_tasks (config) >= 1 && vd_config_get_max_finished_tasks (config) <= 1000);
+  g_assert (vd_config_get_max_reports (config) >= 1 && vd_config_get_max_reports (config) <= 2000);
   (void) vd_config_get_agent_timeout_sec (config);
   (void) vd_config_get_allow_unenforced_layer1 (config);
   (void) vd_config_get_allow_negative_control (config);

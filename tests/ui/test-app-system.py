@@ -19,6 +19,9 @@
 #      worker, the task ends DONE; its transcript (empty) is read;
 #   6. Reports: its report opens; the signature verifies in the app, the
 #      verdict is pass, and the claim is in a block labelled as a claim;
+#      a second task (vivariumctl) with [Tasks] MaxReports=1 and
+#      MaxFinishedTasks=1 (test-app-system.sh) deletes that report under the
+#      open detail, which says it is gone; both lists drop the first's row;
 #   7. Self-test: Run, then the verdict agrees with the matrix.
 # A screenshot of each page lands in VIVARIUM_UI_LOGDIR.
 import json
@@ -345,7 +348,29 @@ def report(app, tid):
         names = ['(%s)' % e]
     tap(CLAIM_HEADING in names, 'the quoted summary is labelled by the claim heading: %r' % names)
     screenshot('reports.png')
+    rows_leave(app, tid)
+
+
+def rows_leave(app, tid):
+    """A second task's report deletes the open one (MaxReports=1): the
+    detail says so instead of showing what is gone, and the Reports and
+    Tasks pages drop the first task's rows (ReportRemoved, TaskRemoved)."""
+    out = ctl('task', 'submit', 'demo', 'tiny', '--script', os.environ['VIVARIUM_UI_QUICK_WORKER'])
+    second = out.stdout.strip()
+    if not tap(out.returncode == 0 and second != '', 'a second task from vivariumctl: %r (%s)' % (second, out.stderr.strip())):
+        click(app, 'Back to the Reports')
+        return
+    out = ctl('task', 'wait', second, '--timeout', '300')
+    tap(out.returncode == 0, 'it ends DONE (%s)' % (out.stdout.strip() or out.stderr.strip()))
+    tap(poll(lambda: labels_containing(app, 'This report is gone')), 'ReportRemoved: the open detail says the report is gone')
+    tap(not has_label(app, CLAIM_HEADING), 'nothing of the deleted report is shown (no claim block)')
+    screenshot('report-gone.png')
     click(app, 'Back to the Reports')
+    tap(poll(lambda: has_label(app, 'Report %s' % second) and not has_label(app, 'Report %s' % tid)),
+        'the Reports page lists the new report and no longer the deleted one')
+    switch_to(app, 'Tasks')
+    tap(poll(lambda: has_label(app, 'Task %s' % second) and not has_label(app, 'Task %s' % tid)),
+        'TaskRemoved: the Tasks page drops the forgotten first task')
 
 
 def selftest(app):

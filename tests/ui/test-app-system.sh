@@ -7,10 +7,11 @@
 # under Xvfb, driven through AT-SPI. Two runs of run-ui-test.sh:
 #   1. as root (polkit allows root everything): test-app-system.py — the
 #      daemon masked then started, every page, an image built and frozen, a
-#      project, a task whose question is answered in the app, its report,
-#      an agent task handed over in New Task… (against the scripted model
-#      server) ending DONE with its report verified, every page at 360 px,
-#      the self-test;
+#      project, a task whose question is answered in the app, its report
+#      (deleted under the open detail by a second task's, [Tasks]
+#      MaxReports=1), an agent task handed over in New Task… (against the
+#      scripted model server) ending DONE with its report verified, the
+#      self-test, every page at 360 px;
 #   2. as an unprivileged user whose only polkit rule lets it read:
 #      test-app-refused.py — an admin action refused, shown as a toast with
 #      the reason.
@@ -33,10 +34,11 @@ rule=/etc/polkit-1/rules.d/49-vivarium-ui-test.rules
 agent_conf=/etc/vivarium/conf.d/50-ui-test-agent.conf
 agent_key=/etc/vivarium/ui-test-agent.key
 model_pid=
+retention=/etc/vivarium/conf.d/50-vivarium-ui-retention.conf
 cleanup () {
   [ -n "$model_pid" ] && kill "$model_pid" 2>/dev/null
   systemctl unmask vivariumd.service >/dev/null 2>&1
-  rm -f "$rule" "$agent_conf" "$agent_key"
+  rm -f "$rule" "$agent_conf" "$agent_key" "$retention"
   userdel "$user" >/dev/null 2>&1
   rm -rf "$work"
 }
@@ -52,6 +54,17 @@ vivariumctl worker finish --summary "I wrote colour.txt with the colour you chos
 WEOF
 chmod 0755 "$work/worker.sh"
 export VIVARIUM_UI_WORKER=$work/worker.sh
+# A second task, submitted with vivariumctl while the first one's report is
+# open: with the bounds of 1 below, its report deletes the first report and
+# its end forgets the first task (ReportRemoved, TaskRemoved).
+cat > "$work/quick.sh" <<'WEOF'
+#!/bin/sh
+vivariumctl worker finish --summary "Nothing to do." --verify "true"
+WEOF
+chmod 0755 "$work/quick.sh"
+export VIVARIUM_UI_QUICK_WORKER=$work/quick.sh
+install -d -m 0755 /etc/vivarium/conf.d
+printf '[Tasks]\nMaxReports=1\nMaxFinishedTasks=1\n' > "$retention"
 export VIVARIUM_UI_EMIT_PNG=1
 
 # The agent task handed over in the dialog: vivarium-agent against the

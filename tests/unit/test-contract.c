@@ -11,6 +11,8 @@
 
 #include "config.h"
 
+#include <string.h>
+
 #include <gio/gio.h>
 
 #include "vivarium-names.h"
@@ -107,6 +109,45 @@ test_every_interface_readable (void)
   }
 }
 
+/* A collection's Added and Removed signals tell as much as its List
+ * method (a path per object): each needs the same action, or a peer polkit
+ * refuses the list would learn it signal by signal. Manager.ReportAdded
+ * once went to every read-status peer while ListReports needed
+ * read-reports. */
+static void
+test_list_signals_follow_list (void)
+{
+  GDBusInterfaceInfo *manager = g_dbus_node_info_lookup_interface (contract, VIVARIUM_DBUS_IFACE_PREFIX ".Manager");
+  guint n_checked = 0;
+
+  g_assert_nonnull (manager);
+  for (guint s = 0; manager->signals != NULL && manager->signals[s] != NULL; s++) {
+    const gchar *name = manager->signals[s]->name;
+    g_autofree gchar *noun = NULL;
+    g_autofree gchar *list = NULL;
+    const gchar *list_action;
+
+    if (g_str_has_suffix (name, "Added"))
+      noun = g_strndup (name, strlen (name) - strlen ("Added"));
+    else if (g_str_has_suffix (name, "Removed"))
+      noun = g_strndup (name, strlen (name) - strlen ("Removed"));
+    else
+      continue;
+    list = g_strdup_printf ("List%ss", noun);
+    if (g_dbus_interface_info_lookup_method (manager, list) == NULL) {
+      g_test_fail_printf ("Manager.%s has no Manager.%s to follow", name, list);
+      continue;
+    }
+    list_action = vd_authority_action_for (manager->name, list);
+    if (g_strcmp0 (vd_authority_signal_action_for (manager->name, name), list_action) != 0)
+      g_test_fail_printf ("Manager.%s is sent to the peers allowed %s, but %s needs %s", name,
+                          vd_authority_signal_action_for (manager->name, name), list, list_action);
+    n_checked++;
+  }
+  /* Sessions, projects, tasks, reports, images: both ways. */
+  g_assert_cmpuint (n_checked, >=, 10);
+}
+
 static gboolean
 member_exists (GDBusInterfaceInfo *iface, const VdActionRow *row)
 {
@@ -168,6 +209,7 @@ main (int argc, char **argv)
   g_test_add_func ("/contract/every-method-mapped", test_every_method_mapped);
   g_test_add_func ("/contract/every-interface-readable", test_every_interface_readable);
   g_test_add_func ("/contract/every-row-real", test_every_row_real);
+  g_test_add_func ("/contract/list-signals-follow-list", test_list_signals_follow_list);
   g_test_add_func ("/contract/every-action-used", test_every_action_used);
   return g_test_run ();
 }
