@@ -50,14 +50,43 @@ static const GActionEntry app_actions[] = {
   { .name = "quit", .activate = quit_cb },
 };
 
+/* Every accelerator of the app, in one place: the shortcuts window
+ * (gtk/help-overlay.ui) names these actions and shows what is bound here. */
+static const struct {
+  const char *action;
+  const char *accels[3];
+} app_accels[] = {
+  { "app.quit", { "<Control>q", NULL } },
+  { "window.close", { "<Control>w", NULL } },
+  { "win.show-help-overlay", { "<Control>question", NULL } },
+  { "win.show-page::sessions", { "<Control>1", NULL } },
+  { "win.show-page::images", { "<Control>2", NULL } },
+  { "win.show-page::projects", { "<Control>3", NULL } },
+  { "win.show-page::tasks", { "<Control>4", NULL } },
+  { "win.show-page::reports", { "<Control>5", NULL } },
+  { "win.show-page::selftest", { "<Control>6", NULL } },
+  { "win.new-task::", { "<Control>n", NULL } },
+  { "win.start-session::", { "<Control><Shift>n", NULL } },
+};
+
+/* Saved while the windows still exist: Quit ends the app without closing
+ * them (no close-request). */
+static void
+vivarium_application_shutdown (GApplication *app)
+{
+  for (GList *l = gtk_application_get_windows (GTK_APPLICATION (app)); l != NULL; l = l->next)
+    if (VIVARIUM_IS_WINDOW (l->data))
+      vivarium_window_save_state (l->data);
+  G_APPLICATION_CLASS (vivarium_application_parent_class)->shutdown (app);
+}
+
 static void
 vivarium_application_startup (GApplication *app)
 {
-  const char *quit_accels[] = { "<Control>q", NULL };
-
   G_APPLICATION_CLASS (vivarium_application_parent_class)->startup (app);
   g_action_map_add_action_entries (G_ACTION_MAP (app), app_actions, G_N_ELEMENTS (app_actions), app);
-  gtk_application_set_accels_for_action (GTK_APPLICATION (app), "app.quit", quit_accels);
+  for (guint i = 0; i < G_N_ELEMENTS (app_accels); i++)
+    gtk_application_set_accels_for_action (GTK_APPLICATION (app), app_accels[i].action, app_accels[i].accels);
   /* Dark mode follows the desktop (AdwStyleManager's default). */
   adw_style_manager_set_color_scheme (adw_style_manager_get_default (), ADW_COLOR_SCHEME_DEFAULT);
 }
@@ -69,6 +98,7 @@ vivarium_application_class_init (VivariumApplicationClass *klass)
 
   app_class->activate = vivarium_application_activate;
   app_class->startup = vivarium_application_startup;
+  app_class->shutdown = vivarium_application_shutdown;
 }
 
 static void

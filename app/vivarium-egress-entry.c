@@ -16,6 +16,7 @@ struct _VivariumEgressEntry {
   GObject                parent_instance;
   guint64                offset;
   VivariumEgressVerdict  verdict;
+  gint64                 time_usec;
   char                  *time;
   char                  *destination;
   char                  *via;
@@ -52,8 +53,8 @@ format_destination (const char *untrusted_host, guint16 port)
 static char *
 format_bytes (guint64 up, guint64 down)
 {
-  g_autofree char *up_text = g_format_size (up);
-  g_autofree char *down_text = g_format_size (down);
+  g_autofree char *up_text = vivarium_format_size (up, FALSE);
+  g_autofree char *down_text = vivarium_format_size (down, FALSE);
 
   /* TRANSLATORS: bytes the guest sent, then bytes it received. */
   return g_strdup_printf (_("%s up · %s down"), up_text, down_text);
@@ -83,7 +84,9 @@ vivarium_egress_entry_new (GVariant *entry, guint64 offset)
 
   self->offset = offset;
   self->verdict = parse_verdict (verdict);
-  self->time = time > 0 ? vivarium_format_time ((guint64) time) : g_strdup (_("unknown"));
+  /* A decision has a time; none (0) is not "never" but unknown. */
+  self->time_usec = time > 0 ? time : -1;
+  self->time = vivarium_time_exact (self->time_usec);
   self->destination = format_destination (host, port);
   self->via = vivarium_plain_text (via, 16);
   self->reason = vivarium_plain_text (reason, VIVARIUM_EGRESS_REASON_MAX_CHARS);
@@ -129,6 +132,14 @@ vivarium_egress_entry_get_verdict_class (VivariumEgressEntry *self)
   }
 }
 
+/* When the proxy decided, µs since the epoch; -1 when it did not say. */
+gint64
+vivarium_egress_entry_get_time_usec (VivariumEgressEntry *self)
+{
+  return self->time_usec;
+}
+
+/* The exact local time, or "unknown". */
 const char *
 vivarium_egress_entry_get_time (VivariumEgressEntry *self)
 {

@@ -29,6 +29,7 @@ guint64                vivarium_egress_entry_get_offset      (VivariumEgressEntr
 VivariumEgressVerdict  vivarium_egress_entry_get_verdict     (VivariumEgressEntry *self);
 const char            *vivarium_egress_entry_get_verdict_label (VivariumEgressEntry *self);
 const char            *vivarium_egress_entry_get_verdict_class (VivariumEgressEntry *self);
+gint64                 vivarium_egress_entry_get_time_usec   (VivariumEgressEntry *self);
 const char            *vivarium_egress_entry_get_time        (VivariumEgressEntry *self);
 const char            *vivarium_egress_entry_get_destination (VivariumEgressEntry *self);
 const char            *vivarium_egress_entry_get_via         (VivariumEgressEntry *self);

@@ -64,21 +64,6 @@ vivarium_format_uptime (guint64 started_at_usec)
   return vivarium_format_duration (now - started_at_usec);
 }
 
-char *
-vivarium_format_time (guint64 usec)
-{
-  g_autoptr(GDateTime) utc = NULL;
-  g_autoptr(GDateTime) local = NULL;
-
-  if (usec == 0)
-    return g_strdup (_("never"));
-  utc = g_date_time_new_from_unix_utc (usec / G_USEC_PER_SEC);
-  if (utc == NULL)
-    return g_strdup (_("unknown"));
-  local = g_date_time_to_local (utc);
-  return g_date_time_format (local, "%x %X");
-}
-
 #define DEFINE_PARSE(name, Type, from_string)                                  \
   gint                                                                         \
   name (const char *word)                                                      \

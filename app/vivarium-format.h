@@ -3,7 +3,10 @@
 
 #include <glib.h>
 
+#include "vivarium-size.h"
 #include "vivarium-state.h"
+#include "vivarium-time.h"
+#include "vivarium-user.h"
 
 G_BEGIN_DECLS
 
@@ -18,7 +21,6 @@ G_BEGIN_DECLS
 char    *vivarium_plain_text          (const char   *untrusted,
                                        gsize         max_chars);
 char    *vivarium_format_uptime       (guint64       started_at_usec);
-char    *vivarium_format_time         (guint64       usec);
 char    *vivarium_format_duration     (guint64       usec);
 char    *vivarium_format_duration_ms  (guint64       msec);
 

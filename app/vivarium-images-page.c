@@ -50,7 +50,7 @@ page_of (GtkWidget *widget)
 static char *
 image_summary (VivariumDBusImage *image)
 {
-  g_autofree char *size = g_format_size (vivarium_dbus_image_get_size (image));
+  g_autofree char *size = vivarium_format_size (vivarium_dbus_image_get_size (image), FALSE);
   g_autofree char *recipe = vivarium_plain_text (vivarium_dbus_image_get_recipe (image), 64);
   const char *const *users = vivarium_dbus_image_get_in_use_by (image);
   guint n_users = users != NULL ? g_strv_length ((char **) users) : 0;

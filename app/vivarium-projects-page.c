@@ -53,8 +53,8 @@ project_name (VivariumDBusProject *project)
 static char *
 usage_text (VivariumDBusProject *project)
 {
-  g_autofree char *used = g_format_size (vivarium_dbus_project_get_used_bytes (project));
-  g_autofree char *quota = g_format_size (vivarium_dbus_project_get_quota_bytes (project));
+  g_autofree char *used = vivarium_format_size (vivarium_dbus_project_get_used_bytes (project), FALSE);
+  g_autofree char *quota = vivarium_format_size (vivarium_dbus_project_get_quota_bytes (project), FALSE);
 
   return g_strdup_printf (_("%s of %s used"), used, quota);
 }
@@ -86,7 +86,7 @@ log_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     g_autofree char *short_id = vivarium_plain_text (id, 10);
     g_autofree char *plain_subject = vivarium_plain_text (subject, 120);
     g_autofree char *plain_author = vivarium_plain_text (author, 80);
-    g_autofree char *time = vivarium_format_time (when);
+    g_autofree char *time = vivarium_time_exact (when);
 
     if (text->len > 0)
       g_string_append_c (text, '\n');

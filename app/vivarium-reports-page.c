@@ -104,7 +104,7 @@ fact (GtkWidget *g, const char *title, const char *value)
 static char *
 usec_time (gint64 usec)
 {
-  return vivarium_format_time (usec > 0 ? (guint64) usec : 0);
+  return vivarium_time_exact (usec);
 }
 
 static void
@@ -139,8 +139,9 @@ show_header (VivariumReportsPage *self, VivariumReport *report)
   g_autofree char *started = usec_time (vivarium_report_get_started_at (report));
   g_autofree char *ended = usec_time (vivarium_report_get_ended_at (report));
   g_autofree char *packets = g_strdup_printf ("%" G_GUINT64_FORMAT, vivarium_report_get_guard_dropped_packets (report));
-  g_autofree char *bytes = g_strdup_printf ("%" G_GUINT64_FORMAT, vivarium_report_get_guard_dropped_bytes (report));
-  g_autofree char *drops = g_strdup_printf (_("%s packets, %s bytes"), packets, bytes);
+  g_autofree char *bytes = vivarium_format_size (vivarium_report_get_guard_dropped_bytes (report), TRUE);
+  /* TRANSLATORS: packets the guard dropped, then their size ("2.0 KiB (2048 bytes)"). */
+  g_autofree char *drops = g_strdup_printf (_("%s packets, %s"), packets, bytes);
   g_autofree char *commands = g_strdup_printf ("%u", vivarium_report_get_commands (report)->len +
                                                      (guint) vivarium_report_get_commands_omitted (report));
 
@@ -342,26 +343,38 @@ back_clicked_cb (VivariumReportsPage *self)
 
 /* --- the list ------------------------------------------------------------- */
 
+/* "demo · Done · 3 minutes ago", the exact time in the tooltip. */
+static void
+refresh_report_row (GtkWidget *row)
+{
+  VivariumDBusReport *report = g_object_get_data (G_OBJECT (row), "report");
+  gint64 created = (gint64) vivarium_dbus_report_get_created_at (report);
+  g_autofree char *project = vivarium_plain_text (vivarium_dbus_report_get_project (report), 64);
+  g_autofree char *when = vivarium_time_relative (created);
+  g_autofree char *exact = vivarium_time_exact (created);
+  gint outcome = vivarium_parse_outcome (vivarium_dbus_report_get_outcome (report));
+  g_autofree char *subtitle = g_strdup_printf (_("%s · %s · %s"), project, vivarium_outcome_label (outcome), when);
+
+  adw_action_row_set_subtitle (ADW_ACTION_ROW (row), subtitle);
+  gtk_widget_set_tooltip_text (row, exact);
+}
+
 static GtkWidget *
 create_report_row (gpointer item, gpointer user_data)
 {
   VivariumDBusReport *report = item;
   g_autofree char *id = vivarium_plain_text (vivarium_dbus_report_get_id (report), 64);
-  g_autofree char *project = vivarium_plain_text (vivarium_dbus_report_get_project (report), 64);
-  g_autofree char *when = vivarium_format_time (vivarium_dbus_report_get_created_at (report));
   g_autofree char *title = g_strdup_printf (_("Report %s"), id);
-  gint outcome = vivarium_parse_outcome (vivarium_dbus_report_get_outcome (report));
-  g_autofree char *subtitle = g_strdup_printf (_("%s · %s · %s"), project, vivarium_outcome_label (outcome), when);
   GtkWidget *row = adw_action_row_new ();
   GtkWidget *arrow = gtk_image_new_from_icon_name ("go-next-symbolic");
 
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row), FALSE);
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
-  adw_action_row_set_subtitle (ADW_ACTION_ROW (row), subtitle);
   gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), TRUE);
   gtk_accessible_update_property (GTK_ACCESSIBLE (arrow), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Open"), -1);
   adw_action_row_add_suffix (ADW_ACTION_ROW (row), arrow);
   g_object_set_data_full (G_OBJECT (row), "report", g_object_ref (report), g_object_unref);
+  vivarium_refresh_each_minute (row, refresh_report_row);
   return row;
 }
 

@@ -97,19 +97,31 @@ session_summary (VivariumDBusSession *session)
                           image, accel, uptime);
 }
 
+/* The uptime moves on while the row is shown; the tooltip says since when. */
+static void
+refresh_session_row (GtkWidget *row)
+{
+  VivariumDBusSession *session = g_object_get_data (G_OBJECT (row), "session");
+  g_autofree char *summary = session_summary (session);
+  g_autofree char *exact = vivarium_time_exact ((gint64) vivarium_dbus_session_get_started_at (session));
+  g_autofree char *tooltip = g_strdup_printf (_("Started %s"), exact);
+
+  adw_action_row_set_subtitle (ADW_ACTION_ROW (row), summary);
+  gtk_widget_set_tooltip_text (row, tooltip);
+}
+
 static GtkWidget *
 create_session_row (gpointer item, gpointer user_data)
 {
   VivariumDBusSession *session = item;
   g_autofree char *id = vivarium_plain_text (vivarium_dbus_session_get_id (session), 80);
-  g_autofree char *summary = session_summary (session);
   GtkWidget *row = adw_action_row_new ();
 
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row), FALSE);
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), id);
-  adw_action_row_set_subtitle (ADW_ACTION_ROW (row), summary);
   gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), TRUE);
   g_object_set_data_full (G_OBJECT (row), "session", g_object_ref (session), g_object_unref);
+  vivarium_refresh_each_minute (row, refresh_session_row);
   return row;
 }
 
@@ -192,8 +204,10 @@ show_detail (VivariumSessionsPage *self)
   reason = vivarium_dbus_session_get_state_reason (s);
   vivarium_set_label (self->reason_label, reason != NULL ? reason : "");
   gtk_widget_set_visible (GTK_WIDGET (self->reason_label), reason != NULL && reason[0] != '\0');
-  uid = g_strdup_printf ("%u", vivarium_dbus_session_get_uid (s));
-  started = vivarium_format_time (vivarium_dbus_session_get_started_at (s));
+  /* "vivarium-s3 (2147000003)"; QEMU never runs as root, so 0 is a
+   * property not cached yet: nothing to say. */
+  uid = vivarium_dbus_session_get_uid (s) != 0 ? vivarium_format_uid (vivarium_dbus_session_get_uid (s)) : g_strdup ("");
+  started = vivarium_time_exact ((gint64) vivarium_dbus_session_get_started_at (s));
   timings = format_timings (vivarium_dbus_session_get_startup_timings (s));
   set_row (self->unit_row, vivarium_dbus_session_get_unit (s));
   set_row (self->uid_row, uid);
@@ -208,6 +222,38 @@ show_detail (VivariumSessionsPage *self)
 
 /* One command log entry as a row; argv is the guest-bound text the daemon
  * recorded, shown as plain text and capped. */
+/* "#3 · finished · exit status 0 · 2 minutes ago · took 1 s · output
+ * 1.2 KiB, errors 0 bytes", kept true each minute; the exact start in the
+ * tooltip. */
+static void
+refresh_log_row (GtkWidget *row)
+{
+  g_autoptr(GVariantDict) dict = g_variant_dict_new (g_object_get_data (G_OBJECT (row), "entry"));
+  g_autofree char *when = NULL, *exact = NULL, *tooltip = NULL, *took = NULL;
+  g_autofree char *out = NULL, *err = NULL, *subtitle = NULL;
+  const char *state = "";
+  guint64 seq = 0, started = 0, duration = 0, out_size = 0, err_size = 0;
+  gint32 status = -1;
+
+  g_variant_dict_lookup (dict, "seq", "t", &seq);
+  g_variant_dict_lookup (dict, "state", "&s", &state);
+  g_variant_dict_lookup (dict, "exit-status", "i", &status);
+  g_variant_dict_lookup (dict, "started-at", "t", &started);
+  g_variant_dict_lookup (dict, "duration", "t", &duration);
+  g_variant_dict_lookup (dict, "stdout-size", "t", &out_size);
+  g_variant_dict_lookup (dict, "stderr-size", "t", &err_size);
+  when = vivarium_time_relative ((gint64) started);
+  exact = vivarium_time_exact ((gint64) started);
+  tooltip = g_strdup_printf (_("Started %s"), exact);
+  took = vivarium_format_duration (duration);
+  out = vivarium_format_size (out_size, FALSE);
+  err = vivarium_format_size (err_size, FALSE);
+  subtitle = g_strdup_printf (_("#%llu · %s · exit status %d · %s · took %s · output %s, errors %s"),
+                              (unsigned long long) seq, state, status, when, took, out, err);
+  adw_action_row_set_subtitle (ADW_ACTION_ROW (row), subtitle);
+  gtk_widget_set_tooltip_text (row, tooltip);
+}
+
 static GtkWidget *
 create_log_row (GVariant *entry)
 {
@@ -215,34 +261,18 @@ create_log_row (GVariant *entry)
   g_autofree const char **argv = NULL;
   g_autofree char *joined = NULL;
   g_autofree char *title = NULL;
-  g_autofree char *subtitle = NULL;
-  g_autofree char *when = NULL;
-  g_autofree char *took = NULL;
-  const char *state = "", *kind = "";
-  guint64 seq = 0, started = 0, duration = 0, out_size = 0, err_size = 0;
-  gint32 status = -1;
+  const char *kind = "";
   GtkWidget *row = adw_action_row_new ();
 
-  g_variant_dict_lookup (dict, "seq", "t", &seq);
   g_variant_dict_lookup (dict, "kind", "&s", &kind);
   g_variant_dict_lookup (dict, "argv", "^a&s", &argv);
-  g_variant_dict_lookup (dict, "state", "&s", &state);
-  g_variant_dict_lookup (dict, "exit-status", "i", &status);
-  g_variant_dict_lookup (dict, "started-at", "t", &started);
-  g_variant_dict_lookup (dict, "duration", "t", &duration);
-  g_variant_dict_lookup (dict, "stdout-size", "t", &out_size);
-  g_variant_dict_lookup (dict, "stderr-size", "t", &err_size);
   joined = argv != NULL ? g_strjoinv (" ", (char **) argv) : g_strdup (kind);
   title = vivarium_plain_text (joined, 300);
-  when = vivarium_format_time (started);
-  took = vivarium_format_duration (duration);
-  subtitle = g_strdup_printf (_("#%llu · %s · exit status %d · %s · took %s · output %llu B, errors %llu B"),
-                              (unsigned long long) seq, state, status, when, took,
-                              (unsigned long long) out_size, (unsigned long long) err_size);
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row), FALSE);
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
-  adw_action_row_set_subtitle (ADW_ACTION_ROW (row), subtitle);
   adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (row), 2);
+  g_object_set_data_full (G_OBJECT (row), "entry", g_variant_ref (entry), (GDestroyNotify) g_variant_unref);
+  vivarium_refresh_each_minute (row, refresh_log_row);
   return row;
 }
 

@@ -139,7 +139,7 @@ cancel_clicked_cb (GtkButton *button, gpointer user_data)
 static void
 append_entry (GString *out, guint64 usec, const char *kind, const char *untrusted, gboolean cut)
 {
-  g_autofree char *when = vivarium_format_time (usec);
+  g_autofree char *when = vivarium_time_exact ((gint64) usec);
   g_autofree char *plain_kind = vivarium_plain_text (kind, 40);
   g_autofree char *plain = vivarium_plain_text (untrusted, TRANSCRIPT_ENTRY_MAX_CHARS);
   g_auto(GStrv) lines = g_strsplit (plain, "\n", -1);
@@ -436,6 +436,20 @@ expanded_cb (AdwExpanderRow *row, GParamSpec *pspec, gpointer user_data)
     g_hash_table_remove (self->expanded, path);
 }
 
+/* "demo · step verify · submitted 3 minutes ago", kept true each minute;
+ * the exact times are the expanded row's facts. */
+static void
+refresh_task_row (GtkWidget *row)
+{
+  VivariumDBusTask *task = g_object_get_data (G_OBJECT (row), "task");
+  g_autofree char *project = vivarium_plain_text (vivarium_dbus_task_get_project (task), 64);
+  g_autofree char *step = vivarium_plain_text (vivarium_dbus_task_get_step (task), 32);
+  g_autofree char *submitted = vivarium_time_relative ((gint64) vivarium_dbus_task_get_submitted_at (task));
+  g_autofree char *subtitle = g_strdup_printf (_("%s · step %s · submitted %s"), project, step, submitted);
+
+  adw_expander_row_set_subtitle (ADW_EXPANDER_ROW (row), subtitle);
+}
+
 static GtkWidget *
 create_task_row (gpointer item, gpointer user_data)
 {
@@ -444,18 +458,16 @@ create_task_row (gpointer item, gpointer user_data)
   gint outcome = task_outcome (task);
   g_autofree char *id = vivarium_plain_text (vivarium_dbus_task_get_id (task), 64);
   g_autofree char *project = vivarium_plain_text (vivarium_dbus_task_get_project (task), 64);
-  g_autofree char *step = vivarium_plain_text (vivarium_dbus_task_get_step (task), 32);
-  g_autofree char *submitted = vivarium_format_time (vivarium_dbus_task_get_submitted_at (task));
-  g_autofree char *finished = vivarium_format_time (vivarium_dbus_task_get_finished_at (task));
+  g_autofree char *submitted = vivarium_time_exact ((gint64) vivarium_dbus_task_get_submitted_at (task));
+  g_autofree char *finished = vivarium_time_exact ((gint64) vivarium_dbus_task_get_finished_at (task));
   g_autofree char *title = g_strdup_printf (_("Task %s"), id);
-  g_autofree char *subtitle = g_strdup_printf (_("%s · step %s · submitted %s"), project, step, submitted);
   const char *reason = vivarium_dbus_task_get_reason (task);
   GtkWidget *row = adw_expander_row_new ();
 
   adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row), FALSE);
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
-  adw_expander_row_set_subtitle (ADW_EXPANDER_ROW (row), subtitle);
   g_object_set_data_full (G_OBJECT (row), "task", g_object_ref (task), g_object_unref);
+  vivarium_refresh_each_minute (row, refresh_task_row);
   adw_expander_row_add_action (ADW_EXPANDER_ROW (row), outcome_badge (outcome));
 
   if (outcome == VIVARIUM_OUTCOME_NEEDS_INPUT)
@@ -463,6 +475,7 @@ create_task_row (gpointer item, gpointer user_data)
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Project"), project));
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Image"), vivarium_dbus_task_get_image (task)));
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Worker"), vivarium_dbus_task_get_worker (task)));
+  adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Submitted"), submitted));
   adw_expander_row_add_row (ADW_EXPANDER_ROW (row), fact_row (_("Finished"), task_running (task) ? _("still running") : finished));
   /* A reason may quote the guest: shown as plain, capped text. */
   if (reason != NULL && *reason != '\0')

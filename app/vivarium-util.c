@@ -52,6 +52,56 @@ vivarium_toast_error (GtkWidget *inside, const char *what, const GError *error)
   vivarium_toast (inside, text);
 }
 
+/* --- relative times kept true ------------------------------------------
+ * One timer for the whole app, running only while some widget needs it. */
+
+#define REFRESH_SEC 60
+
+typedef struct {
+  VivariumRefresh refresh;
+} Fresh;
+
+static GHashTable *fresh_widgets;   /* GtkWidget (until destroyed) → Fresh */
+static guint       fresh_timer;
+
+static gboolean
+refresh_all_cb (gpointer user_data)
+{
+  GHashTableIter iter;
+  gpointer widget, fresh;
+
+  g_hash_table_iter_init (&iter, fresh_widgets);
+  while (g_hash_table_iter_next (&iter, &widget, &fresh))
+    ((Fresh *) fresh)->refresh (widget);
+  return G_SOURCE_CONTINUE;
+}
+
+/* On "destroy" (dispose), not finalize: a disposed row has no labels left
+ * to rewrite. */
+static void
+fresh_widget_gone (GtkWidget *widget, gpointer user_data)
+{
+  g_hash_table_remove (fresh_widgets, widget);
+  if (g_hash_table_size (fresh_widgets) == 0)
+    g_clear_handle_id (&fresh_timer, g_source_remove);
+}
+
+void
+vivarium_refresh_each_minute (GtkWidget *widget, VivariumRefresh refresh)
+{
+  Fresh *fresh = g_new (Fresh, 1);
+
+  fresh->refresh = refresh;
+  if (fresh_widgets == NULL)
+    fresh_widgets = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  if (!g_hash_table_contains (fresh_widgets, widget))
+    g_signal_connect (widget, "destroy", G_CALLBACK (fresh_widget_gone), NULL);
+  g_hash_table_insert (fresh_widgets, widget, fresh);
+  if (fresh_timer == 0)
+    fresh_timer = g_timeout_add_seconds (REFRESH_SEC, refresh_all_cb, NULL);
+  refresh (widget);
+}
+
 /* Admin controls stay usable when the user may act now or may ask (a
  * password prompt through the desktop's polkit agent), and when polkit
  * itself could not be asked: then the daemon decides and its refusal is

@@ -18,6 +18,14 @@ gboolean vivarium_permission_usable (GPermission  *permission);
 void     vivarium_set_label         (GtkLabel     *label,
                                      const char   *untrusted);
 
+/* A widget that says how long ago something was ("3 minutes ago") is told
+ * to say it again each minute, while it exists: @refresh (widget) rewrites
+ * its text. Called once at once. */
+typedef void (*VivariumRefresh) (GtkWidget *widget);
+
+void     vivarium_refresh_each_minute (GtkWidget       *widget,
+                                       VivariumRefresh  refresh);
+
 G_END_DECLS
 
 G_BEGIN_DECLS

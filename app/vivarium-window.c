@@ -17,6 +17,7 @@
 #include "vivarium-start-session-dialog.h"
 #include "vivarium-tasks-page.h"
 #include "vivarium-util.h"
+#include "vivarium-window-state.h"
 
 /* The lock bar follows one admin action: whoever may stop sessions is, by
  * the shipped policy, the administrator of the other verbs too. */
@@ -227,6 +228,33 @@ start_session_activated (GtkWidget *widget, const char *action_name, GVariant *p
   gtk_window_present (GTK_WINDOW (dialog));
 }
 
+/* Ctrl+1…6: the page so named, while there are pages to show (the page
+ * switcher is off over a status page). */
+static void
+show_page_activated (GtkWidget *widget, const char *action_name, GVariant *parameter)
+{
+  VivariumWindow *self = VIVARIUM_WINDOW (widget);
+  const char *page = g_variant_get_string (parameter, NULL);
+
+  if (vivarium_client_get_state (self->client) != VIVARIUM_CLIENT_CONNECTED)
+    return;
+  if (adw_view_stack_get_child_by_name (self->view_stack, page) != NULL)
+    adw_view_stack_set_visible_child_name (self->view_stack, page);
+}
+
+void
+vivarium_window_save_state (VivariumWindow *self)
+{
+  vivarium_window_state_save (GTK_WINDOW (self), self->view_stack);
+}
+
+static gboolean
+vivarium_window_close_request (GtkWindow *window)
+{
+  vivarium_window_save_state (VIVARIUM_WINDOW (window));
+  return GTK_WINDOW_CLASS (vivarium_window_parent_class)->close_request (window);
+}
+
 static void
 retry_clicked_cb (VivariumWindow *self)
 {
@@ -255,6 +283,7 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
 
   object_class->dispose = vivarium_window_dispose;
+  GTK_WINDOW_CLASS (klass)->close_request = vivarium_window_close_request;
 
   g_type_ensure (VIVARIUM_TYPE_SESSIONS_PAGE);
   g_type_ensure (VIVARIUM_TYPE_IMAGES_PAGE);
@@ -283,6 +312,7 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, reports_page);
   gtk_widget_class_install_action (widget_class, "win.new-task", "s", new_task_activated);
   gtk_widget_class_install_action (widget_class, "win.start-session", "s", start_session_activated);
+  gtk_widget_class_install_action (widget_class, "win.show-page", "s", show_page_activated);
   gtk_widget_class_bind_template_callback (widget_class, unlock_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, retry_clicked_cb);
 }
@@ -291,6 +321,7 @@ static void
 vivarium_window_init (VivariumWindow *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  vivarium_window_state_restore (GTK_WINDOW (self), self->view_stack);
   vivarium_name_mnemonic_buttons (GTK_WIDGET (self->status_page));
   vivarium_name_mnemonic_buttons (GTK_WIDGET (self->lock_revealer));
 

@@ -217,7 +217,7 @@ vctl_read_capped (const gchar *path, gsize max_bytes, const gchar *what, GError 
     return NULL;
   if (g_bytes_get_size (data) > max_bytes) {
     g_autofree gchar *shown = vctl_escape_line (path != NULL ? path : _("standard input"));
-    g_autofree gchar *limit = g_format_size_full (max_bytes, G_FORMAT_SIZE_IEC_UNITS);
+    g_autofree gchar *limit = vivarium_format_size (max_bytes, FALSE);
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TOO_LARGE,
                  _("“%s” is larger than %s, the limit for %s"), shown, limit, what);
     return NULL;

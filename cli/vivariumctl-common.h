@@ -10,7 +10,9 @@
 #include "vivarium-dbus-generated.h"
 #include "vivarium-names.h"
 #include "vivarium-report.h"
+#include "vivarium-size.h"
 #include "vivarium-state.h"
+#include "vivarium-user.h"
 
 G_BEGIN_DECLS
 

@@ -305,8 +305,8 @@ print_table_entry (const EgressEntry *e)
   g_autofree gchar *via = vctl_escape_line (e->via);
   g_autofree gchar *verdict = vctl_escape_line (e->verdict);
   g_autofree gchar *reason = vctl_escape_line (e->reason);
-  g_autofree gchar *up = g_format_size_full (e->bytes_up, G_FORMAT_SIZE_IEC_UNITS);
-  g_autofree gchar *down = g_format_size_full (e->bytes_down, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree gchar *up = vivarium_format_size (e->bytes_up, FALSE);
+  g_autofree gchar *down = vivarium_format_size (e->bytes_down, FALSE);
   g_autofree gchar *took = vctl_format_duration (e->duration_ms * 1000);
 
   g_print (EGRESS_ROW, when, verdict, via, dest, up, down, took, reason);

@@ -53,7 +53,7 @@ print_image_row (gpointer proxy)
   g_autofree gchar *name = vctl_escape_line (vivarium_dbus_image_get_name (image));
   g_autofree gchar *recipe = vctl_escape_line (vivarium_dbus_image_get_recipe (image));
   g_autofree gchar *format = vctl_escape_line (vivarium_dbus_image_get_format (image));
-  g_autofree gchar *size = g_format_size (vivarium_dbus_image_get_size (image));
+  g_autofree gchar *size = vivarium_format_size (vivarium_dbus_image_get_size (image), FALSE);
   g_autofree gchar *created = vctl_format_time (vivarium_dbus_image_get_created_at (image));
   g_autofree gchar *digest = short_digest (vivarium_dbus_image_get_digest (image));
 

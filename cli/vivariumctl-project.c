@@ -106,8 +106,7 @@ parse_size (const gchar *text, guint64 *out, GError **error)
 static gboolean
 parse_quota (const gchar *text, guint64 *out, GError **error)
 {
-  g_autofree gchar *floor = g_format_size_full (VIVARIUM_PROJECT_QUOTA_MIN,
-                                                G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree gchar *floor = vivarium_format_size (VIVARIUM_PROJECT_QUOTA_MIN, FALSE);
 
   if (text == NULL) {
     g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--quota SIZE is required"));
@@ -189,21 +188,13 @@ format_head (const gchar *head)
   return g_strndup (head, 12);
 }
 
-/* Quotas are given in powers of 1024 (64M), so they are shown that way. */
-static gchar *
-format_size (guint64 bytes, gboolean exact)
-{
-  return g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS |
-                                    (exact ? G_FORMAT_SIZE_LONG_FORMAT : 0));
-}
-
 static void
 print_project_row (gpointer proxy)
 {
   VivariumDBusProject *project = proxy;
   g_autofree gchar *name = vctl_escape_line (vivarium_dbus_project_get_name (project));
-  g_autofree gchar *quota = format_size (vivarium_dbus_project_get_quota_bytes (project), FALSE);
-  g_autofree gchar *used = format_size (vivarium_dbus_project_get_used_bytes (project), FALSE);
+  g_autofree gchar *quota = vivarium_format_size (vivarium_dbus_project_get_quota_bytes (project), FALSE);
+  g_autofree gchar *used = vivarium_format_size (vivarium_dbus_project_get_used_bytes (project), FALSE);
   g_autofree gchar *head_raw = format_head (vivarium_dbus_project_get_head (project));
   g_autofree gchar *head = vctl_escape_line (head_raw);
   g_autofree gchar *remote = vctl_escape_line (vivarium_dbus_project_get_remote (project));
@@ -239,7 +230,7 @@ print_field (const gchar *label, const gchar *value)
 static void
 print_bytes_field (const gchar *label, guint64 bytes)
 {
-  g_autofree gchar *size = format_size (bytes, TRUE);
+  g_autofree gchar *size = vivarium_format_size (bytes, TRUE);
 
   g_print ("%-12s %s\n", label, size);
 }

@@ -133,6 +133,9 @@ static void
 print_session (VivariumDBusSession *session)
 {
   g_autofree gchar *started = vctl_format_time (vivarium_dbus_session_get_started_at (session));
+  guint32 uid = vivarium_dbus_session_get_uid (session);
+  /* QEMU never runs as root: 0 is a property not read, said as "-". */
+  g_autofree gchar *qemu_user = uid != 0 ? vivarium_format_uid (uid) : g_strdup ("");
   const gchar *reason = vivarium_dbus_session_get_state_reason (session);
 
   print_field (_("Id:"), vivarium_dbus_session_get_id (session));
@@ -142,6 +145,7 @@ print_session (VivariumDBusSession *session)
   print_field (_("Image:"), vivarium_dbus_session_get_image (session));
   print_field (_("Project:"), vivarium_dbus_session_get_project (session));
   print_field (_("Accelerator:"), vivarium_dbus_session_get_accelerator (session));
+  print_field (_("QEMU runs as:"), qemu_user);
   g_print ("%-20s %s\n", _("Started:"), started);
   print_egress (session);
   print_names (session, "Secrets", _("Secrets:"));

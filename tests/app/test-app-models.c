@@ -929,6 +929,14 @@ column (VivariumEgressModel *model, guint pos, const char *(*get) (VivariumEgres
   return buf;
 }
 
+static gint64
+time_at (VivariumEgressModel *model, guint pos)
+{
+  g_autoptr(VivariumEgressEntry) entry = g_list_model_get_item (G_LIST_MODEL (model), pos);
+
+  return vivarium_egress_entry_get_time_usec (entry);
+}
+
 static VivariumEgressVerdict
 verdict_at (VivariumEgressModel *model, guint pos)
 {
@@ -937,7 +945,8 @@ verdict_at (VivariumEgressModel *model, guint pos)
   return vivarium_egress_entry_get_verdict (entry);
 }
 
-/* Each column as the app shows it (TZ=UTC, LC_ALL=C: main() sets them). */
+/* Each column as the app shows it (TZ=UTC, LC_ALL=C: main() sets them):
+ * the exact time (the row's tooltip), sizes in IEC units. */
 static void
 test_egress_columns (Fixture *f, gconstpointer data)
 {
@@ -953,17 +962,17 @@ test_egress_columns (Fixture *f, gconstpointer data)
   g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (model)), ==, 3);
 
   /* Newest first: the odd one, the refusal, the download. */
-  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_time), ==, "12/02/26 00:21:00");
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_time), ==, "Wed Dec \u20072 00:21:00 2026");
   g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_destination), ==, "deb.debian.org:443");
   g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_via), ==, "tls");
   g_assert_cmpint (verdict_at (model, 2), ==, VIVARIUM_EGRESS_VERDICT_ALLOWED);
   g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_verdict_label), ==, "Allowed");
   g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_verdict_class), ==, "success");
   g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_reason), ==, "allowed by deb.debian.org (group debian)");
-  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_bytes), ==, "517 bytes up · 41.0\u00a0kB down");
+  g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_bytes), ==, "517 bytes up · 40.0\u00a0KiB down");
   g_assert_cmpstr (column (model, 2, vivarium_egress_entry_get_duration), ==, "812 ms");
 
-  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_time), ==, "12/02/26 00:22:05");
+  g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_time), ==, "Wed Dec \u20072 00:22:05 2026");
   g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_destination), ==, "[2001:db8::1]:80");
   g_assert_cmpint (verdict_at (model, 1), ==, VIVARIUM_EGRESS_VERDICT_DENIED);
   g_assert_cmpstr (column (model, 1, vivarium_egress_entry_get_verdict_label), ==, "Denied");
@@ -973,10 +982,12 @@ test_egress_columns (Fixture *f, gconstpointer data)
 
   /* A verdict this app does not know is not shown as either. */
   g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_time), ==, "unknown");
+  g_assert_cmpint (time_at (model, 0), ==, -1);
+  g_assert_cmpint (time_at (model, 2), ==, DECISION_TIME_USEC);
   g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_destination), ==, "(no host):0");
   g_assert_cmpint (verdict_at (model, 0), ==, VIVARIUM_EGRESS_VERDICT_UNKNOWN);
   g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_verdict_label), ==, "Unknown verdict");
-  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_bytes), ==, "0 bytes up · 3.1\u00a0MB down");
+  g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_bytes), ==, "0 bytes up · 3.0\u00a0MiB down");
   g_assert_cmpstr (column (model, 0, vivarium_egress_entry_get_duration), ==, "4.2 s");
   g_assert_false (vivarium_egress_model_get_log_full (model));
 

@@ -14,11 +14,15 @@ set -u
 build=$1 src=$2 logdir=$3
 mkdir -p "$logdir"
 pids=()
+# What the app remembers across runs (its window's size and page) is kept
+# apart from the user's own, and starts empty each run.
+state=$(mktemp -d)
 
 cleanup () {
 	for pid in "${pids[@]}"; do
 		kill -TERM "$pid" 2>/dev/null
 	done
+	rm -rf "$state"
 }
 trap cleanup EXIT
 
@@ -56,4 +60,5 @@ unset NO_AT_BRIDGE
 export LANGUAGE=C LC_ALL=C.UTF-8
 export VIVARIUM_UI_APP=${VIVARIUM_UI_APP:-$build/app/vivarium}
 export VIVARIUM_UI_LOGDIR=$logdir
+export XDG_STATE_HOME=$state
 /usr/bin/python3 "${VIVARIUM_UI_SCRIPT:-$src/tests/ui/test-ui.py}"

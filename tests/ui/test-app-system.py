@@ -42,6 +42,8 @@ QUESTION_HEADING = 'The worker asks (its own words, not checked by Vivarium):'
 QUESTION = 'Which colour should colour.txt say?'
 SUMMARY = 'I wrote colour.txt with the colour you chose.'
 APP = None
+# How a list says when, for what happened minutes ago (app/vivarium-time.c).
+RECENT = r'(just now|\d+ minutes? ago)'
 
 
 def systemctl(*args):
@@ -145,11 +147,24 @@ def sessions(app):
     tap(poll(lambda: has_label(app, sid)), 'the session appears in the Sessions page')
     select_first(app, 'Sessions')
     tap(poll(lambda: has_label(app, 'vivarium-session-%s.service' % sid)), 'the detail shows the session\'s unit')
+    shown = [line.split(':', 1)[1].strip() for line in ctl('session', 'show', sid).stdout.splitlines()
+             if line.startswith('QEMU runs as:')]
+    qemu_user = shown[0] if shown else ''
+    tap(re.fullmatch(r'vivarium-s\d+ \(\d+\)', qemu_user),
+        'vivariumctl session show: QEMU runs as its slot\'s user, named: %r' % qemu_user)
+    tap(qemu_user and poll(lambda: has_label(app, qemu_user), 20), 'the detail shows the same user and uid')
     tap(poll(lambda: has_label(app, 'Refreshed every few seconds while shown.')),
         'the detail shows the guest\'s screen (Session.Screenshot)')
     tap(poll(lambda: set_text(app, 'Command to run in the guest', 'uname -s')), 'typed "uname -s" in the Exec box')
     tap(click_until(app, 'Run', lambda: labels_containing(app, 'Exit status 0 (as the guest reported it)\nLinux'), 60, 10),
         'Run: the guest\'s exit status and output are shown')
+    # Every row: how long ago, and sizes in bytes or IEC units (app/ and
+    # vivariumctl say KiB, never kB).
+    size = r'(\d+ bytes?|\d+\.\d\u00a0[KMG]iB)'
+    log_row = r'#\d+ · .* · %s · took .* · output %s, errors %s' % (RECENT, size, size)
+    tap(poll(lambda: labels_containing(app, ' · took ') and
+             all(re.fullmatch(log_row, n) for n in labels_containing(app, ' · took ')), 30),
+        'the command log says how long ago it ran and its output\'s size: %r' % labels_containing(app, ' · took '))
     screenshot('sessions.png')
     out = ctl('session', 'stop', sid)
     tap(out.returncode == 0, 'vivariumctl session stop %s' % sid)
@@ -227,6 +242,8 @@ def task(app):
     if not tap(tid != '', 'a new task is on the bus: %r' % tid):
         return ''
     tap(poll(lambda: has_label(app, 'Task %s' % tid)), 'the task appears in the Tasks page')
+    tap(poll(lambda: [n for n in labels_containing(app, ' · submitted ') if re.search(' · submitted %s$' % RECENT, n)], 30),
+        'its row says how long ago it was submitted: %r' % labels_containing(app, ' · submitted '))
     tap(poll(lambda: labels_containing(app, QUESTION), 240), 'NEEDS_INPUT: the worker\'s question is shown')
     tap(has_label(app, QUESTION_HEADING), 'marked as the worker\'s words')
     screenshot('tasks.png')
@@ -323,6 +340,8 @@ def report_gdb():
 def report(app, tid):
     switch_to(app, 'Reports')
     tap(poll(lambda: label_starting(app, 'Report ')), 'the Reports page lists the report')
+    tap(poll(lambda: [n for n in labels_containing(app, ' · Done · ') if re.fullmatch(r'demo · Done · %s' % RECENT, n)], 30),
+        'its row says its project, outcome and how long ago: %r' % labels_containing(app, ' · Done · '))
     tap(select_first(app, 'Reports'), 'opened it')
     verified = poll(lambda: label_starting(app, 'Signature verified: signed by this service’s key sha256:'), 30)
     if not verified:
