@@ -101,7 +101,7 @@ spath=$OBJ/sessions/$id
 ok "a session $id runs"
 
 pid=$(daemon_pid)
-[ -n "$pid" ] && [ "$pid" != 0 ] || bail_out "vivariumd has no main PID"
+if [ -z "$pid" ] || [ "$pid" = 0 ]; then bail_out "vivariumd has no main PID"; fi
 
 # --- idle ----------------------------------------------------------------------
 
