@@ -90,7 +90,8 @@ def run_loops(conns, calls, seconds, out_path):
     open(out_path, "w").write("\n".join(out) + "\n")
 
 def reads(sessions):
-    calls = [("ListSessions", OBJ, IFACE + ".Manager", "ListSessions", None, 60000)]
+    """ListSessions half the time, a Get of some session's State the other half."""
+    calls = [("ListSessions", OBJ, IFACE + ".Manager", "ListSessions", None, 60000)] * max(len(sessions), 1)
     for s in sessions:
         calls.append(("Get", s, "org.freedesktop.DBus.Properties", "Get",
                       GLib.Variant("(ss)", (IFACE + ".Session", "State")), 60000))
@@ -153,6 +154,10 @@ stats () {
           p50 = a[int((NR - 1) * 0.50) + 1]; p99 = a[int((NR - 1) * 0.99) + 1]
           printf "p50 %.1f ms, p99 %.1f ms (%d calls, %d errors)", p50 * 1000, p99 * 1000, NR, e }'
 }
+# errors FILE NAME: how many of NAME's calls failed, by error name
+errors () {
+  awk -v n="$2-error" '$1 == n { c[$2]++ } END { for (e in c) printf "%d × %s; ", c[e], e }' "$1"
+}
 p50_of () { awk -v n="$2" '$1 == n { print $2 }' "$1" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR - 1) * 0.5) + 1] }'; }
 
 echo "== set-up: $sessions restored tiny sessions, $clients clients, $seconds s loaded, a flood of $flood refused calls"
@@ -201,6 +206,7 @@ cat "$work"/readers.* >"$work/readers"
 echo "ListSessions under load: $(stats "$work/readers" ListSessions)"
 echo "Get (Session.State) under load: $(stats "$work/readers" Get)"
 echo "Exec (true) under load: $(stats "$work/exec" Exec)"
+echo "errors under load: ListSessions: $(errors "$work/readers" ListSessions) Get: $(errors "$work/readers" Get) Exec: $(errors "$work/exec" Exec)"
 printf 'vivariumd RSS during (peak of 1 s samples): %.1f MiB\n' "$(echo "$peak / 1024" | bc -l)"
 sleep 5
 echo "vivariumd RSS after (5 s later): $(rss_mib) MiB"
