@@ -23,7 +23,10 @@
  * of the arenas (json-glib's nodes, GVariant pieces) only malloc_trim()
  * returns, by walking every arena. It runs on the main loop, a moment after
  * the message, when its buffers have been freed: never in GDBus's thread,
- * whose filter must not block. */
+ * whose filter must not block. Measured in system-memory, the thresholds
+ * and VdJsonStream's buffer do all of the work there (the same figures
+ * with the trim switched off); the trim is for what a flood of many
+ * medium-sized pieces leaves, and costs one walk after a big message. */
 
 /* glibc's own starting value, held: a block this big or bigger is mmap'd. */
 #define VD_MEMORY_MMAP_THRESHOLD   (128 * 1024)
