@@ -207,6 +207,10 @@ echo "ListSessions under load: $(stats "$work/readers" ListSessions)"
 echo "Get (Session.State) under load: $(stats "$work/readers" Get)"
 echo "Exec (true) under load: $(stats "$work/exec" Exec)"
 echo "errors under load: ListSessions: $(errors "$work/readers" ListSessions) Get: $(errors "$work/readers" Get) Exec: $(errors "$work/exec" Exec)"
+# Why the daemon refused: its own log line for each polkit check that failed.
+echo "polkit checks that failed under load, by reason (vivariumd's journal):"
+journalctl -u vivariumd.service --no-pager -o cat | grep -o 'polkit check of .* failed, refusing: .*' |
+  sed 's/^polkit check of [^ ]* failed, refusing: //' | sort | uniq -c | sort -rn | head -5 || true
 printf 'vivariumd RSS during (peak of 1 s samples): %.1f MiB\n' "$(echo "$peak / 1024" | bc -l)"
 sleep 5
 echo "vivariumd RSS after (5 s later): $(rss_mib) MiB"
