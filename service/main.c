@@ -10,6 +10,7 @@
 #include "vivarium-error.h"
 #include "vd-config.h"
 #include "vd-daemon.h"
+#include "vd-memory.h"
 
 int
 main (int argc, char **argv)
@@ -28,6 +29,8 @@ main (int argc, char **argv)
     { NULL }
   };
 
+  /* Before any thread, any arena and any big buffer exists. */
+  vd_memory_hold_thresholds ();
   setlocale (LC_ALL, "");
   bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
   context = g_option_context_new ("- the Vivarium system service");

@@ -10,6 +10,7 @@
 #include "vd-daemon.h"
 #include "vd-idle.h"
 #include "vd-manager.h"
+#include "vd-memory.h"
 
 /* Owns the bus name, tells systemd how it is doing, and leaves the bus when
  * nothing has happened for a while and nothing is running (VdIdle: the
@@ -42,10 +43,12 @@ struct _VdDaemon {
   VdAuthority     *authority;
   VdManager       *manager;
   VdIdle          *idle;
+  VdMemory        *memory;
   GMainLoop       *loop;
   GDBusConnection *connection;
   guint            owner_id;
   guint            filter_id;
+  guint            memory_filter_id;
   gulong           closed_id;
   guint            watchdog_source;
   guint            reconnect_source;
@@ -70,6 +73,7 @@ vd_daemon_finalize (GObject *object)
   drop_connection (self);
   g_clear_object (&self->manager);
   g_clear_object (&self->idle);
+  g_clear_object (&self->memory);
   g_clear_object (&self->authority);
   g_clear_object (&self->config);
   g_clear_pointer (&self->loop, g_main_loop_unref);
@@ -87,6 +91,7 @@ vd_daemon_init (VdDaemon *self)
 {
   self->loop = g_main_loop_new (NULL, FALSE);
   self->authority = vd_authority_new ();
+  self->memory = vd_memory_new ();
 }
 
 static void idle_timeout_cb (VdIdle *idle, gpointer user_data);
@@ -151,6 +156,19 @@ message_filter_cb (GDBusConnection *connection, GDBusMessage *message, gboolean 
   return message;
 }
 
+/* Runs in GDBus's worker thread for every message, both ways: notes its
+ * size only, so that the memory a big one took is given back after it
+ * (VdMemory trims on the main loop; nothing here blocks this thread). */
+static GDBusMessage *
+memory_filter_cb (GDBusConnection *connection, GDBusMessage *message, gboolean incoming, gpointer user_data)
+{
+  GVariant *body = g_dbus_message_get_body (message);
+
+  if (body != NULL)
+    vd_memory_note (VD_MEMORY (user_data), g_variant_get_size (body));
+  return message;
+}
+
 static gboolean
 watchdog_cb (gpointer user_data)
 {
@@ -184,8 +202,11 @@ drop_connection (VdDaemon *self)
     return;
   if (self->filter_id != 0)
     g_dbus_connection_remove_filter (self->connection, self->filter_id);
+  if (self->memory_filter_id != 0)
+    g_dbus_connection_remove_filter (self->connection, self->memory_filter_id);
   g_clear_signal_handler (&self->closed_id, self->connection);
   self->filter_id = 0;
+  self->memory_filter_id = 0;
   g_clear_object (&self->connection);
 }
 
@@ -199,6 +220,8 @@ take_connection (VdDaemon *self, GDBusConnection *connection)
   self->closed_id = g_signal_connect (connection, "closed", G_CALLBACK (closed_cb), self);
   self->filter_id = g_dbus_connection_add_filter (connection, message_filter_cb, g_object_ref (self->idle),
                                                   g_object_unref);
+  self->memory_filter_id = g_dbus_connection_add_filter (connection, memory_filter_cb, g_object_ref (self->memory),
+                                                         g_object_unref);
 }
 
 /* Replacing a running instance is asked for at start only; on a

@@ -19,6 +19,8 @@
 #define VD_JSON_ESCAPE_CAP 512
 /* The agent protocol's reset byte: it never occurs in UTF-8. */
 #define VD_JSON_DELIMITER 0xff
+/* After a message this long the buffer is made anew (vd_json_stream_consume). */
+#define VD_JSON_STREAM_KEEP_BYTES (1024 * 1024)
 
 struct _VdJsonStream {
   GObject                  parent_instance;
@@ -227,6 +229,26 @@ vd_json_line_is_blank (const gchar *line, gsize len)
   return TRUE;
 }
 
+/* Drops the first @len bytes of the buffer. A GByteArray keeps the
+ * allocation of the longest content it ever held: after a guest-exec reply
+ * carrying the agent's 16 MiB of output (22 MiB of base64), the session
+ * would hold that much for as long as it runs. After a long message what
+ * is left moves into a new, small array and the big one is freed. */
+static void
+vd_json_stream_consume (VdJsonStream *self, gsize len)
+{
+  GByteArray *rest;
+
+  if (len < VD_JSON_STREAM_KEEP_BYTES) {
+    g_byte_array_remove_range (self->buffer, 0, (guint) len);
+    return;
+  }
+  rest = g_byte_array_sized_new (self->buffer->len - (guint) len);
+  g_byte_array_append (rest, self->buffer->data + len, self->buffer->len - (guint) len);
+  g_byte_array_unref (self->buffer);
+  self->buffer = rest;
+}
+
 /* Drops everything up to and including the next delimiter byte; FALSE when
  * the buffer ran out first (all of it was discarded). */
 static gboolean
@@ -237,10 +259,10 @@ vd_json_stream_skip_buffer (VdJsonStream *self)
   if (self->buffer->len > 0)
     hit = memchr (self->buffer->data, VD_JSON_DELIMITER, self->buffer->len);
   if (hit == NULL) {
-    g_byte_array_set_size (self->buffer, 0);
+    vd_json_stream_consume (self, self->buffer->len);
     return FALSE;
   }
-  g_byte_array_remove_range (self->buffer, 0, (guint) (hit - self->buffer->data) + 1);
+  vd_json_stream_consume (self, (gsize) (hit - self->buffer->data) + 1);
   self->skipping = FALSE;
   return TRUE;
 }
@@ -293,7 +315,7 @@ vd_json_stream_process (VdJsonStream *self)
       return;
     }
     line = g_strndup ((const gchar *) self->buffer->data, len);
-    g_byte_array_remove_range (self->buffer, 0, (guint) len + 1);
+    vd_json_stream_consume (self, len + 1);
     vd_json_stream_dispatch_line (self, line, len);
   }
 }
