@@ -9,6 +9,7 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-authority.h"
+#include "vd-check-queue.h"
 
 /* The bouncer: every method of every interface maps to one polkit action,
  * reading an interface (its properties, its signals, its place in the
@@ -110,6 +111,9 @@ struct _VdAuthority {
   GDBusConnection *shared_bus;   /* GDBus's system bus singleton, libpolkit's */
   guint            generation;   /* bumped when the bus was lost */
   VdWorkerGrants  *grants;       /* task workers: judged before polkit, never by it */
+  VdCheckQueue    *queue;        /* checks waiting for a turn (vd-check-queue.h) */
+  guint            in_flight;    /* checks polkit has not answered yet */
+  GHashTable      *refusals;     /* refusal key → monotonic expiry (gint64 *) */
 };
 
 G_DEFINE_TYPE (VdAuthority, vd_authority, G_TYPE_OBJECT)
@@ -120,6 +124,8 @@ vd_authority_finalize (GObject *object)
   g_clear_object (&VD_AUTHORITY (object)->polkit);
   g_clear_object (&VD_AUTHORITY (object)->shared_bus);
   g_clear_object (&VD_AUTHORITY (object)->grants);
+  g_clear_pointer (&VD_AUTHORITY (object)->queue, vd_check_queue_free);
+  g_clear_pointer (&VD_AUTHORITY (object)->refusals, g_hash_table_unref);
   G_OBJECT_CLASS (vd_authority_parent_class)->finalize (object);
 }
 
@@ -132,6 +138,8 @@ vd_authority_class_init (VdAuthorityClass *klass)
 static void
 vd_authority_init (VdAuthority *self)
 {
+  self->queue = vd_check_queue_new ();
+  self->refusals = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
 }
 
 VdAuthority *
@@ -225,6 +233,8 @@ typedef struct {
   guint          timeout_id;
   guint          generation;
   gboolean       done;
+  gboolean       dispatched;   /* counted in in_flight until polkit answers */
+  gchar         *refusal_key;  /* the caller, the action and its details */
 } Check;
 
 static void
@@ -233,6 +243,7 @@ check_free (Check *check)
   g_clear_handle_id (&check->timeout_id, g_source_remove);
   g_free (check->sender);
   g_free (check->action);
+  g_free (check->refusal_key);
   g_clear_object (&check->details);
   g_clear_object (&check->cancellable);
   g_free (check);
@@ -249,6 +260,16 @@ check_refuse (GTask *task, const gchar *why)
   g_clear_handle_id (&check->timeout_id, g_source_remove);
   g_cancellable_cancel (check->cancellable);
   g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED, "%s", why);
+}
+
+static void
+check_fail (GTask *task, gint code, const gchar *why)
+{
+  Check *check = g_task_get_task_data (task);
+
+  check->done = TRUE;
+  g_clear_handle_id (&check->timeout_id, g_source_remove);
+  g_task_return_new_error (task, VIVARIUM_ERROR, code, "%s", why);
 }
 
 static void
@@ -278,27 +299,130 @@ check_timeout_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+/* --- refusals remembered ------------------------------------------------ */
+
+/* A caller polkit just refused is refused again without asking, for the
+ * same action with the same details, for VD_AUTHORITY_REFUSAL_TTL_SEC: a
+ * flood of refused calls then costs polkit one check, not ten thousand, and
+ * the others' checks are not queued behind it. Only refusals are kept
+ * (remembering a grant would outlive its revocation), only of
+ * non-interactive checks (an interactive one may yet authenticate), and
+ * only while the bus lasts (a new bus hands the unique names out again). */
+#define VD_AUTHORITY_REFUSAL_TTL_SEC 5
+#define VD_AUTHORITY_REFUSALS_MAX    1024
+
+static gint
+compare_keys (gconstpointer a, gconstpointer b, gpointer user_data)
+{
+  return g_strcmp0 (*(const gchar * const *) a, *(const gchar * const *) b);
+}
+
+static gchar *
+refusal_key_for (const gchar *sender, const gchar *action, PolkitDetails *details)
+{
+  g_autoptr(GString) key = g_string_new (NULL);
+  g_auto(GStrv) keys = polkit_details_get_keys (details);
+  guint n = keys != NULL ? g_strv_length (keys) : 0;
+
+  g_string_append_printf (key, "%s\n%s", sender, action);
+  if (n > 0)
+    g_qsort_with_data (keys, n, sizeof (gchar *), compare_keys, NULL);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (key, "\n%s=%s", keys[i], polkit_details_lookup (details, keys[i]));
+  return g_string_free (g_steal_pointer (&key), FALSE);
+}
+
+static gboolean
+refused_recently (VdAuthority *self, const gchar *key)
+{
+  gint64 *until = g_hash_table_lookup (self->refusals, key);
+
+  if (until == NULL)
+    return FALSE;
+  if (*until > g_get_monotonic_time ())
+    return TRUE;
+  g_hash_table_remove (self->refusals, key);
+  return FALSE;
+}
+
+static void
+remember_refusal (VdAuthority *self, const gchar *key)
+{
+  gint64 *until = g_new (gint64, 1);
+
+  *until = g_get_monotonic_time () + VD_AUTHORITY_REFUSAL_TTL_SEC * G_USEC_PER_SEC;
+  if (g_hash_table_size (self->refusals) >= VD_AUTHORITY_REFUSALS_MAX)
+    g_hash_table_remove_all (self->refusals);
+  g_hash_table_insert (self->refusals, g_strdup (key), until);
+}
+
+/* --- turns: at most VD_CHECK_QUEUE_IN_FLIGHT checks at polkit ----------- */
+
+static void authority_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data);
+static void start_check (GTask *task, PolkitAuthority *authority);
+static void hold_shared_bus (VdAuthority *self);
+
+static void
+dispatch (VdAuthority *self, GTask *task)
+{
+  Check *check = g_task_get_task_data (task);
+
+  check->dispatched = TRUE;
+  self->in_flight++;
+  hold_shared_bus (self);
+  if (self->polkit != NULL)
+    start_check (task, self->polkit);
+  else
+    polkit_authority_get_async (check->cancellable, authority_ready_cb, g_object_ref (task));
+}
+
+/* A turn ends when polkit answers (or its call fails), never at our own
+ * timeout: the call still waits at the bus until then. The next waiting
+ * checks go; one that timed out while it waited is skipped. */
+static void
+check_returned (VdAuthority *self, Check *check)
+{
+  GTask *next;
+
+  if (check->dispatched) {
+    check->dispatched = FALSE;
+    self->in_flight--;
+  }
+  while (self->in_flight < VD_CHECK_QUEUE_IN_FLIGHT && (next = vd_check_queue_pop (self->queue)) != NULL) {
+    if (!((Check *) g_task_get_task_data (next))->done)
+      dispatch (self, next);
+    g_object_unref (next);
+  }
+}
+
 static void
 check_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GTask) task = G_TASK (user_data);
+  VdAuthority *self = g_task_get_source_object (task);
   Check *check = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
   g_autoptr(PolkitAuthorizationResult) result = NULL;
 
   result = polkit_authority_check_authorization_finish (POLKIT_AUTHORITY (source), res, &error);
+  check_returned (self, check);
   if (check->done)
     return;
   if (result == NULL) {
     g_warning ("polkit check of %s failed, refusing: %s", check->action, error->message);
     check_refuse (task, "the authorization check failed");
-  } else if (polkit_authorization_result_get_is_authorized (result)) {
-    check_allow (task);
-  } else if (polkit_authorization_result_get_is_challenge (result)) {
-    check_refuse (task, "authentication is required (call with interactive authorization allowed)");
-  } else {
-    check_refuse (task, "the system policy does not allow it");
+    return;
   }
+  if (polkit_authorization_result_get_is_authorized (result)) {
+    check_allow (task);
+    return;
+  }
+  if (!check->interactive)
+    remember_refusal (self, check->refusal_key);
+  if (polkit_authorization_result_get_is_challenge (result))
+    check_refuse (task, "authentication is required (call with interactive authorization allowed)");
+  else
+    check_refuse (task, "the system policy does not allow it");
 }
 
 static void
@@ -323,11 +447,11 @@ authority_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autoptr(PolkitAuthority) authority = polkit_authority_get_finish (res, &error);
 
-  if (check->done)
-    return;
-  if (authority == NULL) {
-    g_warning ("cannot reach polkit, refusing %s: %s", check->action, error->message);
+  if (check->done || authority == NULL) {
+    if (!check->done)
+      g_warning ("cannot reach polkit, refusing %s: %s", check->action, error->message);
     check_refuse (task, "the authorization service (polkit) is not available");
+    check_returned (self, check);
     return;
   }
   if (self->polkit == NULL && check->generation == self->generation)
@@ -384,16 +508,21 @@ vd_authority_check_async (VdAuthority *self, const gchar *sender, const gchar *a
   check->interactive = interactive;
   check->cancellable = g_cancellable_new ();
   check->generation = self->generation;
+  check->refusal_key = refusal_key_for (sender, action, check->details);
   g_task_set_task_data (task, check, (GDestroyNotify) check_free);
   check->timeout_id = g_timeout_add_seconds_full (G_PRIORITY_DEFAULT,
                                                   interactive ? VD_AUTHORITY_CHECK_TIMEOUT_INTERACTIVE_SEC
                                                               : VD_AUTHORITY_CHECK_TIMEOUT_SEC,
                                                   check_timeout_cb, g_object_ref (task), g_object_unref);
-  hold_shared_bus (self);
-  if (self->polkit != NULL)
-    start_check (task, self->polkit);
-  else
-    polkit_authority_get_async (check->cancellable, authority_ready_cb, g_steal_pointer (&task));
+  if (!interactive && refused_recently (self, check->refusal_key)) {
+    check_refuse (task, "the system policy does not allow it");
+    return;
+  }
+  if (self->in_flight < VD_CHECK_QUEUE_IN_FLIGHT)
+    dispatch (self, task);
+  else if (!vd_check_queue_push (self->queue, sender, task))
+    check_fail (task, VIVARIUM_ERROR_BUSY, "too many of this caller's calls are waiting for authorization; "
+                                           "try again when some have been answered");
 }
 
 gboolean
@@ -411,6 +540,7 @@ void
 vd_authority_forget_bus (VdAuthority *self)
 {
   self->generation++;
+  g_hash_table_remove_all (self->refusals);
   g_clear_object (&self->polkit);
   g_clear_object (&self->shared_bus);
 }

@@ -772,6 +772,12 @@ call_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   if (!vd_authority_check_finish (VD_AUTHORITY (source), res, &error)) {
     g_autofree gchar *what = NULL;
+    /* Not asked yet (too many of its calls wait for polkit): no answer
+     * about its rights, so none is changed, and it may try again. */
+    if (g_error_matches (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BUSY)) {
+      g_dbus_method_invocation_return_gerror (g_steal_pointer (&call->invocation), error);
+      return;
+    }
     if (g_strcmp0 (g_dbus_method_invocation_get_interface_name (call->invocation),
                    "org.freedesktop.DBus.Properties") == 0)
       what = g_strdup_printf ("read %s", call->interface_name);
