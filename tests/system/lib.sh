@@ -16,6 +16,30 @@
 set -u
 set -o pipefail
 
+# --- the daemon, its bus and its files ----------------------------------------
+# One definition of what the tests talk to (a test's own constants stay in it).
+# shellcheck disable=SC2034  # the constants are the sourcing tests'
+{
+  readonly BUS=org.vivarium.Vivarium1
+  readonly OBJ=/org/vivarium/Vivarium1
+  readonly IFACE=org.vivarium.Vivarium1
+  readonly ERR=$IFACE.Error
+  readonly MGR=$IFACE.Manager
+  readonly GUARD=$IFACE.Guard
+  readonly JOB_IFACE=$IFACE.Job
+  readonly UNIT=vivariumd.service
+  readonly GW=vivarium-gateway.service
+  readonly STATE=/var/lib/vivarium
+  readonly RUNTIME=/run/vivarium
+  readonly IMAGE=tiny
+  readonly MODEL=vivarium-test-model
+  readonly MIB=$((1024 * 1024))
+  readonly PY=/usr/bin/python3
+  # The source tree (this file is its tests/system/lib.sh).
+  SRC=$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")/../.." && pwd -P)
+  readonly SRC
+}
+
 _tap_count=0
 _tap_failed=0
 _tap_planned=
@@ -56,6 +80,23 @@ not_ok () {  # DESCRIPTION [DIAGNOSTIC...]
 
 # Stop here: a step the rest depends on failed.
 bail_out () { echo "Bail out! $*"; exit 1; }
+
+# require_systemd_host TOOL...: the preamble of every system test: root, in
+# the host vivarium-test-host booted (systemd PID 1), each TOOL on PATH (or
+# an absolute path that exists); bails out with a sentence otherwise.
+require_systemd_host () {
+  local tool
+  [ "$(id -u)" = 0 ] || bail_out "must run as root"
+  [ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || bail_out "$tool is not installed"
+  done
+}
+
+# For retry_until: each try reads afresh (an argument in "$(…)" is read
+# once, before the first try, and the wait would wait for nothing).
+unit_unloaded () { [ "$(systemctl show -P LoadState "$1" 2>/dev/null)" != loaded ]; }
+owned_by_root () { [ "$(stat -c %u "$1" 2>/dev/null)" = 0 ]; }
 
 done_testing () {
   if [ -z "$_tap_planned" ]; then
@@ -207,11 +248,11 @@ _pi_files=0
 
 _pi_require () {
   local tool
-  for tool in ip nsenter openssl getent /usr/bin/python3; do
+  for tool in ip nsenter openssl getent "$PY"; do
     command -v "$tool" >/dev/null || bail_out "the pretend internet needs $tool, which is not installed"
   done
-  /usr/bin/python3 -c 'import ssl, http.server, socketserver' 2>/dev/null ||
-    bail_out "the pretend internet needs /usr/bin/python3 with its ssl module"
+  "$PY" -c 'import ssl, http.server, socketserver' 2>/dev/null ||
+    bail_out "the pretend internet needs $PY with its ssl module"
   ip netns list >/dev/null 2>&1 || bail_out "ip netns does not work here"
   [ -e "/run/netns/$PI_NS" ] && bail_out "a network namespace $PI_NS exists already: not ours, left alone"
   ip link show dev "$PI_LINK" >/dev/null 2>&1 && bail_out "a link $PI_LINK exists already: not ours, left alone"
@@ -259,7 +300,7 @@ pretend_internet_up () {  # DIR
   ip -n "$PI_NS" link set "$PI_PEER" up || bail_out "cannot configure the veth pair $PI_LINK/$PI_PEER"
 
   # nsenter execs the server itself: $! is its PID.
-  nsenter --net="/run/netns/$PI_NS" /usr/bin/python3 "$(dirname -- "${BASH_SOURCE[0]}")/pretend-internet.py" \
+  nsenter --net="/run/netns/$PI_NS" "$PY" "$(dirname -- "${BASH_SOURCE[0]}")/pretend-internet.py" \
     "$PI_DIR" "$PI_TOKEN" "$PI_DIR/server.crt" "$PI_DIR/server.key" "$PI_ADDR" \
     allowed.test="$PI_ADDR" other.test="$PI_ADDR" big.test="$PI_ADDR" rebind.test="$PI_DENIED_ADDR" \
     > "$PI_DIR/server.out" 2>&1 &

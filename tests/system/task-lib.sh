@@ -3,17 +3,7 @@
 # The bus-side helpers of the task system tests (test-tasks.sh,
 # test-task-hostile.sh, test-task-isolation.sh): one definition of how a test calls the daemon,
 # reads a property, fetches a signed report and waits for an outcome.
-# Sourced after lib.sh.
-
-# shellcheck disable=SC2034  # the constants are the sourcing tests'
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly IFACE=org.vivarium.Vivarium1
-readonly ERR=org.vivarium.Vivarium1.Error
-readonly IMAGE=tiny
-readonly STATE=/var/lib/vivarium
-readonly MIB=$((1024 * 1024))
-readonly PY=/usr/bin/python3
+# Sourced after lib.sh, whose constants (BUS, OBJ, IFACE, STATE, PY...) it uses.
 
 ctl () { vivariumctl --no-interaction "$@"; }
 call () {  # PATH METHOD ARGS...

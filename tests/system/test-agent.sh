@@ -14,23 +14,9 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly IFACE=org.vivarium.Vivarium1
-readonly ERR=org.vivarium.Vivarium1.Error
-readonly IMAGE=tiny
-readonly STATE=/var/lib/vivarium
-readonly MIB=$((1024 * 1024))
-readonly PY=/usr/bin/python3
 readonly KEY=vivarium-test-key-7d1f3c9a
-readonly MODEL=vivarium-test-model
-readonly SRC=$(cd -- "$(dirname -- "$(readlink -f -- "$0")")/../.." && pwd -P)
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl git setpriv nsenter "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl git setpriv nsenter "$PY"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 [ -x /usr/libexec/vivarium/vivarium-agent ] || bail_out "vivarium-agent is not installed"

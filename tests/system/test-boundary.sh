@@ -15,19 +15,9 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly IFACE=org.vivarium.Vivarium1
-readonly ERR=org.vivarium.Vivarium1.Error
-readonly IMAGE=tiny
-readonly PY=/usr/bin/python3
 readonly SECRET="vivarium-secret-$RANDOM$RANDOM$RANDOM"
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl dbus-monitor setpriv "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl dbus-monitor setpriv "$PY"
 "$PY" -c 'from gi.repository import Gio' 2>/dev/null || bail_out "python3-gi is not installed"
 
 WORK=$(mktemp -d /var/tmp/test-boundary.XXXXXX) || bail_out "cannot create a scratch directory"

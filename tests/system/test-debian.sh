@@ -20,17 +20,11 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
 readonly DEB=debian
-readonly SRC=$(cd -- "$(dirname -- "$(readlink -f -- "$0")")/../.." && pwd -P)
 readonly CACHE=/var/cache/vivarium/debootstrap
 readonly KEY=vivarium-test-key-5b0e21c4
-readonly MODEL=vivarium-test-model
 pkgdir=${VIVARIUM_TEST_DEBIAN_PACKAGES:-}
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl git bc ssh-keygen "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl git bc ssh-keygen "$PY"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 { [ -n "$pkgdir" ] && compgen -G "$pkgdir/$DEB-*.tgz" >/dev/null; } ||

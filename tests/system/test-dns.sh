@@ -14,26 +14,14 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly MGR=org.vivarium.Vivarium1.Manager
-readonly GUARD=org.vivarium.Vivarium1.Guard
-readonly UNIT=vivariumd.service
-readonly IMAGE=tiny
-readonly PY=/usr/bin/python3
 readonly NAME=vivarium-test.invalid
 readonly ANSWER=192.0.2.7
 readonly RELAY=198.51.100.53
 readonly RELAY_HOST=198.51.100.54
 readonly LINK=vv-dns
-readonly RUNTIME=/run/vivarium
 readonly CONF=/etc/vivarium/conf.d/50-test-dns.conf
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl busctl nsenter ip ss jq systemctl "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl busctl nsenter ip ss jq systemctl "$PY"
 # Only inside the test host, whose network is private: nothing may leave it.
 others=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -v -e '^lo$' -e '^vv-')
 [ -z "$others" ] || bail_out "this host has network links ($others); run me through tests/system/vivarium-test-host"

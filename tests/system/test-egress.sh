@@ -19,16 +19,10 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 # shellcheck source=SCRIPTDIR/task-lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
-readonly MGR=$IFACE.Manager
-readonly UNIT=vivariumd.service
 readonly CONF=/etc/vivarium/conf.d/50-test-egress.conf
 readonly PROXY=10.0.2.100
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl jq systemctl "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl jq systemctl "$PY"
 # Only inside the test host, whose network is private: nothing may leave it.
 others=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -v -e '^lo$' -e '^vv-')
 [ -z "$others" ] || bail_out "this host has network links ($others); run me through tests/system/vivarium-test-host"

@@ -13,20 +13,12 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly MGR=org.vivarium.Vivarium1.Manager
 readonly NOT_AUTHORIZED=org.vivarium.Vivarium1.Error.NotAuthorized
 readonly READ_STATUS=org.vivarium.vivarium1.read-status
-readonly UNIT=vivariumd.service
 readonly DAEMON=/usr/libexec/vivariumd
 readonly TEST_CONF=/etc/vivarium/conf.d/50-test.conf
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in busctl gdbus runuser useradd; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host busctl gdbus runuser useradd
 [ -x "$DAEMON" ] || bail_out "$DAEMON is not installed"
 
 # busctl prints only an error's message; gdbus prints its name, which is what
@@ -247,7 +239,6 @@ assert_ne 0 "$(unit_prop MainPID)" "the reactivated unit has a main process"
 
 # --- 7. a Job outlives the daemon that ran it (defect 7) ----------------------
 
-readonly JOB_IFACE=org.vivarium.Vivarium1.Job
 readonly JOBS_DIR=/var/lib/vivarium/jobs
 job_prop () {  # PATH PROPERTY: the value alone (busctl's JSON "data")
   busctl --json=short get-property "$BUS" "$1" "$JOB_IFACE" "$2" 2>/dev/null | jq -r .data

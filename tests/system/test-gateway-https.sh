@@ -27,20 +27,13 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 # shellcheck source=SCRIPTDIR/task-lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
-readonly SRC=$(cd -- "$(dirname -- "$(readlink -f -- "$0")")/../.." && pwd -P)
-readonly GW=vivarium-gateway.service
-readonly MODEL=vivarium-test-model
 readonly CONF=/etc/vivarium/conf.d/50-gateway-https.conf
 readonly SECRET_DIR=$STATE/secrets
 readonly NAME_ADDR=203.0.113.11     # model.test, then
 readonly MOVED_ADDR=203.0.113.12    # model.test, after it moved
 readonly PORT=8443
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl git setpriv openssl nsenter "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl git setpriv openssl nsenter "$PY"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 [ -x /usr/libexec/vivarium/vivarium-gateway ] || bail_out "vivarium-gateway is not installed"

@@ -14,25 +14,15 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly MGR=org.vivarium.Vivarium1.Manager
-readonly GUARD=org.vivarium.Vivarium1.Guard
-readonly UNIT=vivariumd.service
-readonly IMAGE=tiny
 readonly NEG_CONF=/etc/vivarium/conf.d/50-test-negative-control.conf
 readonly SLICE_DROPIN_DIR=/etc/systemd/system/vivarium.slice.d
 readonly SLICE_DROPIN=$SLICE_DROPIN_DIR/50-test.conf
-readonly STATE=/var/lib/vivarium/selftest
+readonly SELFTEST_DIR=/var/lib/vivarium/selftest
 WORK=$(mktemp -d /var/tmp/test-guard.XXXXXX) || bail_out "cannot create a scratch directory"
 readonly WORK
 at_exit rm -rf "$WORK"
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl busctl gdbus jq nft systemctl; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl busctl gdbus jq nft systemctl
 
 jqf () { jq -r "$@"; }
 
@@ -182,7 +172,6 @@ else
 fi
 
 # The run was a Job (Operation self-test), named by Guard.Job.
-readonly JOB_IFACE=org.vivarium.Vivarium1.Job
 job_prop () { busctl --json=short get-property "$BUS" "$1" "$JOB_IFACE" "$2" 2>/dev/null | jq -r .data; }
 self_test_job=$(busctl --json=short get-property "$BUS" "$OBJ" "$GUARD" Job 2>/dev/null | jq -r .data)
 assert_contains "$self_test_job" "$OBJ/jobs/" "Guard.Job names the self-test's Job ($self_test_job)"
@@ -192,8 +181,8 @@ assert_eq 1 "$(job_prop "$self_test_job" Progress)" "the self-test's Job Progres
 assert_eq false "$(job_prop "$self_test_job" Cancelable)" "the self-test's Job is not cancelable"
 
 # Stored, and shown on the Guard interface, also after a restart.
-stored=$(find "$STATE" -maxdepth 1 -name '*.json' 2>/dev/null | wc -l)
-assert_ne 0 "$stored" "the result is stored under $STATE"
+stored=$(find "$SELFTEST_DIR" -maxdepth 1 -name '*.json' 2>/dev/null | wc -l)
+assert_ne 0 "$stored" "the result is stored under $SELFTEST_DIR"
 restart_daemon || bail_out "vivariumd does not come back after a restart"
 assert_eq succeeded "$(job_prop "$self_test_job" State)" "after a restart, the self-test's Job is shown again"
 assert_eq 's "pass"' "$(busctl get-property "$BUS" "$OBJ" "$GUARD" Verdict 2>&1)" \

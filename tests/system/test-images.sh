@@ -11,15 +11,10 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly STATE=/var/lib/vivarium
 readonly STAGING=$STATE/images/.staging
 readonly NAME=tiny-on-full-disk
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl mountpoint findmnt; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl mountpoint findmnt
 
 ctl () { vivariumctl --no-interaction "$@"; }
 vivariumd_active () { [ "$(systemctl is-active vivariumd.service)" = active ]; }

@@ -18,21 +18,9 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly IFACE=org.vivarium.Vivarium1
-readonly ERR=org.vivarium.Vivarium1.Error
-readonly IMAGE=tiny
-readonly STATE=/var/lib/vivarium
-readonly MIB=$((1024 * 1024))
-readonly PY=/usr/bin/python3
 readonly MODEL_PORT=18434
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl vivarium-mcp node gdbus busctl git; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl vivarium-mcp node gdbus busctl git
 sdk_src=${VIVARIUM_TEST_BUILD_DIR:?}/tests/mcp-sdk
 [ -f "$sdk_src/node_modules/@modelcontextprotocol/sdk/package.json" ] ||
   bail_out "the MCP SDK is not installed in $sdk_src: run through tests/mcp/run-system-test.sh (meson test system-mcp)"

@@ -35,11 +35,7 @@ readonly EXEC_CAP=$((1 * MIB))        # VIVARIUM_OUTPUT_CAP: what Exec returns
 readonly MARGIN_KB=$((16 * 1024))                          # the bound
 readonly GDBUS_BUFFER_KB=$(((FILE_MAX + 64 * 1024) / 1024))  # the largest message the test sends
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl "$PY"
 "$PY" -c 'from gi.repository import Gio' 2>/dev/null || bail_out "python3-gi is not installed"
 
 tmpd=$(mktemp -d /var/tmp/vivarium-memory.XXXXXX) || bail_out "cannot create a scratch directory"

@@ -43,11 +43,7 @@ source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 readonly LIMIT_CONF=/etc/dbus-1/system-local.conf
 readonly BUS_LIMIT=$((4 * 1024 * 1024))
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl setpriv git "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl setpriv git "$PY"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 "$PY" -c 'from gi.repository import Gio' 2>/dev/null || bail_out "python3-gi is not installed"
@@ -308,7 +304,7 @@ assert_eq "pass caller" \
 assert_eq "$(report_field "$WORK/report.json" "r['commit']")" "$(prop "$(project_path demo)" Project Head)" \
   "the report's commit is the project's head"
 assert_success "the report verifies" -- vivariumctl report verify "$WORK/report.json"
-retry_until 100 0.1 test "$(systemctl show -P LoadState "$wunit")" != loaded
+retry_until 100 0.1 unit_unloaded "$wunit"
 assert_ne "loaded" "$(systemctl show -P LoadState "$wunit")" "the worker's unit is gone"
 assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-session-*' 'vivarium-worker-*' | grep -v inactive)" \
   "no session or worker unit is left running"

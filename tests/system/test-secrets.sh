@@ -22,8 +22,6 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 # shellcheck source=SCRIPTDIR/task-lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
-readonly MGR=$IFACE.Manager
-readonly UNIT=vivariumd.service
 readonly CONF=/etc/vivarium/conf.d/50-test-secrets.conf
 # The proxy runs as its own uid: the CA it checks upstream certificates
 # against must be readable by it, so not in the root-only scratch directory.
@@ -31,11 +29,7 @@ readonly UPSTREAM_CA=/etc/vivarium/test-secrets-upstream-ca.pem
 readonly SECRETS_DIR=$STATE/secrets
 readonly PLACEHOLDER_RE='^vivarium-secret-[0-9a-f]{32}$'
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl jq systemctl journalctl base64 "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl jq systemctl journalctl base64 "$PY"
 others=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -v -e '^lo$' -e '^vv-')
 [ -z "$others" ] || bail_out "this host has network links ($others); run me through tests/system/vivarium-test-host"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||

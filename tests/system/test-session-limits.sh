@@ -14,24 +14,13 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly IFACE=org.vivarium.Vivarium1
-readonly ERR=org.vivarium.Vivarium1.Error
-readonly IMAGE=tiny
-readonly STATE=/var/lib/vivarium
-readonly PY=/usr/bin/python3
 # The sessions disk: 48 MiB, of which the ballast takes 24 before the
 # session starts; the guest then writes 32 MiB, which cannot fit until the
 # ballast goes.
 readonly DISK_MIB=48
 readonly BALLAST_MIB=24
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl "$PY"
 "$PY" -c 'from gi.repository import Gio' 2>/dev/null || bail_out "python3-gi is not installed"
 
 ctl () { vivariumctl --no-interaction "$@"; }

@@ -13,20 +13,7 @@
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 
-readonly BUS=org.vivarium.Vivarium1
-readonly OBJ=/org/vivarium/Vivarium1
-readonly IFACE=org.vivarium.Vivarium1
-readonly ERR=org.vivarium.Vivarium1.Error
-readonly IMAGE=tiny
-readonly STATE=/var/lib/vivarium
-readonly RUNTIME=/run/vivarium
-readonly PY=/usr/bin/python3
-
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl qemu-img "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl qemu-img "$PY"
 "$PY" -c 'from gi.repository import Gio' 2>/dev/null || bail_out "python3-gi is not installed"
 
 ctl () { vivariumctl --no-interaction "$@"; }

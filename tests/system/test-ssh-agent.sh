@@ -20,16 +20,11 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 # shellcheck source=SCRIPTDIR/task-lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
-readonly MGR=$IFACE.Manager
 readonly AGENT=10.0.2.100
 session_path () { printf '%s/sessions/%s' "$OBJ" "$1"; }
 readonly DATA='vivarium ssh-agent test: a session id and a userauth request'
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl busctl jq ssh-keygen ssh-agent ssh-add openssl "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl busctl jq ssh-keygen ssh-agent ssh-add openssl "$PY"
 others=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -v -e '^lo$' -e '^vv-')
 [ -z "$others" ] || bail_out "this host has network links ($others); run me through tests/system/vivarium-test-host"
 

@@ -14,11 +14,7 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 # shellcheck source=SCRIPTDIR/task-lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl git df "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl git df "$PY"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 

@@ -15,11 +15,7 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 # shellcheck source=SCRIPTDIR/task-lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl git "$PY"; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl git "$PY"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 
@@ -73,7 +69,7 @@ diag "kill → FAILED in $((($(date +%s%N) - t_kill) / 1000000)) ms (commit and 
 reason=$(task_prop "$tpath" Reason 2>&1)
 assert_contains "$reason" "machine died (systemd: signal, SIGKILL)" "the reason says the work session's machine died, and how ($reason)"
 assert_not_contains "$reason" "without calling Finish" "the worker is not blamed"
-retry_until 150 0.1 test "$(systemctl show -P LoadState "$wunit")" != loaded
+retry_until 150 0.1 unit_unloaded "$wunit"
 assert_ne "loaded" "$(systemctl show -P LoadState "$wunit")" "the worker's unit is gone"
 assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-session-*' 'vivarium-worker-*')" \
   "no session or worker unit is left"

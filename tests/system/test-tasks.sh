@@ -14,11 +14,7 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
 
-[ "$(id -u)" = 0 ] || bail_out "must run as root"
-[ -d /run/systemd/system ] || bail_out "systemd is not PID 1 here; run me through tests/system/vivarium-test-host"
-for tool in vivariumctl gdbus busctl git; do
-  command -v "$tool" >/dev/null || bail_out "$tool is not installed"
-done
+require_systemd_host vivariumctl gdbus busctl git
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 
@@ -107,7 +103,7 @@ out=$(call "$spath" Session.Exec "['sh', '-c', 'echo hello > /project/from-guest
 assert_contains "$out" "(0," "the guest writes into /project" 
 assert_eq "hello" "$(cat "$work/from-guest.txt" 2>&1)" "the file is in the dataset on the host"
 assert_success "stop the session" -- call "$spath" Session.Stop
-retry_until 60 0.5 test "$(stat -c %u "$work")" = 0
+retry_until 60 0.5 owned_by_root "$work"
 assert_eq "0" "$(stat -c %u "$work")" "the tree is root's again once the session ended"
 assert_eq "0" "$(stat -c %u "$work/from-guest.txt")" "and so are the guest's files"
 
