@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "vivarium-selftest-page.h"
+#include "vivarium-time.h"
 
 #include <glib/gi18n.h>
 
@@ -141,6 +142,18 @@ fill_matrix (VivariumSelftestPage *self, VivariumSelftestResult *result)
   }
 }
 
+/* The result's ISO 8601 time in the user's zone and locale, exactly; text
+ * that is not such a time is shown as the plain text it is. */
+static char *
+finished_words (const char *iso8601)
+{
+  g_autoptr(GDateTime) when = iso8601 != NULL ? g_date_time_new_from_iso8601 (iso8601, NULL) : NULL;
+
+  if (when == NULL)
+    return vivarium_plain_text (iso8601, 64);
+  return vivarium_time_exact (g_date_time_to_unix (when) * G_USEC_PER_SEC + g_date_time_get_microsecond (when));
+}
+
 static void
 show_verdict (VivariumSelftestPage *self, gint verdict)
 {
@@ -179,7 +192,7 @@ show_result (VivariumSelftestPage *self, const char *json)
     return;
   }
   show_verdict (self, vivarium_parse_verdict (vivarium_selftest_result_verdict (result)));
-  finished = vivarium_plain_text (vivarium_selftest_result_finished (result), 64);
+  finished = finished_words (vivarium_selftest_result_finished (result));
   when = g_strdup_printf (_("Finished %s · %u passed, %u failed, %u inconclusive"), finished,
                           vivarium_selftest_result_count (result, vivarium_verdict_to_string (VIVARIUM_VERDICT_PASS)),
                           vivarium_selftest_result_count (result, vivarium_verdict_to_string (VIVARIUM_VERDICT_FAIL)),
