@@ -50,6 +50,10 @@ G_DEFINE_TYPE (VdMemory, vd_memory, G_TYPE_OBJECT)
 void
 vd_memory_hold_thresholds (void)
 {
+  if (!VD_MEMORY_GLIBC_MALLOC) {
+    g_info ("AddressSanitizer's allocator replaces glibc's malloc: no thresholds to hold");
+    return;
+  }
   if (mallopt (M_MMAP_THRESHOLD, VD_MEMORY_MMAP_THRESHOLD) != 1 ||
       mallopt (M_TRIM_THRESHOLD, VD_MEMORY_TRIM_THRESHOLD) != 1)
     g_warning ("glibc refused fixed malloc thresholds: memory from big messages may stay held");

@@ -13,6 +13,13 @@ G_BEGIN_DECLS
 
 /* A message this size or larger is followed by a trim. */
 #define VD_MEMORY_TRIM_AFTER_BYTES   (1024 * 1024)
+/* AddressSanitizer's allocator replaces glibc's malloc (the sanitized test
+ * build): glibc's thresholds do not exist there to be held. */
+#if defined(__SANITIZE_ADDRESS__)
+#define VD_MEMORY_GLIBC_MALLOC 0
+#else
+#define VD_MEMORY_GLIBC_MALLOC 1
+#endif
 
 #define VD_TYPE_MEMORY (vd_memory_get_type ())
 G_DECLARE_FINAL_TYPE (VdMemory, vd_memory, VD, MEMORY, GObject)
