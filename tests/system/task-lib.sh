@@ -149,3 +149,6 @@ status = head.split(b'\r\n')[0].split(b' ')[1].decode()
 print(status + (' ' + rest.decode(errors='replace') if os.environ.get('GW_BODY') == '1' else ''))
 PYEOF
 }
+
+# For retry_until: the task has a work session (each try reads afresh).
+has_session () { [ "$(task_prop "$1" Session 2>/dev/null)" != "/" ]; }

@@ -26,17 +26,9 @@ require_systemd_host vivariumctl gdbus busctl git nft "$PY"
 tmpd=$(mktemp -d /var/tmp/vivarium-crash.XXXXXX)
 chmod 0755 "$tmpd"
 at_exit rm -rf "$tmpd"
-exec {report_fd}>&1
-dump_journal () {
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "vivariumd's journal:" >&"$report_fd"
-  diag "$(journalctl -u vivariumd.service --no-pager -o cat 2>&1 | grep -v '^DNS relay' | tail -n 60)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit vivariumd.service
 
 git_demo () { git --git-dir="$STATE/projects/demo/repo" "$@"; }
-# Each try reads afresh (an argument in $(…) would be read once, before the first).
-has_session () { [ "$(task_prop "$1" Session 2>/dev/null)" != "/" ]; }
 some_session_runs () { systemctl list-units --plain --no-legend 'vivarium-session-*' | grep -q .; }
 step_of () { task_prop "$1" Step 2>/dev/null; }
 step_is () { [ "$(step_of "$1")" = "$2" ]; }

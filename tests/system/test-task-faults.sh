@@ -22,13 +22,7 @@ require_systemd_host vivariumctl gdbus busctl git "$PY"
 tmpd=$(mktemp -d /var/tmp/vivarium-faults.XXXXXX)
 chmod 0755 "$tmpd"
 at_exit rm -rf "$tmpd"
-exec {report_fd}>&1
-dump_journal () {
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "vivariumd's journal:" >&"$report_fd"
-  diag "$(journalctl -u vivariumd.service --no-pager -o cat 2>&1 | grep -v '^DNS relay' | tail -n 60)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit vivariumd.service
 
 build_out=$(ctl image build "$IMAGE" "$IMAGE" 2>&1)
 assert_eq "0" "$?" "build the tiny image" "$build_out"

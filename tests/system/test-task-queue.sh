@@ -25,13 +25,7 @@ require_systemd_host vivariumctl gdbus busctl git "$PY"
 tmpd=$(mktemp -d /var/tmp/vivarium-queue.XXXXXX)
 chmod 0755 "$tmpd"
 at_exit rm -rf "$tmpd"
-exec {report_fd}>&1
-dump_journal () {
-  [ "${_tap_failed:-0}" = 0 ] && return 0
-  diag "vivariumd's journal:" >&"$report_fd"
-  diag "$(journalctl -u vivariumd.service --no-pager -o cat 2>&1 | grep -v '^DNS relay' | tail -n 60)" >&"$report_fd"
-}
-at_exit dump_journal
+journal_at_exit vivariumd.service
 
 install -d -m 0755 /etc/vivarium/conf.d
 printf '[Sessions]\nMaxSessions=1\n\n[Tasks]\nMaxQueuedTasks=1\n' > "$CONF"
@@ -64,8 +58,6 @@ vivariumctl worker exec --cwd /project -- sh -c 'echo waited > waited.txt'
 vivariumctl worker finish --summary "Waited its turn." --verify "test -e waited.txt"
 EOF
 
-# Each try reads afresh (an argument in $(…) would be read once, before the first).
-has_session () { [ "$(task_prop "$1" Session 2>/dev/null)" != "/" ]; }
 
 # Samples the number of session units while the test runs (bounded: at most
 # 3000 samples); the largest count seen is the file's last line.

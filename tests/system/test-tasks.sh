@@ -351,7 +351,6 @@ assert_eq "IN_PROGRESS" "$(report_field "$tmpd/r6.json" "r['outcome']")" "the re
 
 # Cancel.
 worker sleeper 'sleep 600'
-has_session () { [ "$(task_prop "$1" Session)" != / ]; }
 t7=$(submit "$tmpd/sleeper.sh" "")
 retry_until 120 1 has_session "$t7"
 assert_success "the caller cancels" -- call "$t7" Task.Cancel
