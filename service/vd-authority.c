@@ -249,8 +249,9 @@ check_free (Check *check)
   g_free (check);
 }
 
+/* The one way a check ends without a grant; a second end is ignored. */
 static void
-check_refuse (GTask *task, const gchar *why)
+check_fail (GTask *task, gint code, const gchar *why)
 {
   Check *check = g_task_get_task_data (task);
 
@@ -259,17 +260,13 @@ check_refuse (GTask *task, const gchar *why)
   check->done = TRUE;
   g_clear_handle_id (&check->timeout_id, g_source_remove);
   g_cancellable_cancel (check->cancellable);
-  g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_NOT_AUTHORIZED, "%s", why);
+  g_task_return_new_error (task, VIVARIUM_ERROR, code, "%s", why);
 }
 
 static void
-check_fail (GTask *task, gint code, const gchar *why)
+check_refuse (GTask *task, const gchar *why)
 {
-  Check *check = g_task_get_task_data (task);
-
-  check->done = TRUE;
-  g_clear_handle_id (&check->timeout_id, g_source_remove);
-  g_task_return_new_error (task, VIVARIUM_ERROR, code, "%s", why);
+  check_fail (task, VIVARIUM_ERROR_NOT_AUTHORIZED, why);
 }
 
 static void
