@@ -6,6 +6,7 @@
 #include <glib/gi18n.h>
 
 #include "vivarium-error.h"
+#include "vivarium-size.h"
 #include "vivariumctl-commands.h"
 
 /* Projects come later than sessions and images; a daemon without them is
@@ -29,6 +30,59 @@ count_projects (VctlContext *ctx, gint64 *n, GError **error)
   return FALSE;
 }
 
+/* Manager.GetCapacity; NULL from a daemon older than it, which is no
+ * error for a status line. */
+static gboolean
+read_capacity (VctlContext *ctx, GVariant **capacity, GError **error)
+{
+  g_autoptr(GError) error_local = NULL;
+
+  *capacity = NULL;
+  if (vivarium_dbus_manager_call_get_capacity_sync (ctx->manager, vctl_call_flags (ctx), VIVARIUM_CALL_TIMEOUT_DEFAULT,
+                                                    capacity, NULL, &error_local))
+    return TRUE;
+  if (g_error_matches (error_local, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD))
+    return TRUE;
+  g_propagate_error (error, g_steal_pointer (&error_local));
+  return FALSE;
+}
+
+static void
+print_capacity (GVariant *capacity)
+{
+  guint32 slots = 0, slots_free = 0, queued = 0, queue_free = 0, cpus = 0;
+  guint64 total = 0, available = 0;
+  gdouble load = 0;
+  g_autofree gchar *total_text = NULL;
+  g_autofree gchar *available_text = NULL;
+
+  if (capacity == NULL)
+    return;
+  g_variant_lookup (capacity, "slots", "u", &slots);
+  g_variant_lookup (capacity, "slots-free", "u", &slots_free);
+  g_variant_lookup (capacity, "queued", "u", &queued);
+  g_variant_lookup (capacity, "queue-free", "u", &queue_free);
+  g_variant_lookup (capacity, "memory-total", "t", &total);
+  g_variant_lookup (capacity, "memory-available", "t", &available);
+  g_variant_lookup (capacity, "load", "d", &load);
+  g_variant_lookup (capacity, "cpus", "u", &cpus);
+  total_text = vivarium_format_size (total, FALSE);
+  available_text = vivarium_format_size (available, FALSE);
+  g_print ("%-13s ", _("Slots:"));
+  /* TRANSLATORS: session slots of [Sessions] MaxSessions, e.g. "3 of 4 free" */
+  g_print (_("%u of %u free"), slots_free, slots);
+  g_print ("\n%-13s ", _("Queued:"));
+  /* TRANSLATORS: tasks waiting for a slot, and how many more may wait */
+  g_print (_("%u (room for %u more)"), queued, queue_free);
+  g_print ("\n%-13s ", _("Memory:"));
+  /* TRANSLATORS: e.g. "20.1 GiB of 23.4 GiB available" */
+  g_print (_("%s of %s available"), available_text, total_text);
+  g_print ("\n%-13s ", _("Load:"));
+  /* TRANSLATORS: the 1-minute load average and the CPU count */
+  g_print (_("%.2f on %u CPUs"), load, cpus);
+  g_print ("\n");
+}
+
 static void
 print_count (const gchar *label, gint64 n)
 {
@@ -39,7 +93,7 @@ print_count (const gchar *label, gint64 n)
 }
 
 static void
-print_text (VctlContext *ctx, gint64 sessions, gint64 images, gint64 projects)
+print_text (VctlContext *ctx, gint64 sessions, gint64 images, gint64 projects, GVariant *capacity)
 {
   g_autofree gchar *version = vctl_escape_line (vivarium_dbus_manager_get_version (ctx->manager));
   g_autofree gchar *state = vctl_escape_line (vivarium_dbus_manager_get_state (ctx->manager));
@@ -51,10 +105,11 @@ print_text (VctlContext *ctx, gint64 sessions, gint64 images, gint64 projects)
   print_count (_("Sessions:"), sessions);
   print_count (_("Images:"), images);
   print_count (_("Projects:"), projects);
+  print_capacity (capacity);
 }
 
 static void
-print_json (VctlContext *ctx, gint64 sessions, gint64 images, gint64 projects)
+print_json (VctlContext *ctx, gint64 sessions, gint64 images, gint64 projects, GVariant *capacity)
 {
   g_autoptr(JsonNode) root = vctl_proxy_to_json (ctx->manager);
   JsonObject *obj = json_node_get_object (root);
@@ -65,6 +120,8 @@ print_json (VctlContext *ctx, gint64 sessions, gint64 images, gint64 projects)
     json_object_set_null_member (obj, "Projects");
   else
     json_object_set_int_member (obj, "Projects", projects);
+  if (capacity != NULL)
+    json_object_set_member (obj, "Capacity", json_gvariant_serialize (capacity));
   vctl_print_json (root);
 }
 
@@ -73,6 +130,7 @@ vctl_cmd_status (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError
 {
   g_auto(GStrv) sessions = NULL;
   g_auto(GStrv) images = NULL;
+  g_autoptr(GVariant) capacity = NULL;
   gint64 n_projects = 0;
 
   if (!vctl_parse_args (ctx, cmd, NULL, TRUE, argv, 0, 0, error))
@@ -89,12 +147,14 @@ vctl_cmd_status (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError
     return FALSE;
   if (!count_projects (ctx, &n_projects, error))
     return FALSE;
+  if (!read_capacity (ctx, &capacity, error))
+    return FALSE;
   if (!vctl_ensure_properties (ctx, ctx->manager, error))
     return FALSE;
 
   if (ctx->json)
-    print_json (ctx, g_strv_length (sessions), g_strv_length (images), n_projects);
+    print_json (ctx, g_strv_length (sessions), g_strv_length (images), n_projects, capacity);
   else
-    print_text (ctx, g_strv_length (sessions), g_strv_length (images), n_projects);
+    print_text (ctx, g_strv_length (sessions), g_strv_length (images), n_projects, capacity);
   return TRUE;
 }

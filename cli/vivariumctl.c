@@ -19,7 +19,7 @@
 
 static const VctlCommand commands[] = {
   { NULL, "status", "",
-    N_("Show the daemon's version, state, accelerator and counts"), vctl_cmd_status },
+    N_("Show the daemon's version, state, accelerator, counts and free capacity"), vctl_cmd_status },
   { "image", "list", "", N_("List images"), vctl_cmd_image_list },
   { "image", "build", "RECIPE NAME", N_("Build an image from a recipe"), vctl_cmd_image_build },
   { "image", "import", "NAME FILE", N_("Import a qcow2 or raw disk as a new image"),

@@ -31,6 +31,7 @@ static const VdActionRow action_map[] = {
   M ("Manager", "ListImages",      A ("read-status")),
   M ("Manager", "ListProjects",    A ("read-status")),
   M ("Manager", "ListRecipes",     A ("read-status")),
+  M ("Manager", "GetCapacity",     A ("read-status")),
   M ("Manager", "BuildImage",      A ("image-build")),
   M ("Manager", "ImportImage",     A ("image-import")),
   M ("Manager", "StartSession",    A ("session-start")),

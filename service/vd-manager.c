@@ -11,6 +11,7 @@
 #include "vivarium-names.h"
 #include "vivarium-state.h"
 #include "vd-canary.h"
+#include "vd-capacity.h"
 #include "vd-dns-relay.h"
 #include "vd-exported.h"
 #include "vd-fs.h"
@@ -170,6 +171,28 @@ handle_list_tasks (VivariumDBusManager *iface, GDBusMethodInvocation *invocation
   g_autofree const gchar **paths = vd_task_runner_list_paths (self->runner);
 
   vivarium_dbus_manager_complete_list_tasks (iface, invocation, paths);
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_get_capacity (VivariumDBusManager *iface, GDBusMethodInvocation *invocation, gpointer user_data)
+{
+  VdManager *self = VD_MANAGER (user_data);
+  VdCapacitySlots slots = {
+    .slots = vd_config_get_max_sessions (self->config),
+    .slots_in_use = vd_task_runner_count_slots_in_use (self->runner),
+    .max_queued = vd_config_get_max_queued_tasks (self->config),
+    .queued = vd_task_runner_count_queued (self->runner),
+  };
+  VdCapacityHost host = { 0 };
+  GError *error = NULL;
+
+  if (!vd_capacity_read_host (&host, &error)) {
+    g_dbus_method_invocation_return_error_literal (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, error->message);
+    g_error_free (error);
+    return G_DBUS_METHOD_INVOCATION_HANDLED;
+  }
+  vivarium_dbus_manager_complete_get_capacity (iface, invocation, vd_capacity_to_variant (&slots, &host));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -847,6 +870,7 @@ connect_handlers (VdManager *self)
   g_signal_connect (s, "handle-list-reports", G_CALLBACK (handle_list_reports), self);
   g_signal_connect (self->reports, "report-added", G_CALLBACK (report_added_cb), self);
   g_signal_connect (s, "handle-list-tasks", G_CALLBACK (handle_list_tasks), self);
+  g_signal_connect (s, "handle-get-capacity", G_CALLBACK (handle_get_capacity), self);
   g_signal_connect (s, "handle-submit-task", G_CALLBACK (handle_submit_task), self);
   g_signal_connect (self->runner, "task-added", G_CALLBACK (task_added_cb), self);
   g_signal_connect (s, "handle-list-recipes", G_CALLBACK (handle_list_recipes), self);

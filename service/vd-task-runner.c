@@ -380,6 +380,12 @@ vd_task_runner_count_slots_in_use (VdTaskRunner *self)
   return vd_session_pool_count_active (self->pool) + count_between_sessions (self);
 }
 
+guint
+vd_task_runner_count_queued (VdTaskRunner *self)
+{
+  return self->queue.length;
+}
+
 static gboolean
 has_free_slot (VdTaskRunner *self)
 {

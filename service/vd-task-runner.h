@@ -55,6 +55,8 @@ void          vd_task_runner_set_secret_store (VdTaskRunner  *self,
 /* Sessions counted against [Sessions] MaxSessions: the active ones and a
  * slot for each running task between its two sessions. */
 guint         vd_task_runner_count_slots_in_use (VdTaskRunner *self);
+/* Tasks waiting for a slot (Task.Step "queued"). */
+guint         vd_task_runner_count_queued       (VdTaskRunner *self);
 /* @image: frozen and verified bootable by the caller (the manager). A
  * task that finds every slot in use waits (Task.Step "queued") while
  * fewer than [Tasks] MaxQueuedTasks wait; else Busy. */
