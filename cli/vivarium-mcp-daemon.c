@@ -5,9 +5,11 @@
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-remote.h"
 #include "vivarium-mcp-daemon.h"
 
 struct _VmcpDaemon {
+  gchar           *host;   /* NULL: the local system bus */
   GDBusConnection *bus;
 };
 
@@ -18,11 +20,14 @@ struct _VmcpDaemon {
                      G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START_AT_CONSTRUCTION)
 
 VmcpDaemon *
-vmcp_daemon_new (void)
+vmcp_daemon_new (const gchar *host)
 {
+  VmcpDaemon *self = g_new0 (VmcpDaemon, 1);
+
   /* Registers the daemon's error names, so that they map to VIVARIUM_ERROR. */
   (void) vivarium_call_flags (FALSE);
-  return g_new0 (VmcpDaemon, 1);
+  self->host = g_strdup (host);
+  return self;
 }
 
 void
@@ -31,6 +36,7 @@ vmcp_daemon_free (VmcpDaemon *self)
   if (self == NULL)
     return;
   g_clear_object (&self->bus);
+  g_free (self->host);
   g_free (self);
 }
 
@@ -40,7 +46,11 @@ bus (VmcpDaemon *self, GError **error)
   if (self->bus != NULL && g_dbus_connection_is_closed (self->bus))
     g_clear_object (&self->bus);
   if (self->bus == NULL) {
-    self->bus = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, error);
+    /* Never interactive over SSH either: no one is there to type. */
+    if (self->host != NULL)
+      self->bus = vivarium_remote_connect_sync (self->host, FALSE, NULL, error);
+    else
+      self->bus = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, error);
     if (self->bus != NULL)
       g_dbus_connection_set_exit_on_close (self->bus, FALSE);
   }

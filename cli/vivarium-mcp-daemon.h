@@ -13,7 +13,9 @@ G_BEGIN_DECLS
  * that only lists tools needs no daemon. Calls are never interactive: an
  * MCP server has no one to type a password. */
 typedef struct _VmcpDaemon VmcpDaemon;
-VmcpDaemon *vmcp_daemon_new          (void);
+/* @host: "[USER@]HOST" to reach that host's daemon over SSH
+ * (vivarium-remote.h), NULL for this one's. */
+VmcpDaemon *vmcp_daemon_new          (const gchar         *host);
 void        vmcp_daemon_free         (VmcpDaemon          *self);
 /* Typed proxies of the daemon's objects, called through with
  * VMCP_CALL_FLAGS. They load no properties (each is read with

@@ -11,6 +11,7 @@
 #include <glib/gi18n.h>
 
 #include "vivarium-mcp-rpc.h"
+#include "vivarium-remote.h"
 
 /* vivarium-mcp: the assistant's one tool. An MCP server on stdin/stdout
  * (the client starts it), a D-Bus client of vivariumd as the user who runs
@@ -43,6 +44,7 @@ int
 main (int argc, char **argv)
 {
   g_autofree gchar *client = NULL;
+  g_autofree gchar *host = NULL;
   g_autofree gchar *config = NULL;
   gboolean version = FALSE;
   const GOptionEntry entries[] = {
@@ -50,6 +52,8 @@ main (int argc, char **argv)
       "Apply the [Client NAME] manifest of the MCP configuration", "NAME" },
     { "config", 0, 0, G_OPTION_ARG_FILENAME, &config,
       "The MCP configuration (default " VIVARIUM_SYSCONFDIR "/" VMCP_CONFIG_FILE ")", "FILE" },
+    { "host", 0, 0, G_OPTION_ARG_STRING, &host,
+      "Hand tasks to the daemon on HOST, over SSH (ssh -xT HOST systemd-stdio-bridge)", "[USER@]HOST" },
     { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL },
     { NULL }
   };
@@ -78,6 +82,10 @@ main (int argc, char **argv)
     g_printerr ("vivarium-mcp %s (MCP %s)\n", PACKAGE_VERSION, VMCP_PROTOCOL_VERSION);
     return 0;
   }
+  if (host != NULL && !vivarium_remote_check_destination (host, &error)) {
+    g_printerr ("vivarium-mcp: %s\n", error->message);
+    return 2;
+  }
   if (config == NULL)
     config = g_build_filename (VIVARIUM_SYSCONFDIR, VMCP_CONFIG_FILE, NULL);
   schema = vmcp_schema_load (&error);
@@ -95,7 +103,7 @@ main (int argc, char **argv)
     g_printerr ("vivarium-mcp: %s\n", error->message);
     return 1;
   }
-  daemon = vmcp_daemon_new ();
+  daemon = vmcp_daemon_new (host);
   tools = vmcp_tools_new (schema, manifest, daemon);
   server = vmcp_server_new (tools);
   if (!vmcp_server_run (server, STDIN_FILENO, out_fd, &error)) {

@@ -11,6 +11,7 @@
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
+#include "vivarium-remote.h"
 #include "vivariumctl-common.h"
 
 G_DEFINE_QUARK (vctl-usage-error-quark, vctl_usage_error)
@@ -277,7 +278,18 @@ vctl_connect (VctlContext *ctx, GError **error)
   /* Registering the domain now makes the daemon's errors arrive typed. */
   (void) vivarium_call_flags (FALSE);
 
-  ctx->bus = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error_local);
+  if (ctx->host != NULL && !vivarium_remote_check_destination (ctx->host, &error_local)) {
+    g_set_error_literal (error, VCTL_USAGE_ERROR, 0, error_local->message);
+    return FALSE;
+  }
+  if (ctx->host != NULL)
+    ctx->bus = vivarium_remote_connect_sync (ctx->host, !ctx->no_interaction, NULL, &error_local);
+  else
+    ctx->bus = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error_local);
+  if (ctx->bus == NULL && ctx->host != NULL) {
+    g_set_error_literal (error, G_DBUS_ERROR, G_DBUS_ERROR_NO_SERVER, error_local->message);
+    return FALSE;
+  }
   if (ctx->bus == NULL) {
     /* A script should see the same kind of name as for any other bus
      * failure, so the local error is given the D-Bus name that means it. */
@@ -298,9 +310,21 @@ vctl_connect (VctlContext *ctx, GError **error)
   return ctx->manager != NULL;
 }
 
+gboolean
+vctl_check_local (VctlContext *ctx, const gchar *what, GError **error)
+{
+  if (ctx->host == NULL)
+    return TRUE;
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+               _("%s passes a file descriptor to the daemon, which cannot travel over SSH; "
+                 "run it on %s itself"), what, ctx->host);
+  return FALSE;
+}
+
 void
 vctl_context_clear (VctlContext *ctx)
 {
+  g_clear_pointer (&ctx->host, g_free);
   g_clear_object (&ctx->manager);
   g_clear_object (&ctx->bus);
 }

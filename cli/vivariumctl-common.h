@@ -45,6 +45,7 @@ GQuark vctl_usage_error_quark (void);
 typedef struct {
   gboolean             json;
   gboolean             no_interaction;
+  gchar               *host;      /* --host [USER@]HOST: its bus over SSH */
   GDBusConnection     *bus;
   VivariumDBusManager *manager;
   /* Set by commands whose success still ends in a non-zero status (exec). */
@@ -124,6 +125,11 @@ gboolean     vctl_parse_uint         (const gchar          *option,
 gboolean     vctl_connect            (VctlContext          *ctx,
                                       GError              **error);
 void         vctl_context_clear      (VctlContext          *ctx);
+/* Before a call that passes a descriptor (@what names the verb): refused
+ * with --host, where no descriptor can travel. */
+gboolean     vctl_check_local        (VctlContext          *ctx,
+                                      const gchar          *what,
+                                      GError              **error);
 GDBusCallFlags vctl_call_flags     (VctlContext          *ctx);
 /* One of the Manager's List* calls, e.g.
  * vivarium_dbus_manager_call_list_sessions_sync. */

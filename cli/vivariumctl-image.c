@@ -347,7 +347,8 @@ vctl_cmd_image_import (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, 
   g_autofree gchar *path = NULL;
   g_autofree gchar *name = NULL;
 
-  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error))
+  if (!vctl_parse_args (ctx, cmd, NULL, FALSE, argv, 2, 2, error) ||
+      !vctl_check_local (ctx, "image import", error))
     return FALSE;
   fds = open_disk ((*argv)[2], error);
   if (fds == NULL)

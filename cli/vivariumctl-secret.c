@@ -226,7 +226,7 @@ vctl_cmd_secret_add (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GE
   if (!vctl_parse_args (ctx, cmd, entries, FALSE, argv, 1, 1, error))
     return FALSE;
   name = (*argv)[1];
-  if (!check_fields (name, &o, error))
+  if (!check_fields (name, &o, error) || !vctl_check_local (ctx, "secret add", error))
     return FALSE;
   fds = value_fd_list (name, &o, error);
   if (fds == NULL)

@@ -74,6 +74,8 @@ vctl_cmd_ssh_key_add (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, G
     g_set_error_literal (error, VCTL_USAGE_ERROR, 0, _("--key-file FILE is required"));
     return FALSE;
   }
+  if (!vctl_check_local (ctx, "ssh-key add", error))
+    return FALSE;
   fds = open_key (key_file, error);
   if (fds == NULL || !vctl_connect (ctx, error))
     return FALSE;

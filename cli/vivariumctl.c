@@ -283,6 +283,8 @@ run (VctlContext *ctx, gchar ***args, GError **error)
     { "no-interaction", 0, 0, G_OPTION_ARG_NONE, &ctx->no_interaction,
       N_("Never ask for a password; fail instead"), NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, N_("Print JSON where listing"), NULL },
+    { "host", 0, 0, G_OPTION_ARG_STRING, &ctx->host,
+      N_("Call the daemon on HOST, over SSH"), N_("[USER@]HOST") },
     { NULL }
   };
 

@@ -41,7 +41,7 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
   g_assert_no_error (error);
   manifest = vmcp_manifest_load (NULL, NULL, vmcp_schema_tool_names (schema), &error);
   g_assert_no_error (error);
-  daemon_ = vmcp_daemon_new ();
+  daemon_ = vmcp_daemon_new (NULL);
   tools = vmcp_tools_new (schema, manifest, daemon_);
   return 0;
 }

@@ -33,7 +33,7 @@ fixture_open (Fixture *f, const gchar *config, const gchar *client)
   g_assert_no_error (error);
   f->manifest = vmcp_manifest_load (config, client, vmcp_schema_tool_names (f->schema), &error);
   g_assert_no_error (error);
-  f->daemon = vmcp_daemon_new ();
+  f->daemon = vmcp_daemon_new (NULL);
   f->tools = vmcp_tools_new (f->schema, f->manifest, f->daemon);
   f->server = vmcp_server_new (f->tools);
 }
