@@ -17,22 +17,13 @@ import gi
 gi.require_version('Gio', '2.0')
 from gi.repository import Gio, GLib  # noqa: E402
 
+from vivtap import finish, ok  # noqa: E402
+
 BUS = 'org.vivarium.Vivarium1'
 OBJ = '/org/vivarium/Vivarium1'
 MANAGER = 'org.vivarium.Vivarium1.Manager'
 FLOOD = 100   # on each of four connections, under the bus's 128 per connection
 OTHERS = 50
-
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(('ok' if cond else 'not ok') + ' %d - %s' % (n, what), flush=True)
 
 
 def flood(connections_and_counts, seconds=120):
@@ -71,7 +62,7 @@ def main():
         ok(True, 'the daemon answers ListSessions')
     except GLib.Error as e:
         ok(False, 'the daemon answers ListSessions: %s' % e.message)
-        print('1..%d' % n)
+        finish()
         return 1
     total = 4 * FLOOD + OTHERS
     outcomes = flood([(c, FLOOD) for c in conns[:4]] + [(conns[4], OTHERS)])
@@ -79,8 +70,7 @@ def main():
     ok(sum(outcomes.values()) == total, 'all %d calls were answered' % total)
     ok(outcomes.get('ok', 0) == total,
        'and every one allowed: none refused for the number of polkit checks under way (%r)' % outcomes)
-    print('1..%d' % n)
-    return 0 if failed == 0 else 1
+    return finish()
 
 
 if __name__ == '__main__':

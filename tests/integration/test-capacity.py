@@ -17,25 +17,12 @@ import gi
 gi.require_version('Gio', '2.0')
 from gi.repository import Gio, GLib  # noqa: E402
 
+from vivtap import bail, finish, ok  # noqa: E402
+
 BUS = 'org.vivarium.Vivarium1'
 OBJ = '/org/vivarium/Vivarium1'
 IFACE = 'org.vivarium.Vivarium1.'
 
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(('ok' if cond else 'not ok') + ' %d - %s' % (n, what), flush=True)
-
-
-def bail(why):
-    print('Bail out! ' + why, flush=True)
-    sys.exit(1)
 
 
 def meminfo():
@@ -98,8 +85,7 @@ def main():
     ok(js.get('Capacity', {}).get('slots') == 3 and js['Capacity'].get('queue-free') == 5,
        'vivariumctl status --json carries Capacity: %s' % js.get('Capacity'))
 
-    print('1..%d' % n, flush=True)
-    return 1 if failed else 0
+    return finish()
 
 
 sys.exit(main())

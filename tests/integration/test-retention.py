@@ -22,6 +22,8 @@ import gi
 gi.require_version('Gio', '2.0')
 from gi.repository import Gio, GLib  # noqa: E402
 
+from vivtap import bail, finish, ok  # noqa: E402
+
 BUS = 'org.vivarium.Vivarium1'
 OBJ = '/org/vivarium/Vivarium1'
 IFACE = 'org.vivarium.Vivarium1.'
@@ -29,21 +31,6 @@ ERR = 'org.vivarium.Vivarium1.Error.'
 TASK_IDS = ['0a11ce01', '0a11ce02', '0a11ce03', '0a11ce04']
 MORE_IDS = ['0a11ce05', '0a11ce06']
 
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(('ok' if cond else 'not ok') + ' %d - %s' % (n, what), flush=True)
-
-
-def bail(why):
-    print('Bail out! ' + why, flush=True)
-    sys.exit(1)
 
 
 def call(bus, path, iface, method, args=None, dest=BUS):
@@ -163,8 +150,7 @@ def main():
     ok(len(tasks3) == 3 and kept_tasks[0] in tasks3,
        'MaxFinishedTasks=many is no number: the default keeps all 3 tasks (%d)' % len(tasks3))
 
-    print('1..%d' % n, flush=True)
-    return 1 if failed else 0
+    return finish()
 
 
 sys.exit(main())

@@ -20,27 +20,14 @@ import gi
 gi.require_version('Gio', '2.0')
 from gi.repository import Gio, GLib  # noqa: E402
 
+from vivtap import bail, finish, ok  # noqa: E402
+
 BUS = 'org.vivarium.Vivarium1'
 OBJ = '/org/vivarium/Vivarium1'
 IFACE = 'org.vivarium.Vivarium1.Manager'
 ERR = 'org.vivarium.Vivarium1.Error.'
 VALUE = 'vivarium-test-value-' + os.urandom(8).hex()
 
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(('ok' if cond else 'not ok') + ' %d - %s' % (n, what), flush=True)
-
-
-def bail(why):
-    print('Bail out! ' + why, flush=True)
-    sys.exit(1)
 
 
 def pipe_with(data, close=True):
@@ -192,8 +179,7 @@ def main():
     err, msg, _ = add_secret(bus, 'ONE_MORE', ['a.example'], {}, b'v')
     ok(err is None, 'after a removal there is room again (%s)' % msg)
 
-    print('1..%d' % n, flush=True)
-    return 1 if failed else 0
+    return finish()
 
 
 sys.exit(main())
