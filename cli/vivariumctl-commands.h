@@ -44,6 +44,8 @@ gboolean vctl_cmd_config_show     (VctlContext *ctx, const VctlCommand *cmd, gch
 /* The Project named NAME (a usage error for a bad name, NotFound). */
 VivariumDBusProject *vctl_project_for_call (VctlContext *ctx, const gchar *name, GError **error);
 
+gboolean vctl_cmd_host_pick       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
+
 gboolean vctl_cmd_task_submit     (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_wait       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);
 gboolean vctl_cmd_task_list       (VctlContext *ctx, const VctlCommand *cmd, gchar ***argv, GError **error);

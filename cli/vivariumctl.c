@@ -164,6 +164,14 @@ static const VctlCommand commands[] = {
     EXIT_HELP },
   { "report", "show", "ID [--json]", N_("Print a report (--json: the signed file, to verify)"),
     vctl_cmd_report_show, EXIT_HELP },
+  { "host", "pick", "[USER@]HOST… [--json]",
+    N_("Ask each host over SSH for its free capacity and print the one to hand a task to"),
+    vctl_cmd_host_pick,
+    N_("The host with a free session slot comes first, then the most free slots, the most "
+       "memory available and the lowest load per CPU; with no free slot anywhere, the "
+       "shortest queue. Ties go to the host named first. A host that cannot be asked is "
+       "named on stderr and passed over.\n"
+       "Exit status: 0 with a host printed; 1 when no host can take a task; 2 on a usage error.") },
   { "report", "verify", "FILE [--fingerprint sha256:HEX]",
     N_("Check a signed report offline and print its key's fingerprint"), vctl_cmd_report_verify },
   { "report", "render", "FILE [--no-verify] [--fingerprint sha256:HEX]",

@@ -76,6 +76,10 @@ usage frobnicate
 usage image
 usage image frobnicate
 usage status extra
+usage host pick
+usage --host a host pick b
+usage host pick good -oProxyCommand=sh
+usage host pick "a b"
 usage image list extra
 usage image build tiny
 usage image build tiny name extra
