@@ -16,6 +16,7 @@ command -v node >/dev/null || { echo "install-sdk: node is not installed (tools/
 command -v npm >/dev/null || { echo "install-sdk: npm is not installed (tools/install-deps.sh)" >&2; exit 1; }
 
 mkdir -p -- "$dest"
+dest=$(cd -- "$dest" && pwd -P)   # node resolves a relative path against its own cwd
 if cmp -s "$here/package-lock.json" "$dest/package-lock.json" &&
    [ -f "$dest/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
   exit 0

@@ -7,8 +7,9 @@
 // SDK spawns the server, negotiates the protocol, lists the tools (and
 // compiles their output schemas) and calls them, checking every result's
 // structuredContent against its tool's outputSchema as it does for any
-// server. PLAN is {"command": ..., "args": [...], "calls": [{"tool",
-// "arguments", "timeout_ms"}]}. Prints one JSON object: the server's info,
+// server. PLAN is {"command": ..., "args": [...], "env": {...}, "calls":
+// [{"tool", "arguments", "timeout_ms"}]}; env (optional) is added to the
+// SDK's own short default environment of the server. Prints one JSON object: the server's info,
 // the tools, and for each call its result or the error the SDK threw.
 // The test asserts on that; this script judges nothing itself.
 
@@ -27,7 +28,7 @@ const { StdioClientTransport } = await sdk('client/stdio.js');
 const sdkVersion = JSON.parse(readFileSync(join(sdkDir, 'node_modules/@modelcontextprotocol/sdk/package.json'))).version;
 
 const plan = JSON.parse(readFileSync(planFile, 'utf8'));
-const transport = new StdioClientTransport({ command: plan.command, args: plan.args ?? [], stderr: 'inherit' });
+const transport = new StdioClientTransport({ command: plan.command, args: plan.args ?? [], env: plan.env, stderr: 'inherit' });
 const client = new Client({ name: 'vivarium-system-test', version: '1' });
 const out = { sdk: sdkVersion, calls: [] };
 

@@ -17,13 +17,12 @@
 # shellcheck disable=SC2317
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
+# shellcheck source=SCRIPTDIR/mcp-lib.sh
+source "$(dirname -- "$(readlink -f -- "$0")")/mcp-lib.sh"
 
 readonly MODEL_PORT=18434
 
 require_systemd_host vivariumctl vivarium-mcp node gdbus busctl git
-sdk_src=${VIVARIUM_TEST_BUILD_DIR:?}/tests/mcp-sdk
-[ -f "$sdk_src/node_modules/@modelcontextprotocol/sdk/package.json" ] ||
-  bail_out "the MCP SDK is not installed in $sdk_src: run through tests/mcp/run-system-test.sh (meson test system-mcp)"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 
@@ -33,11 +32,7 @@ create_test_user tuser || bail_out "cannot create a test user"
 journal_at_exit
 
 # The client and the SDK, readable by the unprivileged user too.
-cp -r "$sdk_src" "$tmpd/sdk"
-cp "$VIVARIUM_TEST_SOURCE_DIR/tests/mcp/mcp-client.mjs" "$tmpd/"
-chmod -R a+rX "$tmpd"
-sdk_version=$(node -p "require('$tmpd/sdk/node_modules/@modelcontextprotocol/sdk/package.json').version")
-diag "MCP SDK $sdk_version"
+mcp_setup_sdk
 
 # mcp OUT USER PLAN: run the SDK client as USER on PLAN (JSON), result in OUT.
 mcp () {
@@ -53,24 +48,6 @@ mcp () {
   local fatal
   fatal=$(q "$out" "d.get('fatal') or ''")
   [ -z "$fatal" ] || diag "SDK client failed: $fatal" "$(tail -n 20 "$tmpd/$out.err")"
-}
-# q OUT PYEXPR: evaluate over d (the client's output); c(i) is call i's result.
-q () {
-  "$PY" - "$tmpd/$1.json" "$2" <<'PYEOF' 2>&1
-import json, sys
-d = json.load(open(sys.argv[1]))
-def c(i):
-    x = d['calls'][i]
-    return x.get('result') or {'thrown': x.get('thrown')}
-def s(i):
-    return c(i).get('structuredContent', {})
-def ident(i):
-    return s(i).get('identity', {})
-def text(i):
-    return ''.join(b.get('text', '') for b in c(i).get('content', []))
-v = eval(sys.argv[2])
-print(v if isinstance(v, str) else json.dumps(v))
-PYEOF
 }
 prop () { busctl get-property "$BUS" "$1" "$IFACE.$2" "$3" | cut -d' ' -f2- | tr -d '"'; }
 call () {
@@ -90,23 +67,7 @@ plan () {  # [ARGS_JSON] CALLS_JSON
 # The agent's own scripted model server (tests/agent/, from the agent worker's
 # branch) with this test's conversation: write hello.txt, then finish. The
 # configuration is written before the daemon's first start: it reads it then.
-model_server=$VIVARIUM_TEST_SOURCE_DIR/tests/agent/scripted-model.py
-mkdir -p /etc/vivarium/conf.d
-cat > /etc/vivarium/conf.d/60-test-mcp.conf <<EOF
-[Agent]
-Endpoint=http://127.0.0.1:$MODEL_PORT/v1
-Model=vivarium-test-model
-EOF
-at_exit rm -f /etc/vivarium/conf.d/60-test-mcp.conf
-systemctl stop vivariumd.service vivarium-gateway.service 2>/dev/null
-: > "$tmpd/model-failures"
-if [ -f "$model_server" ]; then
-  "$PY" "$model_server" --port "$MODEL_PORT" --conversations "$VIVARIUM_TEST_SOURCE_DIR/tests/mcp/conversations.json" \
-    --failures "$tmpd/model-failures" --log "$tmpd/model-requests" > "$tmpd/model.out" 2>&1 &
-  model_pid=$!
-  at_exit kill "$model_pid"
-  retry_until 50 0.1 grep -q ready "$tmpd/model.out" || bail_out "the scripted model server did not start: $(cat "$tmpd/model.out")"
-fi
+mcp_start_model "$MODEL_PORT"
 
 # --- an image and a project ----------------------------------------------------
 
@@ -295,7 +256,6 @@ assert_eq "4" "$(call "$OBJ" Manager.ListTasks | grep -o "$OBJ/tasks/" | wc -l |
 
 # --- vm_task: the agent worker against the scripted model server -------------
 
-assert_success "the agent's scripted model server is there (tests/agent/scripted-model.py)" -- test -f "$model_server"
 mcp task root "$(plan "[{\"tool\": \"vm_task\", \"arguments\": {\"project\": \"demo\", \"image\": \"$IMAGE\",
                          \"instructions\": \"Write hello.txt containing hello. [conversation: mcp-hello]\",
                          \"verify\": \"grep -qx hello hello.txt\", \"wait_seconds\": 600}, \"timeout_ms\": 900000}]")"

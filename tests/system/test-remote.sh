@@ -9,20 +9,30 @@
 # submitted, waited for, its signed report fetched and verified against the
 # remote host's key fingerprint; a user polkit refuses gets NotAuthorized
 # from the remote polkit; a wrong host key is refused by ssh itself; a verb
-# that passes a descriptor is refused with a sentence.
-#   VIVARIUM_TEST_BTRFS=512M tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-remote.sh
+# that passes a descriptor is refused with a sentence. `host pick` chooses
+# the host with room among one that is down, one that refuses and this one,
+# and says when the task would queue ([Sessions] MaxSessions=1 here). The
+# real MCP SDK client drives `vivarium-mcp --host` from the namespace: the
+# listings, the CLI's task's report verified against this host's key, an
+# agent task handed over (the scripted model server) and DONE, and the
+# refused user's NotAuthorized as a structured tool error.
+#   tests/mcp/run-system-test.sh BUILDDIR tests/system/vivarium-test-host tests/system/test-remote.sh
+# (with VIVARIUM_TEST_BTRFS=768M; meson test system-remote)
 
 # shellcheck disable=SC2317
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 # shellcheck source=SCRIPTDIR/task-lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
+# shellcheck source=SCRIPTDIR/mcp-lib.sh
+source "$(dirname -- "$(readlink -f -- "$0")")/mcp-lib.sh"
 
 readonly NS=vivremote$$
 readonly HOSTNAME_REMOTE=vivarium-remote-test
 readonly PORT=2222
+readonly MODEL_PORT=18435
 
-require_systemd_host vivariumctl ip ssh ssh-keygen /usr/sbin/sshd systemd-stdio-bridge runuser "$PY"
+require_systemd_host vivariumctl vivarium-mcp node ip ssh ssh-keygen /usr/sbin/sshd systemd-stdio-bridge runuser "$PY"
 [ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
   bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
 
@@ -30,6 +40,11 @@ tmpd=$(mktemp -d /var/tmp/vivarium-remote.XXXXXX)
 chmod 0755 "$tmpd"
 at_exit rm -rf "$tmpd"
 journal_at_exit vivariumd.service
+mcp_setup_sdk
+# One session slot, so that a started session leaves none for host pick.
+mcp_start_model "$MODEL_PORT"
+printf '[Sessions]\nMaxSessions=1\n' > /etc/vivarium/conf.d/60-test-remote.conf
+at_exit rm -f /etc/vivarium/conf.d/60-test-remote.conf
 
 # --- the other host's network: a namespace, a veth pair, a name ------------
 ip netns add "$NS" || bail_out "cannot create the network namespace"
@@ -43,7 +58,7 @@ ip -n "$NS" addr add 10.77.0.2/30 dev vr1 && ip -n "$NS" link set vr1 up && ip -
 # `ip netns exec` binds /etc/netns/NS/* over /etc/*: the name is known there only.
 mkdir -p "/etc/netns/$NS"
 at_exit rm -rf "/etc/netns/$NS"
-printf '127.0.0.1 localhost\n10.77.0.1 %s\n' "$HOSTNAME_REMOTE" > "/etc/netns/$NS/hosts"
+printf '127.0.0.1 localhost\n10.77.0.1 %s vivarium-down\n' "$HOSTNAME_REMOTE" > "/etc/netns/$NS/hosts"
 there () { ip netns exec "$NS" "$@"; }
 
 # --- sshd on this host, on the veth address only ---------------------------
@@ -90,6 +105,8 @@ Host $HOSTNAME_REMOTE
   UserKnownHostsFile $tmpd/known_hosts
   GlobalKnownHostsFile /dev/null
   StrictHostKeyChecking yes
+Host vivarium-down
+  Port $((PORT + 1))
 EOF
 cat > "$tmpd/ssh" <<EOF
 #!/bin/sh
@@ -154,6 +171,59 @@ else
 fi
 assert_eq "from-afar" "$(git --git-dir="$STATE/projects/remote/repo" show HEAD:remote.txt 2>&1)" \
   "the work is committed on this host"
+
+# --- host pick: the host with room, by name ----------------------------------
+pick () { there env VIVARIUM_SSH="$tmpd/ssh" LC_ALL=C vivariumctl --no-interaction host pick "$@"; }
+out=$(pick root@vivarium-down "$ruser@$HOSTNAME_REMOTE" "root@$HOSTNAME_REMOTE" 2>"$tmpd/pick.err")
+assert_eq "0 root@$HOSTNAME_REMOTE" "$? $out" "host pick: of a host that is down, one that refuses and one with room, the last" \
+  "$(cat "$tmpd/pick.err")"
+assert_contains "$(cat "$tmpd/pick.err")" "root@vivarium-down" "the host that is down is named on stderr"
+assert_contains "$(cat "$tmpd/pick.err")" "$ruser@$HOSTNAME_REMOTE: " "the host that refuses is named on stderr"
+assert_contains "$(cat "$tmpd/pick.err")" "$ERR.NotAuthorized" "with the remote polkit's refusal"
+pick root@vivarium-down >/dev/null 2>&1
+assert_eq 1 "$?" "host pick with no host that answers: exit 1"
+session=$(ctl session start "$IMAGE" --memory 256 2>&1)
+assert_eq 0 "$?" "a session takes the only slot (MaxSessions=1)" "$session"
+out=$(pick "root@$HOSTNAME_REMOTE" 2>"$tmpd/pick.err")
+assert_eq "0 root@$HOSTNAME_REMOTE" "$? $out" "with no free slot the host is still picked: the task would queue"
+assert_contains "$(cat "$tmpd/pick.err")" "no host has a free session slot" "and stderr says so"
+assert_eq "root@$HOSTNAME_REMOTE True 0 1" \
+  "$(pick --json "root@$HOSTNAME_REMOTE" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); h=d["Hosts"][0]["Capacity"]; print(d["Pick"], d["Queued"], h["slots-free"], h["slots"])')" \
+  "host pick --json: the pick, queued, and the host's capacity read over SSH"
+ctl session stop "${session##*/}" >/dev/null 2>&1
+
+# --- vivarium-mcp --host: the real MCP SDK client, from the other host -------
+rmcp () {  # OUT USER CALLS_JSON: the SDK client in the namespace, vivarium-mcp --host USER@HOST
+  printf '{"command": "vivarium-mcp", "args": ["--host", "%s@%s"], "env": {"VIVARIUM_SSH": "%s"}, "calls": %s}\n' \
+    "$2" "$HOSTNAME_REMOTE" "$tmpd/ssh" "$3" > "$tmpd/plan-$1.json"
+  there node "$tmpd/mcp-client.mjs" "$tmpd/sdk" "$tmpd/plan-$1.json" > "$tmpd/$1.json" 2> "$tmpd/$1.err"
+  local fatal
+  fatal=$(q "$1" "d.get('fatal') or ''")
+  [ -z "$fatal" ] || diag "SDK client failed: $fatal" "$(tail -n 20 "$tmpd/$1.err")"
+}
+rmcp rlist root "[{\"tool\": \"vm_images\"}, {\"tool\": \"vm_report\", \"arguments\": {\"task\": \"$task_id\"}}]"
+assert_eq "" "$(q rlist "d.get('fatal') or ''")" "the SDK client reaches vivarium-mcp --host over SSH and initializes"
+assert_eq "false $IMAGE $fpr" "$(q rlist "str(c(0).get('isError')).lower() + ' ' + s(0)['images'][0]['name'] + ' ' + ident(0)['key_fingerprint']")" \
+  "vm_images over SSH: the remote image, the remote key's fingerprint"
+assert_eq "false DONE $fpr true" \
+  "$(q rlist "str(c(1).get('isError')).lower() + ' ' + s(1).get('outcome', '?') + ' ' + ident(1)['signed_by'] + ' ' + str(ident(1)['signature_verified']).lower()")" \
+  "vm_report over SSH: the CLI's task, its signature checked against the remote host's key"
+assert_eq "the worker's unverified claim|Wrote remote.txt." \
+  "$(q rlist "s(1)['report']['worker_claim']['label'] + '|' + s(1)['report']['worker_claim']['summary']")" \
+  "the worker's summary stays labelled a claim"
+rmcp rtask root "[{\"tool\": \"vm_task\", \"arguments\": {\"project\": \"remote\", \"image\": \"$IMAGE\",
+                  \"instructions\": \"Write hello.txt containing hello. [conversation: mcp-hello]\",
+                  \"verify\": \"grep -qx hello hello.txt\", \"wait_seconds\": 600}, \"timeout_ms\": 900000}]"
+assert_eq "false DONE pass $fpr true" \
+  "$(q rtask "str(c(0).get('isError')).lower() + ' ' + str(s(0).get('outcome', s(0).get('error'))) + ' ' + (s(0).get('report') or {}).get('verification', {}).get('verdict', '') + ' ' + str(ident(0).get('signed_by')) + ' ' + str(ident(0).get('signature_verified')).lower()")" \
+  "vm_task over SSH: an agent task handed over by name, DONE, verified, signed by the remote key"
+assert_eq "hello" "$(git --git-dir="$STATE/projects/remote/repo" show "$(q rtask "(s(0).get('report') or {}).get('commit', '')"):hello.txt" 2>&1)" \
+  "the agent's work is committed on the remote host"
+assert_eq "" "$(cat "$tmpd/model-failures")" "the model server's assertions on the agent's requests held"
+rmcp rdenied "$ruser" '[{"tool": "vm_images"}]'
+assert_eq "true $ERR.NotAuthorized" "$(q rdenied "str(c(0).get('isError')).lower() + ' ' + s(0)['error']['name']")" \
+  "a user the remote polkit refuses: vm_images is a structured NotAuthorized error"
+assert_eq "" "$(pgrep -x vivarium-mcp)" "no vivarium-mcp is left running"
 
 # --- refusals ------------------------------------------------------------
 err=$(rctl "$ruser" task list 2>&1 >/dev/null)
