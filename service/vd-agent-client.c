@@ -12,7 +12,13 @@
 /* How long opening a unix socket may take: it is local, so it either works
  * at once or not at all. */
 #define VD_AGENT_CONNECT_TIMEOUT_MS 5000
-#define VD_AGENT_POLL_FIRST_MS      50
+/* guest-exec-status is asked every 5 ms for the first 40 ms, then 10, 20,
+ * … ms apart, at most 200: most commands (a first exec, the restore's
+ * reseed script) end within a few tens of milliseconds, and a first poll
+ * at 50 ms, doubling, made each wait up to twice its time. A poll is one
+ * short round trip to qemu-ga. */
+#define VD_AGENT_POLL_FIRST_MS      5
+#define VD_AGENT_POLL_FAST_COUNT    8
 #define VD_AGENT_POLL_MAX_MS        200
 /* A command that outlived its caller's timeout is polled at a leisurely
  * pace: nobody waits on it, and it must not crowd the agent. */
@@ -355,6 +361,7 @@ typedef struct {
   gint64          pid;          /* the guest's, once guest-exec answered; else -1 */
   guint           poll_ms;
   guint           poll_max_ms;
+  guint           poll_fast;     /* polls left at poll_ms before it grows */
   /* files */
   gchar          *path;
   gint64          handle;
@@ -493,7 +500,10 @@ vd_agent_exec_on_status (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   if (!exited) {
     guint delay = MIN (op->poll_ms, vd_agent_op_remaining_ms (op));
-    op->poll_ms = MIN (op->poll_ms * 2, op->poll_max_ms);
+    if (op->poll_fast > 0)
+      op->poll_fast--;
+    else
+      op->poll_ms = MIN (op->poll_ms * 2, op->poll_max_ms);
     vd_agent_op_schedule (task, delay, vd_agent_exec_poll);
     return;
   }
@@ -539,6 +549,7 @@ vd_agent_exec_on_started (GObject *source, GAsyncResult *res, gpointer user_data
     return;
   }
   op->poll_ms = VD_AGENT_POLL_FIRST_MS;
+  op->poll_fast = VD_AGENT_POLL_FAST_COUNT - 1;
   vd_agent_op_schedule (task, MIN (op->poll_ms, vd_agent_op_remaining_ms (op)), vd_agent_exec_poll);
 }
 

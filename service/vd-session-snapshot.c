@@ -41,6 +41,8 @@ typedef struct {
   gint64         started;
   gboolean       mount_project;
   gboolean       machine_id;     /* the image has /etc/machine-id to renew */
+  guint          reseed_pending; /* branches of the reseed still running */
+  GError        *reseed_error;   /* the first branch's failure */
 } Op;
 
 static void
@@ -49,6 +51,7 @@ op_free (Op *op)
   g_clear_object (&op->qmp);
   g_clear_object (&op->agent);
   g_clear_pointer (&op->info, json_object_unref);
+  g_clear_error (&op->reseed_error);
   if (op->fd >= 0)
     close (op->fd);
   g_free (op->overlay);
@@ -471,6 +474,31 @@ vd_session_snapshot_restore_finish (GAsyncResult *result, GError **error)
   "if [ \"$2\" = 1 ]; then mkdir -p /project && " \
   "mount -t 9p -o trans=virtio,version=9p2000.L project /project || exit 3; fi; exit 0"
 
+/* The clock and the script are two branches run at once: guest-exec only
+ * starts the script, so the agent sets and reads the clock while the
+ * script runs, and the restore waits for the slower of the two, not for
+ * their sum. Each branch holds a reference on the task; the first error
+ * is the one told. */
+static void
+reseed_branch_done (GTask *task, GError *error)
+{
+  Op *op = g_task_get_task_data (task);
+
+  if (error != NULL && op->reseed_error == NULL)
+    op->reseed_error = error;
+  else if (error != NULL)
+    g_error_free (error);
+  if (--op->reseed_pending > 0) {
+    g_object_unref (task);
+    return;
+  }
+  if (op->reseed_error != NULL)
+    g_task_return_error (task, g_steal_pointer (&op->reseed_error));
+  else
+    g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
 static void
 reseeded_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -481,20 +509,17 @@ reseeded_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 
   result = vd_agent_client_exec_finish (op->agent, res, NULL, &error);
   if (result == NULL) {
-    fail (task, error, "Cannot make the restored guest unique");
+    g_prefix_error (&error, "Cannot make the restored guest unique: ");
+    reseed_branch_done (task, error);
     return;
   }
-  if (result->exit_status != 0) {
-    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
-                             "The restored guest could not %s (exit status %d)",
-                             result->exit_status == 3 ? "mount the project share" :
-                             result->exit_status == 2 ? "take a fresh machine id" : "run its first-start step",
-                             result->exit_status);
-    g_object_unref (task);
-    return;
-  }
-  g_task_return_boolean (task, TRUE);
-  g_object_unref (task);
+  if (result->exit_status != 0)
+    error = g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                         "The restored guest could not %s (exit status %d)",
+                         result->exit_status == 3 ? "mount the project share" :
+                         result->exit_status == 2 ? "take a fresh machine id" : "run its first-start step",
+                         result->exit_status);
+  reseed_branch_done (task, error);
 }
 
 static void
@@ -512,7 +537,7 @@ run_reseed_script (GTask *task)
   argv[4] = id->str;
   argv[5] = op->mount_project ? "1" : "0";
   vd_agent_client_exec_async (op->agent, argv, NULL, NULL, AGENT_TIMEOUT_MS, 4096, g_task_get_cancellable (task),
-                              reseeded_cb, task);
+                              reseeded_cb, g_object_ref (task));
 }
 
 static void
@@ -525,20 +550,12 @@ got_time_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   gint64 guest, host = g_get_real_time () * 1000;
 
   reply = vd_agent_client_command_finish (op->agent, res, &error);
-  if (reply == NULL) {
-    fail (task, error, "Cannot read the restored guest's clock");
-    return;
-  }
-  if (!vd_json_node_get_int (reply, &guest) || ABS (guest - host) > CLOCK_SLACK_NS) {
-    fail_literal (task, "The restored guest's clock could not be set from the host's");
-    return;
-  }
-  if (!op->mount_project && !op->machine_id) {
-    g_task_return_boolean (task, TRUE);
-    g_object_unref (task);
-    return;
-  }
-  run_reseed_script (task);
+  if (reply == NULL)
+    g_prefix_error (&error, "Cannot read the restored guest's clock: ");
+  else if (!vd_json_node_get_int (reply, &guest) || ABS (guest - host) > CLOCK_SLACK_NS)
+    error = g_error_new_literal (VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
+                                 "The restored guest's clock could not be set from the host's");
+  reseed_branch_done (task, error);
 }
 
 /* qemu-ga sets the clock, then runs hwclock to copy it to the RTC; an
@@ -559,19 +576,34 @@ set_time_cb (GObject *source, GAsyncResult *res, gpointer user_data)
                                  got_time_cb, task);
 }
 
+static void
+set_clock (GTask *task)
+{
+  Op *op = g_task_get_task_data (task);
+  g_autoptr(JsonObject) args = json_object_new ();
+
+  json_object_set_int_member (args, "time", g_get_real_time () * 1000);
+  vd_agent_client_command_async (op->agent, "guest-set-time", args, AGENT_TIMEOUT_MS, g_task_get_cancellable (task),
+                                 set_time_cb, g_object_ref (task));
+}
+
 void
 vd_session_snapshot_reseed_async (VdAgentClient *agent, gboolean mount_project, gboolean machine_id,
                                   GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
   Op *op;
   GTask *task = op_task_new (vd_session_snapshot_reseed_async, cancellable, callback, user_data, &op);
-  g_autoptr(JsonObject) args = json_object_new ();
 
   op->agent = g_object_ref (agent);
   op->mount_project = mount_project;
   op->machine_id = machine_id;
-  json_object_set_int_member (args, "time", g_get_real_time () * 1000);
-  vd_agent_client_command_async (agent, "guest-set-time", args, AGENT_TIMEOUT_MS, cancellable, set_time_cb, task);
+  op->reseed_pending = mount_project || machine_id ? 2 : 1;
+  /* The script first: guest-exec returns as soon as it runs. */
+  if (op->reseed_pending == 2)
+    run_reseed_script (task);
+  set_clock (task);
+  /* Each branch took its own reference. */
+  g_object_unref (task);
 }
 
 gboolean

@@ -32,6 +32,11 @@
 #include "vd-session-snapshot.h"
 
 #define SOCKET_WAIT_MS        15000
+/* QEMU makes its QMP socket some tens of milliseconds after exec(): tries
+ * 5, 10, 20, … ms apart, at most 100 (a connect that fails is one syscall),
+ * instead of a fixed 100 ms that a restored start always waited once. */
+#define QMP_RETRY_FIRST_MS    5
+#define QMP_RETRY_MAX_MS      100
 /* A reply must stay under the bus's 32 MiB message limit, header and all:
  * a reply the bus refuses costs the daemon its connection. A PNG of QEMU's
  * largest VGA mode is far smaller than this. */
@@ -694,6 +699,7 @@ qmp_guest_resumed_cb (VdQmpClient *qmp, gpointer user_data)
 
 typedef struct {
   gint64   deadline;
+  guint    qmp_retry_ms;  /* the pause before the next QMP connect */
   gboolean unit_started;
   gboolean kvm;
   GError  *error;      /* why the start failed, told once the teardown is done */
@@ -972,12 +978,14 @@ qmp_connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
      * the deadline, then give up with the last error. */
     if (g_get_monotonic_time () < data->deadline) {
       g_error_free (error);
-      g_timeout_add (100, retry_qmp_cb, task);
+      g_timeout_add (data->qmp_retry_ms, retry_qmp_cb, task);
+      data->qmp_retry_ms = MIN (data->qmp_retry_ms * 2, QMP_RETRY_MAX_MS);
       return;
     }
     start_failed (task, error);
     return;
   }
+  step_end (self, "qmp-connect");
   g_signal_connect (self->qmp, "closed", G_CALLBACK (qmp_closed_cb), self);
   g_signal_connect (self->qmp, "block-io-error", G_CALLBACK (qmp_block_io_error_cb), self);
   g_signal_connect (self->qmp, "guest-stopped", G_CALLBACK (qmp_guest_stopped_cb), self);
@@ -1011,6 +1019,7 @@ unit_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   step_begin (self);
   data->unit_started = TRUE;
   data->deadline = g_get_monotonic_time () + SOCKET_WAIT_MS * 1000;
+  data->qmp_retry_ms = QMP_RETRY_FIRST_MS;
   try_connect_qmp (task);
 }
 
