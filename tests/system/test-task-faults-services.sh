@@ -13,7 +13,12 @@
 #   2. polkit is restarted (systemctl restart polkit) while a task waits in
 #      Task.Ask: the worker's calls after it still work (they need no polkit),
 #      the caller's Answer is authorized by the new polkitd, an unprivileged
-#      user is still refused with NotAuthorized, and the task ends DONE.
+#      user is still refused with NotAuthorized, and the task ends DONE;
+#   3. vivariumd is killed (-9) the moment it creates the first file of a
+#      task's report (an inotify watcher on the report directory): the
+#      restarted daemon reports the task FAILED ("the daemon stopped while it
+#      ran") in a report that verifies, and no half-written report or
+#      command log file is left.
 # After each: no session, worker or egress unit, no runtime directory of
 # them, no nftables table or rule of the session uids, no process of those
 # uids; the repository passes git fsck; the next task of the project is DONE.
@@ -192,5 +197,73 @@ assert_eq "pass caller" \
 assert_success "the report verifies" -- vivariumctl report verify "$tmpd/polkit-report.json"
 nothing_left "(2) polkit restarted" "$uid_p"
 next_task_done "(2) polkit restarted"
+
+# --- 3. vivariumd killed as it stores the report --------------------------------------
+# The report and its command log are written temp+fsync+rename on the main
+# loop, in one go with the rest of the task's end: no Step can be seen from
+# outside there. A watcher on the report directory (inotify, IN_CREATE)
+# kills the daemon (-9, its MainPID) the moment the first file of this
+# task's report is created: the command log's temporary file, ~4 MiB (1000
+# commands with 4 KiB of argv each, the in-memory cap) still being written.
+
+cat >"$tmpd/watch.py" <<'PYEOF'
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+if fd < 0 or libc.inotify_add_watch(fd, sys.argv[1].encode(), 0x100) < 0:  # IN_CREATE
+    print('inotify: %s' % os.strerror(ctypes.get_errno()), flush=True); sys.exit(1)
+print('ready', flush=True)
+while True:
+    buf, off = os.read(fd, 65536), 0
+    while off < len(buf):
+        _, _, _, ln = struct.unpack_from('iIII', buf, off)
+        name = buf[off + 16:off + 16 + ln].rstrip(b'\0').decode()
+        off += 16 + ln
+        if name.startswith(sys.argv[2] + '.'):
+            os.kill(int(sys.argv[3]), 9)
+            print('killed at ' + name, flush=True)
+            sys.exit(0)
+PYEOF
+pyworker chatty '
+pad = "x" * 4000
+for i in range(1000):
+    exec_guest("true %d %s" % (i, pad))
+exec_guest("echo chatty > chatty.txt")
+finish("Ran a thousand commands.", "")'
+tc=$(submit demo "$tmpd/chatty.py")
+assert_contains "$tc" "$OBJ/tasks/" "submit a task whose worker runs 1000 commands"
+cid=${tc##*/}
+uid_c=
+retry_until 600 0.2 has_session "$tc" && uid_c=$(session_uid "$(task_prop "$tc" Session)")
+dpid=$(systemctl show -P MainPID "$UNIT")
+"$PY" "$tmpd/watch.py" "$STATE/reports" "$cid" "$dpid" >"$tmpd/watch.out" 2>&1 &
+watcher=$!
+stop_watcher () { kill -0 "$watcher" 2>/dev/null && kill "$watcher"; return 0; }
+at_exit stop_watcher
+retry_until 50 0.1 grep -q ready "$tmpd/watch.out" || not_ok "the watcher on $STATE/reports is ready" "$(cat "$tmpd/watch.out")"
+daemon_gone () { [ "$(systemctl show -P MainPID "$UNIT")" != "$dpid" ]; }
+if retry_until 2400 0.1 daemon_gone; then
+  assert_contains "$(cat "$tmpd/watch.out")" "killed at $cid." "vivariumd (PID $dpid) is killed as it writes the report ($(tail -n 1 "$tmpd/watch.out"))"
+else
+  not_ok "vivariumd (PID $dpid) is killed as it writes the report" "$(cat "$tmpd/watch.out")" "$(task_prop "$tc" Outcome 2>&1) $(task_prop "$tc" Step 2>&1)"
+fi
+wait "$watcher" 2>/dev/null
+diag "the report directory after the kill: $(find "$STATE/reports" -name "$cid.*" -printf '%f ')"
+assert_success "the daemon starts again on the next call" -- retry_until 60 0.5 call "$OBJ" Manager.ListReports
+assert_eq "FAILED" "$(task_prop "$tc" Outcome 2>&1)" "the task is FAILED"
+assert_eq "the daemon stopped while it ran" "$(task_prop "$tc" Reason 2>&1)" "saying why"
+get_json "$OBJ/reports/$cid" "$tmpd/chatty.json"
+assert_success "its report verifies" -- vivariumctl report verify "$tmpd/chatty.json"
+# A report is ID.json beside ID.commands.jsonl; a temporary file of
+# g_file_set_contents (NAME.XXXXXX) is one half-written.
+assert_eq "" "$(find "$STATE/reports" -type f | grep -Ev '/[0-9a-z]+\.(json|commands\.jsonl)$')" \
+  "no half-written report or command log is left"
+orphans=
+for f in "$STATE"/reports/*.commands.jsonl; do
+  [ -e "$f" ] && [ ! -e "${f%.commands.jsonl}.json" ] && orphans="$orphans ${f##*/}"
+done
+assert_eq "" "$orphans" "every command log has its report"
+nothing_left "(3) vivariumd killed at the report" "$uid_c"
+next_task_done "(3) vivariumd killed at the report"
 
 done_testing
