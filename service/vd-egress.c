@@ -48,6 +48,7 @@ struct _VdEgress {
   guint                 exit_source;
   gint                  pidfd;         /* the proxy's process while it runs, or -1 */
   gboolean              stopped;
+  gboolean              died;          /* ended on its own while it served, and described */
 };
 
 G_DEFINE_FINAL_TYPE (VdEgress, vd_egress, G_TYPE_OBJECT)
@@ -175,6 +176,12 @@ const gchar *
 vd_egress_get_reason (VdEgress *self)
 {
   return self->reason;
+}
+
+gboolean
+vd_egress_died (VdEgress *self)
+{
+  return self->died;
 }
 
 VivariumEgressPolicy *
@@ -432,6 +439,7 @@ describe_failure_cb (gpointer user_data)
   reason = describe_end (self);
   vd_log_session (G_LOG_LEVEL_WARNING, self->session_id, "session %s: %s; the guest has no way out now",
                   self->session_id, reason);
+  self->died = TRUE;
   set_state (self, "failed", reason);
   return G_SOURCE_REMOVE;
 }

@@ -64,6 +64,9 @@ const gchar *vd_egress_get_dir      (VdEgress *self);
 /* "starting", "running", "failed"; and why it failed, or "". */
 const gchar *vd_egress_get_state    (VdEgress *self);
 const gchar *vd_egress_get_reason   (VdEgress *self);
+/* The proxy ended on its own after it had started (killed, crashed), and
+ * vd_egress_get_reason says how in systemd's words. */
+gboolean     vd_egress_died         (VdEgress *self);
 GStrv        vd_egress_describe_rules (VdEgress *self);
 /* The unix socket QEMU's `-netdev stream` connects to: the guest's
  * user-mode network, run by the proxy (DIR/net.sock). */

@@ -107,14 +107,27 @@ code_for_git (int rc, int klass)
 static gboolean
 set_git_error (GError **error, int rc, const gchar *what)
 {
+  int saved = errno;   /* before anything here can change it */
   const git_error *e = git_error_last ();
   VivariumError code = code_for_git (rc, e != NULL ? e->klass : 0);
 
   /* libgit2 keeps the OS's words, not its errno: a full dataset shows here. */
   if (e != NULL && e->message != NULL && strstr (e->message, g_strerror (ENOSPC)) != NULL)
     code = VIVARIUM_ERROR_NO_SPACE;
-  g_set_error (error, VIVARIUM_ERROR, code,
-               "Cannot %s: %s", what, e != NULL && e->message != NULL ? e->message : "unknown libgit2 error");
+  if (e != NULL && e->message != NULL) {
+    g_set_error (error, VIVARIUM_ERROR, code, "Cannot %s: %s", what, e->message);
+    return FALSE;
+  }
+  /* A failed write of its loose-object stream sets no error of libgit2's
+   * own (a full disk at the commit said only "unknown"): the system's last
+   * error is all there is to go by. */
+  if (saved == ENOSPC)
+    code = VIVARIUM_ERROR_NO_SPACE;
+  if (saved != 0)
+    g_set_error (error, VIVARIUM_ERROR, code, "Cannot %s: unknown libgit2 error (the system's last error: %s)",
+                 what, g_strerror (saved));
+  else
+    g_set_error (error, VIVARIUM_ERROR, code, "Cannot %s: unknown libgit2 error", what);
   return FALSE;
 }
 

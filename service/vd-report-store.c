@@ -265,6 +265,20 @@ prune (VdReportStore *self)
 
 /* --- public -------------------------------------------------------------- */
 
+/* NAME.XXXXXX of g_file_set_contents (write_durably) for a report or its
+ * command log: what a daemon killed while it wrote one leaves behind. */
+static gboolean
+is_temporary (const gchar *name)
+{
+  gsize len = strlen (name);
+  g_autofree gchar *target = NULL;
+
+  if (len <= 7 || name[len - 7] != '.')
+    return FALSE;
+  target = g_strndup (name, len - 7);
+  return g_str_has_suffix (target, ".json") || g_str_has_suffix (target, ".commands.jsonl");
+}
+
 static void
 load_reports (VdReportStore *self)
 {
@@ -275,6 +289,16 @@ load_reports (VdReportStore *self)
     g_autoptr(VivariumReport) report = NULL;
     g_autoptr(GError) error = NULL;
 
+    if (names[i][0] != '.' && is_temporary (names[i])) {
+      g_autofree gchar *path = g_build_filename (self->reports_dir, names[i], NULL);
+
+      /* Never renamed into place: no report, half of one at most. */
+      if (g_unlink (path) != 0 && errno != ENOENT)
+        g_warning ("cannot remove the half-written file %s: %s", path, g_strerror (errno));
+      else
+        g_message ("removed %s, half-written when the daemon stopped", path);
+      continue;
+    }
     if (names[i][0] == '.' || !g_str_has_suffix (names[i], ".json"))
       continue;
     id = g_strndup (names[i], strlen (names[i]) - strlen (".json"));

@@ -52,7 +52,7 @@
 
 G_DEFINE_TYPE (VdSession, vd_session, G_TYPE_OBJECT)
 
-enum { SIGNAL_ENDED, N_SIGNALS };
+enum { SIGNAL_ENDED, SIGNAL_EGRESS_DIED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 static void
@@ -98,6 +98,10 @@ vd_session_class_init (VdSessionClass *klass)
   G_OBJECT_CLASS (klass)->finalize = vd_session_finalize;
   signals[SIGNAL_ENDED] = g_signal_new ("ended", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                         0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+  /* The egress proxy died under the running guest: its way out is gone
+   * for good (nothing restarts it). The argument says how. */
+  signals[SIGNAL_EGRESS_DIED] = g_signal_new ("egress-died", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                              0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
 }
 
 static void
@@ -1069,6 +1073,8 @@ egress_state_changed_cb (VdEgress *egress, gpointer user_data)
 
   vivarium_dbus_session_set_egress_state (self->skeleton, vd_egress_get_state (egress));
   vivarium_dbus_session_set_egress_state_reason (self->skeleton, vd_egress_get_reason (egress));
+  if (vd_egress_died (egress))
+    g_signal_emit (self, signals[SIGNAL_EGRESS_DIED], 0, vd_egress_get_reason (egress));
 }
 
 static void

@@ -766,6 +766,7 @@ write_record (VdTaskRunner *self, Run *run, GError **error)
 static void work_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data);
 static void work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data);
 static void work_session_ended_cb (VdSession *session, gpointer user_data);
+static void work_egress_died_cb (VdSession *session, const gchar *how, gpointer user_data);
 
 static gboolean
 start_work_session (Run *run, VdProject *project, GError **error)
@@ -779,6 +780,7 @@ start_work_session (Run *run, VdProject *project, GError **error)
   run->session_id = g_strdup (vd_session_get_id (run->session));
   run->session_uid = vd_session_get_uid (run->session);
   g_signal_connect (run->session, "ended", G_CALLBACK (work_session_ended_cb), run);
+  g_signal_connect (run->session, "egress-died", G_CALLBACK (work_egress_died_cb), run);
   /* From here the start is under way: a Cancel waits for its end. */
   run->session_starting = TRUE;
   vd_project_grant_async (project, run->session_uid, work_granted_cb, run);
@@ -862,6 +864,25 @@ work_session_ended_cb (VdSession *session, gpointer user_data)
     reason = machine_death_reason (session);
   else
     reason = g_strdup_printf ("the work session ended before the worker: %s", vd_session_get_state_reason (session));
+  vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
+  wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
+}
+
+/* The allowlist session's proxy died: the guest has no way out, and nothing
+ * falls back to another. The worker would go on against a machine cut off
+ * and its task end DONE as if nothing happened: the task ends now, saying
+ * so, with what was done so far committed. */
+static void
+work_egress_died_cb (VdSession *session, const gchar *how, gpointer user_data)
+{
+  Run *run = user_data;
+  g_autofree gchar *reason = NULL;
+
+  g_signal_handlers_disconnect_by_func (session, work_egress_died_cb, run);
+  /* During the boot too: a session still booting is stopped once its start returns. */
+  if (run->winding_down)
+    return;
+  reason = g_strdup_printf ("the work session's way out is gone: %s", how);
   vd_log_task (G_LOG_LEVEL_INFO, vd_task_get_id (run->task), "task %s: %s", vd_task_get_id (run->task), reason);
   wind_down (run, VIVARIUM_OUTCOME_FAILED, reason);
 }

@@ -196,6 +196,40 @@ test_tampered_skipped (Fixture *f, gconstpointer data)
   g_assert_true (g_file_test (file, G_FILE_TEST_EXISTS));   /* left for the operator */
 }
 
+/* What a daemon killed while it wrote a report leaves (write_durably's
+ * NAME.XXXXXX, never renamed into place) goes at the next load; nothing
+ * else is touched. */
+static void
+test_temporaries_removed (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(VdReportStore) store = new_store (f, 10);
+  g_autoptr(VivariumReport) report = make_report ("r1", 2000000);
+  const gchar *stray[] = { "r2.commands.jsonl.AB12CD", "r2.json.XYZ123" };
+  const gchar *kept[] = { "r1.json", "notes.txt", "r3.json.bak" };
+
+  g_assert_nonnull (vd_report_store_add (store, report, &error));
+  g_clear_object (&store);
+  for (gsize i = 0; i < G_N_ELEMENTS (stray); i++) {
+    g_autofree gchar *file = g_build_filename (f->reports_dir, stray[i], NULL);
+    g_assert_true (g_file_set_contents (file, "{\"half", -1, NULL));
+  }
+  for (gsize i = 1; i < G_N_ELEMENTS (kept); i++) {
+    g_autofree gchar *file = g_build_filename (f->reports_dir, kept[i], NULL);
+    g_assert_true (g_file_set_contents (file, "x", -1, NULL));
+  }
+  store = new_store (f, 10);
+  g_assert_cmpuint (vd_report_store_count (store), ==, 1);
+  for (gsize i = 0; i < G_N_ELEMENTS (stray); i++) {
+    g_autofree gchar *file = g_build_filename (f->reports_dir, stray[i], NULL);
+    g_assert_false (g_file_test (file, G_FILE_TEST_EXISTS));
+  }
+  for (gsize i = 0; i < G_N_ELEMENTS (kept); i++) {
+    g_autofree gchar *file = g_build_filename (f->reports_dir, kept[i], NULL);
+    g_assert_true (g_file_test (file, G_FILE_TEST_EXISTS));
+  }
+}
+
 static void
 test_retention (Fixture *f, gconstpointer data)
 {
@@ -355,6 +389,8 @@ main (int argc, char *argv[])
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/report-store/store-and-reload", Fixture, NULL, fixture_set_up, test_store_and_reload, fixture_tear_down);
   g_test_add ("/report-store/tampered-skipped", Fixture, NULL, fixture_set_up, test_tampered_skipped, fixture_tear_down);
+  g_test_add ("/report-store/temporaries-removed", Fixture, NULL, fixture_set_up, test_temporaries_removed,
+              fixture_tear_down);
   g_test_add ("/report-store/retention", Fixture, NULL, fixture_set_up, test_retention, fixture_tear_down);
   g_test_add ("/report-store/command-log", Fixture, NULL, fixture_set_up, test_command_log, fixture_tear_down);
   g_test_add ("/report-store/command-log-bound", Fixture, NULL, fixture_set_up, test_command_log_bound, fixture_tear_down);
