@@ -322,6 +322,12 @@ vivarium_client_ensure_started (VivariumClient *self)
     vivarium_client_start (self);
 }
 
+gboolean
+vivarium_client_is_started (VivariumClient *self)
+{
+  return self->started;
+}
+
 void
 vivarium_client_retry (VivariumClient *self)
 {

@@ -32,6 +32,7 @@ const char           *vivarium_client_get_display_name (VivariumClient *self);
 gboolean              vivarium_client_is_remote        (VivariumClient *self);
 guint                 vivarium_client_get_retry_delay  (VivariumClient *self);
 void                  vivarium_client_ensure_started   (VivariumClient *self);
+gboolean              vivarium_client_is_started       (VivariumClient *self);
 void                  vivarium_client_start            (VivariumClient *self);
 void                  vivarium_client_retry            (VivariumClient *self);
 VivariumClientState   vivarium_client_get_state        (VivariumClient *self);
