@@ -251,8 +251,9 @@ connection_closed_cb (GDBusConnection *connection, gboolean remote_peer_vanished
   g_autofree char *message = vivarium_remote_get_ssh_message (connection);
   g_autofree char *reason = NULL;
 
+  /* ssh's own words if it said any; GDBus's about its stream say less. */
   reason = g_strdup_printf (_("The connection to %s was lost: %s"), self->destination,
-                            message != NULL ? message : error != NULL ? error->message : _("ssh ended"));
+                            message != NULL ? message : _("ssh ended"));
   drop_connection (self);
   set_unreachable (self, reason);
 }

@@ -101,13 +101,14 @@ open_message_file (GError **error)
   return fd;
 }
 
+/* The last non-empty line ssh wrote at or after @from. */
 static gchar *
-last_line (gint fd)
+last_line (gint fd, off_t from)
 {
   gchar buf[MESSAGE_TAIL + 1];
   off_t end = lseek (fd, 0, SEEK_END);
-  off_t start = end > MESSAGE_TAIL ? end - MESSAGE_TAIL : 0;
-  ssize_t n = end > 0 ? pread (fd, buf, (size_t) (end - start), start) : 0;
+  off_t start = MAX (from, end > MESSAGE_TAIL ? end - MESSAGE_TAIL : 0);
+  ssize_t n = end > start ? pread (fd, buf, (size_t) (end - start), start) : 0;
   g_auto(GStrv) lines = NULL;
 
   if (n <= 0)
@@ -123,18 +124,28 @@ last_line (gint fd)
   return NULL;
 }
 
+/* ssh's stderr on a connection: what it said while connecting is not the
+ * reason the link ends later. */
+typedef struct {
+  gint  fd;
+  off_t connected_at;
+} Messages;
+
 static void
-close_fd (gpointer data)
+messages_free (gpointer data)
 {
-  close (GPOINTER_TO_INT (data) - 1);
+  Messages *messages = data;
+
+  close (messages->fd);
+  g_free (messages);
 }
 
 gchar *
 vivarium_remote_get_ssh_message (GDBusConnection *connection)
 {
-  gpointer data = g_object_get_data (G_OBJECT (connection), "vivarium-remote-stderr");
+  Messages *messages = g_object_get_data (G_OBJECT (connection), "vivarium-remote-stderr");
 
-  return data != NULL ? last_line (GPOINTER_TO_INT (data) - 1) : NULL;
+  return messages != NULL ? last_line (messages->fd, messages->connected_at) : NULL;
 }
 
 /* ssh goes when the connection does: its stdin closes with the stream,
@@ -195,7 +206,7 @@ connect_bridge (const gchar *destination, gboolean interactive, gint stderr_fd, 
     /* A failed handshake is most often ssh having ended: wait for it. */
     g_subprocess_wait (ssh, cancellable, NULL);
     if (stderr_fd >= 0)
-      message = last_line (stderr_fd);
+      message = last_line (stderr_fd, 0);
     explain_failure (ssh, destination, message, dbus_error, error);
     g_subprocess_force_exit (ssh);
     return NULL;
@@ -216,6 +227,7 @@ vivarium_remote_connect_quiet (const gchar *destination, GCancellable *cancellab
 {
   gint fd = open_message_file (error);
   GDBusConnection *connection;
+  Messages *messages;
 
   if (fd < 0)
     return NULL;
@@ -224,7 +236,9 @@ vivarium_remote_connect_quiet (const gchar *destination, GCancellable *cancellab
     close (fd);
     return NULL;
   }
-  /* Stored as fd + 1: 0 would read as "no data". */
-  g_object_set_data_full (G_OBJECT (connection), "vivarium-remote-stderr", GINT_TO_POINTER (fd + 1), close_fd);
+  messages = g_new0 (Messages, 1);
+  messages->fd = fd;
+  messages->connected_at = lseek (fd, 0, SEEK_END);
+  g_object_set_data_full (G_OBJECT (connection), "vivarium-remote-stderr", messages, messages_free);
   return connection;
 }
