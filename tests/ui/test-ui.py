@@ -21,7 +21,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from uitest import (tap, poll, find_app, has_label, buttons, click,  # noqa: E402
                     screenshot, finish, app_window, resize, window_size, diag,
-                    add_host, open_hosts, close_hosts, host_rows, labels_containing, respond, nodes)
+                    add_host, open_hosts, close_hosts, close_popover, host_rows, main_menu, menu_items,
+                    labels_containing, respond, nodes)
 from dogtail.predicate import GenericPredicate  # noqa: E402
 
 
@@ -75,6 +76,9 @@ def add_host_refused(app):
     tap(not os.path.exists(os.path.join(os.environ['XDG_CONFIG_HOME'], 'vivarium', 'hosts.ini')),
         'and nothing was written')
     tap(has_label(app, 'Vivarium Is Not Installed'), 'this computer\'s status page is still shown')
+    tap(not main_menu(app, 'Remove This Host') and menu_items(app, 'Remove This Host'),
+        'Remove This Host is in the main menu, not offered for this computer')
+    close_popover(app, 'Main Menu')
 
 
 def remembered_size(appproc, window):

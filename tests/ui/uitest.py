@@ -215,10 +215,10 @@ def open_hosts(app):
     return click_until(app, 'Hosts', lambda: len(nodes(app, 'list', 'Hosts')) > 0)
 
 
-def close_hosts(app):
-    """Closes the host list's popover (its toggle button, pressed, is the open one)."""
+def close_popover(app, text):
+    """Closes the popover of the menu button so named (its toggle, pressed, is the open one)."""
     import pyatspi
-    for b in buttons(app, 'Hosts'):
+    for b in buttons(app, text):
         try:
             state = b.getState()
             if state.contains(pyatspi.STATE_CHECKED) or state.contains(pyatspi.STATE_PRESSED):
@@ -226,6 +226,10 @@ def close_hosts(app):
         except Exception:
             pass
     return True
+
+
+def close_hosts(app):
+    return close_popover(app, 'Hosts')
 
 
 def add_host(app, user, host):
@@ -244,6 +248,18 @@ def select_host(app, name):
         return False
     nodes(app, 'list', 'Hosts')[0].querySelection().selectChild(rows.index(name))
     return True
+
+
+def menu_items(app, text):
+    return nodes(app, 'menu item', text)
+
+
+def main_menu(app, item):
+    """Main Menu opened, then its ITEM clicked (False if it is not there or insensitive)."""
+    if not click_until(app, 'Main Menu', lambda: len(menu_items(app, item)) > 0):
+        return False
+    found = menu_items(app, item)
+    return bool(found) and found[-1].sensitive and found[-1].doActionNamed('click')
 
 
 def frame_names(app):
