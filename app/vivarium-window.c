@@ -166,12 +166,12 @@ apply_permission (VivariumWindow *self)
 {
   GPermission *permission = vivarium_client_is_remote (self->client) ? NULL : self->permission;
 
+  if (vivarium_client_is_remote (self->client))
+    gtk_revealer_set_reveal_child (self->lock_revealer, FALSE);
   if (self->permission == NULL)
     return;
   if (permission != NULL)
     update_lock_bar (self);
-  else
-    gtk_revealer_set_reveal_child (self->lock_revealer, FALSE);
   vivarium_sessions_page_set_permission (self->sessions_page, permission);
   vivarium_images_page_set_permission (self->images_page, permission);
   vivarium_selftest_page_set_permission (self->selftest_page, permission);
