@@ -8,12 +8,16 @@
 #   1. this computer first, its pages shown;
 #   2. Add Host… root@REMOTE: in the list, in hosts.ini, the window named
 #      for it, its pages over ssh (a child of the app, through sshd) with
-#      the session; Import… refused with the sentence;
+#      the session; Import… refused with the sentence; the report of the
+#      task handed over by SSH, its signature verified against the key
+#      fingerprint that host's daemon gives ($VIVARIUM_UI_FINGERPRINT);
 #   3. Add Host… root@DOWN: its status page with ssh's reason, while this
 #      computer, picked again, shows its pages;
 #   4. back on REMOTE: its ssh killed (sshd stopped too, so the status page
 #      stays until it is back): the status page for REMOTE, then, sshd
-#      started again, the app reconnects by itself (a new ssh).
+#      started again, the app reconnects by itself (a new ssh);
+#   5. DOWN picked and removed (Main Menu, Remove This Host): off the list
+#      and hosts.ini, this computer shown.
 import os
 import signal
 import subprocess
@@ -23,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from uitest import (tap, diag, poll, find_app, has_label, labels_containing, click, add_host,  # noqa: E402
                     open_hosts, close_hosts, host_rows, select_host, frame_names, switch_to,
-                    screenshot, finish)
+                    main_menu, select_first, screenshot, finish)
 
 REMOTE = 'root@' + os.environ['VIVARIUM_UI_REMOTE']
 DOWN = 'root@' + os.environ['VIVARIUM_UI_DOWN']
@@ -92,6 +96,13 @@ def remote_added(app, pid):
     switch_to(app, 'Images')
     tap(poll(lambda: click(app, 'Import…') and labels_containing(app, 'cannot travel over SSH'), 30),
         'Import… on it says a descriptor cannot travel over SSH')
+    fpr = os.environ['VIVARIUM_UI_FINGERPRINT']
+    tap(switch_to(app, 'Reports') and poll(lambda: select_first(app, 'Reports') and
+                                           labels_containing(app, 'Signature verified'), 60),
+        'its report opens with the signature verified')
+    tap(any(fpr in t for t in labels_containing(app, 'Signature verified')),
+        'against that host\'s key %s: %r' % (fpr, labels_containing(app, 'Signature verified')))
+    screenshot('remote-report.png')
     switch_to(app, 'Sessions')
 
 
@@ -130,6 +141,21 @@ def reconnects(app, pid):
         sshd.wait()
 
 
+def hosts_ini():
+    saved = os.path.join(os.environ['XDG_CONFIG_HOME'], 'vivarium', 'hosts.ini')
+    return open(saved).read() if os.path.exists(saved) else ''
+
+
+def removed(app):
+    tap(select_host(app, DOWN) and poll(lambda: status_shown(app, DOWN), 60), '%s picked again' % DOWN)
+    tap(main_menu(app, 'Remove This Host'), 'Main Menu, Remove This Host')
+    tap(poll(lambda: 'Vivarium' in frame_names(app) and pages_shown(app), 60), 'this computer is shown')
+    tap(open_hosts(app) and host_rows(app) == ['This Computer', REMOTE], 'the list: This Computer, %s' % REMOTE)
+    close_hosts(app)
+    text = hosts_ini()
+    tap(REMOTE in text and DOWN not in text, 'hosts.ini keeps %s only: %r' % (REMOTE, text))
+
+
 def main():
     appproc = subprocess.Popen([os.environ['VIVARIUM_UI_APP']])
     try:
@@ -140,6 +166,7 @@ def main():
         remote_added(app, appproc.pid)
         down_host(app)
         reconnects(app, appproc.pid)
+        removed(app)
     finally:
         appproc.terminate()
         appproc.wait()

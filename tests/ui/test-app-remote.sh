@@ -9,7 +9,7 @@
 # second way: what tells them apart is the link (ssh, sshd's log, the
 # window's name, a reconnect), not the data. test-app-remote.py drives it:
 # Add Host… adds it, it shows the session vivariumctl started over SSH
-# beforehand, a host ssh cannot reach shows its status page while this
+# beforehand and the report of a task handed over so, verified, a host ssh cannot reach shows its status page while this
 # computer still works, and a killed ssh comes back by itself.
 set -u
 src=$(dirname -- "$(readlink -f -- "$0")")/../..
@@ -48,10 +48,21 @@ session=$(rctl session start "$IMAGE" --memory 256 2>&1) || bail_out "session st
 session=${session##*/}
 at_exit ctl session stop "$session"
 echo "# session $session started over SSH"
+# And a task's signed report, over SSH too; the app verifies it against
+# the key fingerprint the other host's daemon gives (over SSH: the same).
+[ "$(stat -f -c %T "$STATE/projects" 2>/dev/null)" = btrfs ] ||
+  bail_out "$STATE/projects is not btrfs: run with VIVARIUM_TEST_BTRFS=SIZE"
+out=$(rctl project create remote --quota 64M 2>&1) || bail_out "project create over SSH: $out"
+printf '#!/bin/sh\nvivariumctl worker finish --summary "Nothing to do." --verify true\n' > "$tmpd/work.sh"
+task=$(rctl task submit remote "$IMAGE" --script "$tmpd/work.sh" 2>&1) || bail_out "task submit over SSH: $task"
+out=$(rctl task wait "${task##*/}" --timeout 300 2>&1) || bail_out "task wait over SSH: $out"
+fpr=$(rctl status --json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["KeyFingerprint"])') ||
+  bail_out "no key fingerprint over SSH"
+echo "# task ${task##*/} done over SSH; the key's fingerprint there: $fpr"
 
 # The test stops this sshd (by its PID) and starts its own on the same configuration.
 export VIVARIUM_SSH=$remote_dir/ssh-there
-export VIVARIUM_UI_REMOTE=$REMOTE VIVARIUM_UI_DOWN=$DOWN VIVARIUM_UI_SESSION=$session
+export VIVARIUM_UI_REMOTE=$REMOTE VIVARIUM_UI_DOWN=$DOWN VIVARIUM_UI_SESSION=$session VIVARIUM_UI_FINGERPRINT=$fpr
 export VIVARIUM_UI_SSHD_CONFIG=$sshd_dir/config VIVARIUM_UI_SSHD_LOG=$sshd_dir/log VIVARIUM_UI_SSHD_PID=$sshd_pid
 export VIVARIUM_UI_EMIT_PNG=1
 mkdir -m 0777 "$tmpd/logs"
