@@ -475,7 +475,15 @@ import_chosen_cb (GtkNativeDialog *chooser, int response, gpointer user_data)
 static void
 import_clicked_cb (VivariumImagesPage *self)
 {
-  GtkFileChooserNative *chooser =
+  g_autoptr(GError) error = NULL;
+  GtkFileChooserNative *chooser;
+
+  /* ImportImage takes the open disk: refused before a file is chosen. */
+  if (vivarium_client_refuse_descriptor (self->client, &error)) {
+    vivarium_toast_error (GTK_WIDGET (self), _("Cannot import a disk"), error);
+    return;
+  }
+  chooser =
     gtk_file_chooser_native_new (_("Import a Disk"), GTK_WINDOW (gtk_widget_get_root (GTK_WIDGET (self))),
                                  GTK_FILE_CHOOSER_ACTION_OPEN, _("_Import"), _("_Cancel"));
 
@@ -532,10 +540,14 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
 void
 vivarium_images_page_set_client (VivariumImagesPage *self, VivariumClient *client)
 {
-  g_return_if_fail (self->client == NULL);
-
-  self->client = g_object_ref (client);
+  if (self->client == client)
+    return;
+  /* Another host's: its data replaces this one's. */
+  if (self->client != NULL)
+    g_signal_handlers_disconnect_by_func (self->client, client_state_changed_cb, self);
+  g_set_object (&self->client, client);
   g_signal_connect_object (client, "state-changed", G_CALLBACK (client_state_changed_cb), self, 0);
+  client_state_changed_cb (client, self);
 }
 
 static void
@@ -548,8 +560,12 @@ permission_changed_cb (VivariumImagesPage *self)
 void
 vivarium_images_page_set_permission (VivariumImagesPage *self, GPermission *permission)
 {
+  /* NULL on another host: its polkit decides each call there. */
+  if (self->permission != NULL)
+    g_signal_handlers_disconnect_by_data (self->permission, self);
   g_set_object (&self->permission, permission);
-  g_signal_connect_object (permission, "notify", G_CALLBACK (permission_changed_cb), self, G_CONNECT_SWAPPED);
+  if (permission != NULL)
+    g_signal_connect_object (permission, "notify", G_CALLBACK (permission_changed_cb), self, G_CONNECT_SWAPPED);
   permission_changed_cb (self);
 }
 

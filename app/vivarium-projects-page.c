@@ -527,10 +527,14 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
 void
 vivarium_projects_page_set_client (VivariumProjectsPage *self, VivariumClient *client)
 {
-  g_return_if_fail (self->client == NULL);
-
-  self->client = g_object_ref (client);
+  if (self->client == client)
+    return;
+  /* Another host's: its data replaces this one's. */
+  if (self->client != NULL)
+    g_signal_handlers_disconnect_by_func (self->client, client_state_changed_cb, self);
+  g_set_object (&self->client, client);
   g_signal_connect_object (client, "state-changed", G_CALLBACK (client_state_changed_cb), self, 0);
+  client_state_changed_cb (client, self);
 }
 
 static void
@@ -543,8 +547,12 @@ permission_changed_cb (VivariumProjectsPage *self)
 void
 vivarium_projects_page_set_permission (VivariumProjectsPage *self, GPermission *permission)
 {
+  /* NULL on another host: its polkit decides each call there. */
+  if (self->permission != NULL)
+    g_signal_handlers_disconnect_by_data (self->permission, self);
   g_set_object (&self->permission, permission);
-  g_signal_connect_object (permission, "notify", G_CALLBACK (permission_changed_cb), self, G_CONNECT_SWAPPED);
+  if (permission != NULL)
+    g_signal_connect_object (permission, "notify", G_CALLBACK (permission_changed_cb), self, G_CONNECT_SWAPPED);
   permission_changed_cb (self);
 }
 

@@ -456,10 +456,16 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
 void
 vivarium_reports_page_set_client (VivariumReportsPage *self, VivariumClient *client)
 {
-  g_return_if_fail (self->client == NULL);
-
-  self->client = g_object_ref (client);
+  if (self->client == client)
+    return;
+  /* Another host's: its data replaces this one's. */
+  if (self->client != NULL)
+    g_signal_handlers_disconnect_by_func (self->client, client_state_changed_cb, self);
+  g_set_object (&self->client, client);
   g_signal_connect_object (client, "state-changed", G_CALLBACK (client_state_changed_cb), self, 0);
+  /* An open report was the other host's, verified against its key. */
+  back_clicked_cb (self);
+  client_state_changed_cb (client, self);
 }
 
 static void

@@ -7,7 +7,10 @@
 #include <glib/gi18n.h>
 #include <polkit/polkit.h>
 
+#include "vivarium-add-host-dialog.h"
 #include "vivarium-client.h"
+#include "vivarium-host-list.h"
+#include "vivarium-host-switcher.h"
 #include "vivarium-images-page.h"
 #include "vivarium-new-task-dialog.h"
 #include "vivarium-projects-page.h"
@@ -43,8 +46,10 @@ struct _VivariumWindow {
   VivariumProjectsPage *projects_page;
   VivariumTasksPage    *tasks_page;
   VivariumReportsPage  *reports_page;
+  VivariumHostSwitcher *host_switcher;
 
-  VivariumClient       *client;
+  VivariumHostList     *hosts;
+  VivariumClient       *client;     /* the host shown, one of hosts */
   GPermission          *permission;
   GCancellable         *cancellable;
 };
@@ -70,6 +75,23 @@ show_status (VivariumWindow *self, const char *icon, const char *title,
   gtk_stack_set_visible_child_name (self->main_stack, "status");
 }
 
+/* Another host that ssh could not reach, or whose link was lost: ssh's
+ * own reason, and when the client tries again by itself. */
+static void
+show_unreachable (VivariumWindow *self, VivariumClient *client)
+{
+  g_autofree char *title = g_strdup_printf (_("Cannot Reach %s"), vivarium_client_get_display_name (client));
+  guint delay = vivarium_client_get_retry_delay (client);
+  g_autofree char *why = NULL;
+
+  if (delay > 0)
+    why = g_strdup_printf (ngettext ("%s\nTrying again in %u second…", "%s\nTrying again in %u seconds…", delay),
+                           vivarium_client_get_state_reason (client), delay);
+  else
+    why = g_strdup (vivarium_client_get_state_reason (client));
+  show_status (self, "network-offline-symbolic", title, why, FALSE, TRUE);
+}
+
 static void
 client_state_changed_cb (VivariumClient *client, gpointer user_data)
 {
@@ -90,8 +112,10 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
     gtk_stack_set_visible_child_name (self->main_stack, "content");
     break;
   case VIVARIUM_CLIENT_CONNECTING:
+    if (vivarium_client_is_remote (client))
+      why = g_strdup_printf (_("Reaching %s over SSH…"), vivarium_client_get_display_name (client));
     show_status (self, "network-idle-symbolic", _("Connecting to Vivarium"),
-                 _("Starting the Vivarium service…"), TRUE, FALSE);
+                 why != NULL ? why : _("Starting the Vivarium service…"), TRUE, FALSE);
     break;
   case VIVARIUM_CLIENT_RESTARTING:
     show_status (self, "view-refresh-symbolic", _("Reconnecting"),
@@ -111,6 +135,9 @@ client_state_changed_cb (VivariumClient *client, gpointer user_data)
     why = g_strdup_printf (_("There is no system bus: %s"), vivarium_client_get_state_reason (client));
     show_status (self, "dialog-error-symbolic", _("No System Bus"), why, FALSE, TRUE);
     break;
+  case VIVARIUM_CLIENT_UNREACHABLE:
+    show_unreachable (self, client);
+    break;
   default:
     g_assert_not_reached ();
   }
@@ -122,11 +149,34 @@ update_lock_bar (VivariumWindow *self)
   gboolean allowed = g_permission_get_allowed (self->permission);
   gboolean can_acquire = g_permission_get_can_acquire (self->permission);
 
+  if (vivarium_client_is_remote (self->client))
+    return;
+
   gtk_revealer_set_reveal_child (self->lock_revealer, !allowed);
   gtk_widget_set_visible (GTK_WIDGET (self->unlock_button), can_acquire);
   gtk_label_set_text (self->lock_label,
                       can_acquire ? _("Some actions are locked: changing sessions, images, projects and tasks needs an administrator.")
                                   : _("You may look, but not change sessions, images, projects or tasks: the system’s policy does not allow it."));
+}
+
+/* This computer's polkit speaks for this computer only: on another host
+ * its polkit decides each call, and a refusal comes back as a toast. */
+static void
+apply_permission (VivariumWindow *self)
+{
+  GPermission *permission = vivarium_client_is_remote (self->client) ? NULL : self->permission;
+
+  if (vivarium_client_is_remote (self->client))
+    gtk_revealer_set_reveal_child (self->lock_revealer, FALSE);
+  if (self->permission == NULL)
+    return;
+  if (permission != NULL)
+    update_lock_bar (self);
+  vivarium_sessions_page_set_permission (self->sessions_page, permission);
+  vivarium_images_page_set_permission (self->images_page, permission);
+  vivarium_selftest_page_set_permission (self->selftest_page, permission);
+  vivarium_projects_page_set_permission (self->projects_page, permission);
+  vivarium_tasks_page_set_permission (self->tasks_page, permission);
 }
 
 static void
@@ -151,12 +201,7 @@ permission_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   }
   self->permission = permission;
   g_signal_connect_object (permission, "notify", G_CALLBACK (update_lock_bar), self, G_CONNECT_SWAPPED);
-  update_lock_bar (self);
-  vivarium_sessions_page_set_permission (self->sessions_page, permission);
-  vivarium_images_page_set_permission (self->images_page, permission);
-  vivarium_selftest_page_set_permission (self->selftest_page, permission);
-  vivarium_projects_page_set_permission (self->projects_page, permission);
-  vivarium_tasks_page_set_permission (self->tasks_page, permission);
+  apply_permission (self);
 }
 
 static void
@@ -242,6 +287,77 @@ show_page_activated (GtkWidget *widget, const char *action_name, GVariant *param
     adw_view_stack_set_visible_child_name (self->view_stack, page);
 }
 
+/* --- hosts -----------------------------------------------------------------
+ * Every page shows the chosen host's client; each host keeps its own
+ * connection (and its own status page) while the window lives. */
+
+static void
+show_host (VivariumWindow *self, VivariumClient *client)
+{
+  g_autofree char *title = NULL;
+
+  if (self->client != NULL)
+    g_signal_handlers_disconnect_by_func (self->client, client_state_changed_cb, self);
+  g_set_object (&self->client, client);
+  g_signal_connect (client, "state-changed", G_CALLBACK (client_state_changed_cb), self);
+  vivarium_sessions_page_set_client (self->sessions_page, client);
+  vivarium_images_page_set_client (self->images_page, client);
+  vivarium_selftest_page_set_client (self->selftest_page, client);
+  vivarium_projects_page_set_client (self->projects_page, client);
+  vivarium_tasks_page_set_client (self->tasks_page, client);
+  vivarium_reports_page_set_client (self->reports_page, client);
+  vivarium_host_switcher_select (self->host_switcher, client);
+  if (vivarium_client_is_remote (client))
+    title = g_strdup_printf (_("%s — Vivarium"), vivarium_client_get_display_name (client));
+  gtk_window_set_title (GTK_WINDOW (self), title != NULL ? title : _("Vivarium"));
+  adw_view_switcher_title_set_subtitle (self->switcher_title, vivarium_client_get_display_name (client));
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "win.remove-host", vivarium_client_is_remote (client));
+  apply_permission (self);
+  client_state_changed_cb (client, self);
+  vivarium_client_ensure_started (client);
+}
+
+static void
+host_selected_cb (VivariumWindow *self, VivariumClient *client)
+{
+  show_host (self, client);
+}
+
+static void
+host_added_cb (VivariumAddHostDialog *dialog, VivariumClient *client, gpointer user_data)
+{
+  show_host (VIVARIUM_WINDOW (user_data), client);
+}
+
+static void
+add_host_activated (GtkWidget *widget, const char *action_name, GVariant *parameter)
+{
+  VivariumWindow *self = VIVARIUM_WINDOW (widget);
+  VivariumAddHostDialog *dialog = vivarium_add_host_dialog_new (GTK_WINDOW (self), self->hosts);
+
+  g_signal_connect_object (dialog, "added", G_CALLBACK (host_added_cb), self, 0);
+  gtk_window_present (GTK_WINDOW (dialog));
+}
+
+static void
+remove_host_activated (GtkWidget *widget, const char *action_name, GVariant *parameter)
+{
+  VivariumWindow *self = VIVARIUM_WINDOW (widget);
+  g_autoptr(VivariumClient) removed = g_object_ref (self->client);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+
+  if (!vivarium_client_is_remote (removed))
+    return;
+  show_host (self, vivarium_host_list_get_local (self->hosts));
+  if (!vivarium_host_list_remove (self->hosts, removed, &error)) {
+    vivarium_toast_error (GTK_WIDGET (self), _("Could not remove the host"), error);
+    return;
+  }
+  text = g_strdup_printf (_("%s removed."), vivarium_client_get_display_name (removed));
+  vivarium_toast (GTK_WIDGET (self), text);
+}
+
 void
 vivarium_window_save_state (VivariumWindow *self)
 {
@@ -271,6 +387,7 @@ vivarium_window_dispose (GObject *object)
   if (self->client != NULL)
     g_signal_handlers_disconnect_by_data (self->client, self);
   g_clear_object (&self->client);
+  g_clear_object (&self->hosts);
   g_clear_object (&self->permission);
   gtk_widget_dispose_template (GTK_WIDGET (self), VIVARIUM_TYPE_WINDOW);
   G_OBJECT_CLASS (vivarium_window_parent_class)->dispose (object);
@@ -291,6 +408,7 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   g_type_ensure (VIVARIUM_TYPE_PROJECTS_PAGE);
   g_type_ensure (VIVARIUM_TYPE_TASKS_PAGE);
   g_type_ensure (VIVARIUM_TYPE_REPORTS_PAGE);
+  g_type_ensure (VIVARIUM_TYPE_HOST_SWITCHER);
 
   gtk_widget_class_set_template_from_resource (widget_class, "/org/vivarium/Vivarium/vivarium-window.ui");
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, toast_overlay);
@@ -310,32 +428,33 @@ vivarium_window_class_init (VivariumWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, projects_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, tasks_page);
   gtk_widget_class_bind_template_child (widget_class, VivariumWindow, reports_page);
+  gtk_widget_class_bind_template_child (widget_class, VivariumWindow, host_switcher);
   gtk_widget_class_install_action (widget_class, "win.new-task", "s", new_task_activated);
   gtk_widget_class_install_action (widget_class, "win.start-session", "s", start_session_activated);
   gtk_widget_class_install_action (widget_class, "win.show-page", "s", show_page_activated);
+  gtk_widget_class_install_action (widget_class, "win.add-host", NULL, add_host_activated);
+  gtk_widget_class_install_action (widget_class, "win.remove-host", NULL, remove_host_activated);
   gtk_widget_class_bind_template_callback (widget_class, unlock_clicked_cb);
   gtk_widget_class_bind_template_callback (widget_class, retry_clicked_cb);
+  gtk_widget_class_bind_template_callback (widget_class, host_selected_cb);
 }
 
 static void
 vivarium_window_init (VivariumWindow *self)
 {
+  g_autoptr(GError) error = NULL;
+
   gtk_widget_init_template (GTK_WIDGET (self));
   vivarium_window_state_restore (GTK_WINDOW (self), self->view_stack);
   vivarium_name_mnemonic_buttons (GTK_WIDGET (self->status_page));
   vivarium_name_mnemonic_buttons (GTK_WIDGET (self->lock_revealer));
 
   self->cancellable = g_cancellable_new ();
-  self->client = vivarium_client_new ();
-  g_signal_connect (self->client, "state-changed", G_CALLBACK (client_state_changed_cb), self);
-  vivarium_sessions_page_set_client (self->sessions_page, self->client);
-  vivarium_images_page_set_client (self->images_page, self->client);
-  vivarium_selftest_page_set_client (self->selftest_page, self->client);
-  vivarium_projects_page_set_client (self->projects_page, self->client);
-  vivarium_tasks_page_set_client (self->tasks_page, self->client);
-  vivarium_reports_page_set_client (self->reports_page, self->client);
-  client_state_changed_cb (self->client, self);
-  vivarium_client_start (self->client);
+  self->hosts = vivarium_host_list_new (NULL);
+  if (!vivarium_host_list_load (self->hosts, &error))
+    g_warning ("The list of other hosts cannot be read: %s", error->message);
+  vivarium_host_switcher_set_hosts (self->host_switcher, self->hosts);
+  show_host (self, vivarium_host_list_get_local (self->hosts));
   polkit_permission_new (ADMIN_ACTION, NULL, self->cancellable, permission_ready_cb, g_object_ref (self));
 }
 

@@ -29,4 +29,16 @@ GDBusConnection *vivarium_remote_connect_sync      (const gchar   *destination,
                                                     GCancellable  *cancellable,
                                                     GError       **error);
 
+/* For a program with no terminal to show ssh's lines (the app): never
+ * interactive, and ssh's stderr kept in an unlinked file instead, so its
+ * last line is the reason in @error, and later the reason a connection
+ * closed (vivarium_remote_get_ssh_message). */
+GDBusConnection *vivarium_remote_connect_quiet     (const gchar   *destination,
+                                                    GCancellable  *cancellable,
+                                                    GError       **error);
+
+/* The last line ssh wrote on a connection from
+ * vivarium_remote_connect_quiet, or NULL. */
+gchar           *vivarium_remote_get_ssh_message   (GDBusConnection *connection);
+
 G_END_DECLS

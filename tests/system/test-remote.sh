@@ -27,7 +27,9 @@ source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 # shellcheck source=SCRIPTDIR/mcp-lib.sh
 source "$(dirname -- "$(readlink -f -- "$0")")/mcp-lib.sh"
 
-readonly NS=vivremote$$
+# shellcheck source=SCRIPTDIR/remote-lib.sh
+source "$(dirname -- "$(readlink -f -- "$0")")/remote-lib.sh"
+
 readonly HOSTNAME_REMOTE=vivarium-remote-test
 readonly PORT=2222
 readonly MODEL_PORT=18435
@@ -46,73 +48,15 @@ mcp_start_model "$MODEL_PORT"
 printf '[Sessions]\nMaxSessions=1\n' > /etc/vivarium/conf.d/60-test-remote.conf
 at_exit rm -f /etc/vivarium/conf.d/60-test-remote.conf
 
-# --- the other host's network: a namespace, a veth pair, a name ------------
-ip netns add "$NS" || bail_out "cannot create the network namespace"
-at_exit ip netns delete "$NS"
-ip link add vr0 type veth peer name vr1 || bail_out "cannot create the veth pair"
-at_exit ip link delete vr0
-ip link set vr1 netns "$NS"
-ip addr add 10.77.0.1/30 dev vr0 && ip link set vr0 up || bail_out "cannot address vr0"
-ip -n "$NS" addr add 10.77.0.2/30 dev vr1 && ip -n "$NS" link set vr1 up && ip -n "$NS" link set lo up ||
-  bail_out "cannot address vr1"
-# `ip netns exec` binds /etc/netns/NS/* over /etc/*: the name is known there only.
-mkdir -p "/etc/netns/$NS"
-at_exit rm -rf "/etc/netns/$NS"
-printf '127.0.0.1 localhost\n10.77.0.1 %s vivarium-down\n' "$HOSTNAME_REMOTE" > "/etc/netns/$NS/hosts"
-there () { ip netns exec "$NS" "$@"; }
-
-# --- sshd on this host, on the veth address only ---------------------------
+# --- the other host: a namespace, a veth pair, a name; sshd here (remote-lib.sh)
+remote_setup "$tmpd" "$HOSTNAME_REMOTE" "$PORT"
 create_test_user ruser || bail_out "cannot create a test user"
 usermod -p '*' -s /bin/sh "$ruser"   # no password, not locked (sshd refuses a locked account), a shell for the command
-sshd_dir=$tmpd/sshd
-mkdir -p "$sshd_dir/keys" /run/sshd
-ssh-keygen -q -t ed25519 -N '' -f "$sshd_dir/host_a"
-ssh-keygen -q -t ed25519 -N '' -f "$sshd_dir/host_b"
-ssh-keygen -q -t ed25519 -N '' -f "$tmpd/client_key"
-cp "$tmpd/client_key.pub" "$sshd_dir/keys/root"
-cp "$tmpd/client_key.pub" "$sshd_dir/keys/$ruser"
-chmod 0644 "$sshd_dir/keys/"*
-sshd_pid=
-start_sshd () {  # HOSTKEY
-  cat > "$sshd_dir/config" <<EOF
-Port $PORT
-ListenAddress 10.77.0.1
-HostKey $sshd_dir/$1
-PidFile $sshd_dir/sshd.pid
-AuthorizedKeysFile $sshd_dir/keys/%u
-StrictModes no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-UsePAM no
-AllowUsers root $ruser
-EOF
-  /usr/sbin/sshd -D -f "$sshd_dir/config" -E "$sshd_dir/log" &
-  sshd_pid=$!
-  retry_until 40 0.25 there bash -c "exec 3<>/dev/tcp/$HOSTNAME_REMOTE/$PORT" 2>/dev/null
-}
-stop_sshd () { [ -n "$sshd_pid" ] && kill "$sshd_pid" 2>/dev/null && wait "$sshd_pid" 2>/dev/null; sshd_pid=; }
-at_exit stop_sshd
-
-# The client's ssh: its own configuration and known_hosts, strict checking
-# (VIVARIUM_SSH names the program, as GIT_SSH does for git).
-printf '[%s]:%s %s\n' "$HOSTNAME_REMOTE" "$PORT" "$(cut -d' ' -f1-2 "$sshd_dir/host_a.pub")" > "$tmpd/known_hosts"
-cat > "$tmpd/ssh_config" <<EOF
-Host $HOSTNAME_REMOTE
-  Port $PORT
-  IdentityFile $tmpd/client_key
-  IdentitiesOnly yes
-  UserKnownHostsFile $tmpd/known_hosts
-  GlobalKnownHostsFile /dev/null
-  StrictHostKeyChecking yes
-Host vivarium-down
-  Port $((PORT + 1))
-EOF
-cat > "$tmpd/ssh" <<EOF
-#!/bin/sh
-exec ssh -F $tmpd/ssh_config "\$@"
-EOF
-chmod 0755 "$tmpd/ssh"
+remote_keys root "$ruser"
+remote_client
+# A second name for this host, where nothing listens (host pick's host that is down).
+printf '10.77.0.1 vivarium-down\n' >> "/etc/netns/$remote_ns/hosts"
+printf 'Host vivarium-down\n  Port %s\n' "$((PORT + 1))" >> "$tmpd/ssh_config"
 rctl () {  # USER ARGS...: vivariumctl on the other host, calling this one's daemon
   local user=$1
   shift

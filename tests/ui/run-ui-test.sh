@@ -14,8 +14,9 @@ set -u
 build=$1 src=$2 logdir=$3
 mkdir -p "$logdir"
 pids=()
-# What the app remembers across runs (its window's size and page) is kept
-# apart from the user's own, and starts empty each run.
+# What the app remembers across runs (its window's size and page, its
+# list of other hosts) is kept apart from the user's own, and starts empty
+# each run.
 state=$(mktemp -d)
 
 cleanup () {
@@ -60,5 +61,5 @@ unset NO_AT_BRIDGE
 export LANGUAGE=C LC_ALL=C.UTF-8
 export VIVARIUM_UI_APP=${VIVARIUM_UI_APP:-$build/app/vivarium}
 export VIVARIUM_UI_LOGDIR=$logdir
-export XDG_STATE_HOME=$state
+export XDG_STATE_HOME=$state XDG_CONFIG_HOME=$state/config
 /usr/bin/python3 "${VIVARIUM_UI_SCRIPT:-$src/tests/ui/test-ui.py}"

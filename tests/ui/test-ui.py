@@ -20,7 +20,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from uitest import (tap, poll, find_app, has_label, buttons, click,  # noqa: E402
-                    screenshot, finish, app_window, resize, window_size, diag)
+                    screenshot, finish, app_window, resize, window_size, diag,
+                    add_host, open_hosts, close_hosts, close_popover, host_rows, main_menu, menu_items,
+                    labels_containing, respond, nodes)
 from dogtail.predicate import GenericPredicate  # noqa: E402
 
 
@@ -47,6 +49,7 @@ def has_run(names, run):
 def shortcuts(app, window):
     key(window, 'ctrl+question')
     if not tap(poll(lambda: shortcuts_window(app) is not None, 20), 'Ctrl+? opens the Keyboard Shortcuts window'):
+        diag('the app\'s windows: %r' % [f.name for f in app.children])
         return
     names = shown_shortcuts(shortcuts_window(app))
     for run in (['Ctrl', '+', '?', 'Show Shortcuts'], ['Ctrl', '+', '1', 'Sessions'],
@@ -56,6 +59,26 @@ def shortcuts(app, window):
     screenshot('shortcuts.png')
     key(window, 'Escape')
     tap(poll(lambda: shortcuts_window(app) is None, 20), 'Escape closes it')
+
+
+def add_host_refused(app):
+    """Add Host… with what ssh would take as an option: refused in the
+    dialog with the reason, the list unchanged. (Reaching a real host is
+    tests/ui/test-app-remote.sh's, through a real sshd.)"""
+    if not tap(add_host(app, '', '-oProxyCommand=sh'), 'Add Host… with "-oProxyCommand=sh"'):
+        return
+    tap(poll(lambda: labels_containing(app, 'is not a host to reach over SSH'), 20),
+        'the dialog says it is not a host to reach over SSH')
+    respond(app, 'Cancel')
+    tap(poll(lambda: len(nodes(app, 'text', 'Host name')) == 0, 20), 'Cancel closes the dialog')
+    tap(open_hosts(app) and host_rows(app) == ['This Computer'], 'the host list holds this computer only')
+    close_hosts(app)
+    tap(not os.path.exists(os.path.join(os.environ['XDG_CONFIG_HOME'], 'vivarium', 'hosts.ini')),
+        'and nothing was written')
+    tap(has_label(app, 'Vivarium Is Not Installed'), 'this computer\'s status page is still shown')
+    tap(not main_menu(app, 'Remove This Host') and menu_items(app, 'Remove This Host'),
+        'Remove This Host is in the main menu, not offered for this computer')
+    close_popover(app, 'Main Menu')
 
 
 def remembered_size(appproc, window):
@@ -97,6 +120,7 @@ def main():
         tap(has_label(app, 'Vivarium Is Not Installed') and len(buttons(app, 'Try Again')) > 0,
             'at 360 px the status page still shows its title and Try Again')
         screenshot('status-narrow.png')
+        add_host_refused(app)
         if window is not None:
             shortcuts(app, window)
             appproc = remembered_size(appproc, window) or appproc

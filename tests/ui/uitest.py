@@ -205,6 +205,67 @@ def resize(window, width, height, seconds=50):
     return window is not None and poll(sized, seconds)
 
 
+def host_rows(app):
+    """The rows of the header bar's host list (in the tree once its popover opened)."""
+    lists = nodes(app, 'list', 'Hosts')
+    return [c.name for c in lists[0].children] if lists else []
+
+
+def open_hosts(app):
+    return click_until(app, 'Hosts', lambda: len(nodes(app, 'list', 'Hosts')) > 0)
+
+
+def close_popover(app, text):
+    """Closes the popover of the menu button so named (its toggle, pressed, is the open one)."""
+    import pyatspi
+    for b in buttons(app, text):
+        try:
+            state = b.getState()
+            if state.contains(pyatspi.STATE_CHECKED) or state.contains(pyatspi.STATE_PRESSED):
+                b.doActionNamed('click')
+        except Exception:
+            pass
+    return True
+
+
+def close_hosts(app):
+    return close_popover(app, 'Hosts')
+
+
+def add_host(app, user, host):
+    """Add Host… from the host list's popover, its fields filled, Add clicked."""
+    if not open_hosts(app) or not click_until(app, 'Add Host…', lambda: len(nodes(app, 'text', 'Host name')) > 0):
+        return False
+    return set_text(app, 'User name', user) and set_text(app, 'Host name', host) and click(app, 'Add')
+
+
+def select_host(app, name):
+    """Picks the host so named in the host list (its Selection interface)."""
+    if not open_hosts(app):
+        return False
+    rows = host_rows(app)
+    if name not in rows:
+        return False
+    nodes(app, 'list', 'Hosts')[0].querySelection().selectChild(rows.index(name))
+    return True
+
+
+def menu_items(app, text):
+    return nodes(app, 'menu item', text)
+
+
+def main_menu(app, item):
+    """Main Menu opened, then its ITEM clicked (False if it is not there or insensitive)."""
+    if not click_until(app, 'Main Menu', lambda: len(menu_items(app, item)) > 0):
+        return False
+    found = menu_items(app, item)
+    return bool(found) and found[-1].sensitive and found[-1].doActionNamed('click')
+
+
+def frame_names(app):
+    return [f.name for f in app.children]
+
+
 def ctl(*args):
     return subprocess.run(['vivariumctl', '--no-interaction'] + list(args), capture_output=True, text=True)
 
