@@ -106,6 +106,28 @@ pyworker () {  # NAME BODY: a Python worker script, its helpers inline (its /var
 }
 
 
+# submit_allowlist PROJECT SCRIPT INSTRUCTIONS HOST...: a script task whose
+# sessions reach only HOST... (egress allowlist); prints the task's path, or
+# the error and fails.
+submit_allowlist () {
+  "$PY" - "$@" <<'PYEOF' 2>&1
+import sys
+from gi.repository import Gio, GLib
+project, script, instructions, hosts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
+opts = {'script': GLib.Variant('ay', open(script, 'rb').read()),
+        'egress': GLib.Variant('s', 'allowlist'), 'egress_allow': GLib.Variant('as', hosts)}
+try:
+    r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
+                      'SubmitTask', GLib.Variant('(sssa{sv})', (project, 'tiny', instructions, opts)),
+                      None, 0, 120000, None)
+    print(r.unpack()[0])
+except GLib.Error as e:
+    print(e.message)
+    sys.exit(1)
+PYEOF
+}
+
 # The agent tests' helpers (test-gateway.sh; test-agent.sh still has its own).
 submit_agent () {  # CONVERSATION [VERIFY]: prints the task's path, or the error
   "$PY" - "$@" <<'PYEOF'

@@ -472,22 +472,7 @@ assert_contains "$(call "$OBJ" Manager.CreateProject egress "uint64 $((32 * MIB)
 pyworker egress '
 s, out, err = exec_guest("wget -q -O - http://allowed.test/token; wget -q -O - http://other.test/token; true")
 finish("Fetched allowed.test; other.test was refused.", "")'
-task=$("$PY" - "$tmpd/egress.py" <<'PYEOF' 2>&1
-import sys
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-opts = {'script': GLib.Variant('ay', open(sys.argv[1], 'rb').read()),
-        'egress': GLib.Variant('s', 'allowlist'), 'egress_allow': GLib.Variant('as', ['allowed.test'])}
-try:
-    r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
-                      'SubmitTask', GLib.Variant('(sssa{sv})', ('egress', 'tiny', 'Fetch the token.', opts)),
-                      None, 0, 120000, None)
-    print(r.unpack()[0])
-except GLib.Error as e:
-    print(e.message)
-    sys.exit(1)
-PYEOF
-)
+task=$(submit_allowlist egress "$tmpd/egress.py" "Fetch the token." allowed.test)
 assert_contains "$task" "$OBJ/tasks/" "submit a task with egress allowlist, egress_allow allowed.test"
 assert_eq DONE "$(wait_outcome "$task" 300)" "the task ends DONE"
 head=$(egress_log "" "$tmpd/task-log.json" "$task" Task)

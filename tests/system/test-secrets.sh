@@ -432,23 +432,7 @@ s, out, err = exec_guest("mkdir -p out && "
 print("worker: the guest said (%d): %r %r" % (s, out, err), flush=True)
 finish("Fetched the token page; the request to other.test was refused.",
        "test -z \"$TOKEN\" && test ! -e /run/vivarium-secrets/TOKEN")'
-task=$("$PY" - "$tmpd/secrets.py" <<'PYEOF' 2>&1
-import sys
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-opts = {'script': GLib.Variant('ay', open(sys.argv[1], 'rb').read()),
-        'egress': GLib.Variant('s', 'allowlist'),
-        'egress_allow': GLib.Variant('as', ['allowed.test', 'other.test'])}
-try:
-    r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
-                      'SubmitTask', GLib.Variant('(sssa{sv})', ('stest', 'tiny', 'Fetch the token page.', opts)),
-                      None, 0, 120000, None)
-    print(r.unpack()[0])
-except GLib.Error as e:
-    print(e.message)
-    sys.exit(1)
-PYEOF
-)
+task=$(submit_allowlist stest "$tmpd/secrets.py" "Fetch the token page." allowed.test other.test)
 assert_contains "$task" "$OBJ/tasks/" "submit a task, no secrets named (egress allowlist allowed.test, other.test)"
 before=$(auth_lines)
 assert_eq DONE "$(wait_outcome "$task" 300)" "the task ends DONE"

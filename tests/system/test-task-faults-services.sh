@@ -110,22 +110,7 @@ s, out, err = exec_guest("wget -q -O - http://allowed.test/token > before.txt 2>
 time.sleep(120)
 exec_guest("wget -q -O - http://allowed.test/token > after.txt 2>&1; true")
 finish("Fetched the token twice.", "")'
-task=$("$PY" - "$tmpd/egress.py" <<'PYEOF' 2>&1
-import sys
-from gi.repository import Gio, GLib
-bus = Gio.bus_get_sync(Gio.BusType.SYSTEM)
-opts = {'script': GLib.Variant('ay', open(sys.argv[1], 'rb').read()),
-        'egress': GLib.Variant('s', 'allowlist'), 'egress_allow': GLib.Variant('as', ['allowed.test'])}
-try:
-    r = bus.call_sync('org.vivarium.Vivarium1', '/org/vivarium/Vivarium1', 'org.vivarium.Vivarium1.Manager',
-                      'SubmitTask', GLib.Variant('(sssa{sv})', ('demo', 'tiny', 'Fetch the token.', opts)),
-                      None, 0, 120000, None)
-    print(r.unpack()[0])
-except GLib.Error as e:
-    print(e.message)
-    sys.exit(1)
-PYEOF
-)
+task=$(submit_allowlist demo "$tmpd/egress.py" "Fetch the token." allowed.test)
 assert_contains "$task" "$OBJ/tasks/" "submit an allowlist task (egress_allow allowed.test)"
 if retry_until 1500 0.2 test -s "$work/before.status"; then
   ok "the worker's first call went through"
