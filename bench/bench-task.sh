@@ -72,3 +72,9 @@ printf '  verification session (start, re-run, stop):       %.2f s\n' "$(col 4)"
 printf '  report (assemble, sign, store):                   %.3f s\n' "$(col 5)"
 printf '  whole, daemon-measured:                           %.2f s\n' "$(col 6)"
 echo "$task $cold $restored" | awk '{ printf "ratio, whole task / two cold starts: %.2f; / two restored starts: %.2f\n", $1 / (2 * $2), $1 / (2 * $3) }'
+# Each session's own start steps, from the daemon's journal (a task's
+# sessions are gone from the bus when it ends): the last task's work and
+# verification sessions, after the plain restored starts above.
+echo "last task's session starts (the daemon's journal):"
+journalctl -u vivariumd.service -o cat --no-pager --since "-10min" | grep -E '^session [0-9a-f]+ started \(' | tail -n 2 |
+  sed 's/^/  /'
