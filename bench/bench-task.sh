@@ -76,5 +76,5 @@ echo "$task $cold $restored" | awk '{ printf "ratio, whole task / two cold start
 # sessions are gone from the bus when it ends): the last task's work and
 # verification sessions, after the plain restored starts above.
 echo "last task's session starts (the daemon's journal):"
-journalctl -u vivariumd.service -o cat --no-pager --since "-10min" | grep -E '^session [0-9a-f]+ started \(' | tail -n 2 |
+journalctl -u vivariumd.service -o cat --no-pager --since "-10min" | grep -E "^session [0-9a-f]+ started \\(" | tail -n 2 |
   sed 's/^/  /'

@@ -775,7 +775,7 @@ start_done (GTask *task)
 
   /* For the journal, where a task's sessions are gone from the bus: where
    * the start's time went. */
-  vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s started (%s) in %.1f ms: %s", self->id,
+  vd_log_session (G_LOG_LEVEL_MESSAGE, self->id, "session %s started (%s) in %.1f ms: %s", self->id,
                   self->restored ? "restored" : "cold", (g_get_monotonic_time () - data->began) / 1000.0, steps);
   vivarium_dbus_session_set_start_mode (self->skeleton, self->restored ? "restored" : "cold");
   set_state (self, VIVARIUM_SESSION_STATE_RUNNING);
