@@ -5,6 +5,10 @@
 # $tmpd set): the SDK installed outside the host by tests/mcp/run-system-test.sh
 # is copied into $tmpd with tests/mcp/mcp-client.mjs, readable by every user.
 #   mcp_setup_sdk          copy them; bails out when the SDK is missing
+#   mcp_client OUT PLAN [PREFIX...]
+#                          the SDK client on PLAN (JSON), run under PREFIX
+#                          (run_as_user USER, there, … or nothing), its output
+#                          in $tmpd/OUT.json; a client that failed is diagnosed
 #   q OUT PYEXPR           evaluate PYEXPR over d, the client's output $tmpd/OUT.json:
 #                          c(i) is call i's result, s(i) its structuredContent,
 #                          ident(i) its identity block, text(i) its text content
@@ -18,6 +22,16 @@ mcp_setup_sdk () {
   chmod -R a+rX "$tmpd"
   sdk_version=$(node -p "require('$tmpd/sdk/node_modules/@modelcontextprotocol/sdk/package.json').version")
   diag "MCP SDK $sdk_version"
+}
+
+mcp_client () {
+  local out=$1 plan=$2 fatal
+  shift 2
+  printf '%s\n' "$plan" > "$tmpd/plan-$out.json"
+  chmod a+r "$tmpd/plan-$out.json"
+  "$@" node "$tmpd/mcp-client.mjs" "$tmpd/sdk" "$tmpd/plan-$out.json" > "$tmpd/$out.json" 2> "$tmpd/$out.err"
+  fatal=$(q "$out" "d.get('fatal') or ''")
+  [ -z "$fatal" ] || diag "SDK client failed: $fatal" "$(tail -n 20 "$tmpd/$out.err")"
 }
 
 q () {

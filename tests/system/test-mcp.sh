@@ -36,18 +36,11 @@ mcp_setup_sdk
 
 # mcp OUT USER PLAN: run the SDK client as USER on PLAN (JSON), result in OUT.
 mcp () {
-  local out=$1 user=$2 plan=$3
-  printf '%s\n' "$plan" > "$tmpd/plan-$out.json"
-  chmod a+r "$tmpd/plan-$out.json"
-  if [ "$user" = root ]; then
-    node "$tmpd/mcp-client.mjs" "$tmpd/sdk" "$tmpd/plan-$out.json" > "$tmpd/$out.json" 2> "$tmpd/$out.err"
+  if [ "$2" = root ]; then
+    mcp_client "$1" "$3"
   else
-    run_as_user "$user" node "$tmpd/mcp-client.mjs" "$tmpd/sdk" "$tmpd/plan-$out.json" \
-      > "$tmpd/$out.json" 2> "$tmpd/$out.err"
+    mcp_client "$1" "$3" run_as_user "$2"
   fi
-  local fatal
-  fatal=$(q "$out" "d.get('fatal') or ''")
-  [ -z "$fatal" ] || diag "SDK client failed: $fatal" "$(tail -n 20 "$tmpd/$out.err")"
 }
 prop () { busctl get-property "$BUS" "$1" "$IFACE.$2" "$3" | cut -d' ' -f2- | tr -d '"'; }
 call () {

@@ -138,12 +138,8 @@ ctl session stop "${session##*/}" >/dev/null 2>&1
 
 # --- vivarium-mcp --host: the real MCP SDK client, from the other host -------
 rmcp () {  # OUT USER CALLS_JSON: the SDK client in the namespace, vivarium-mcp --host USER@HOST
-  printf '{"command": "vivarium-mcp", "args": ["--host", "%s@%s"], "env": {"VIVARIUM_SSH": "%s"}, "calls": %s}\n' \
-    "$2" "$HOSTNAME_REMOTE" "$tmpd/ssh" "$3" > "$tmpd/plan-$1.json"
-  there node "$tmpd/mcp-client.mjs" "$tmpd/sdk" "$tmpd/plan-$1.json" > "$tmpd/$1.json" 2> "$tmpd/$1.err"
-  local fatal
-  fatal=$(q "$1" "d.get('fatal') or ''")
-  [ -z "$fatal" ] || diag "SDK client failed: $fatal" "$(tail -n 20 "$tmpd/$1.err")"
+  mcp_client "$1" "$(printf '{"command": "vivarium-mcp", "args": ["--host", "%s@%s"], "env": {"VIVARIUM_SSH": "%s"}, "calls": %s}' \
+    "$2" "$HOSTNAME_REMOTE" "$tmpd/ssh" "$3")" there
 }
 rmcp rlist root "[{\"tool\": \"vm_images\"}, {\"tool\": \"vm_report\", \"arguments\": {\"task\": \"$task_id\"}}]"
 assert_eq "" "$(q rlist "d.get('fatal') or ''")" "the SDK client reaches vivarium-mcp --host over SSH and initializes"
