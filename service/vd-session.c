@@ -218,20 +218,32 @@ vd_session_record_timing (VdSession *self, const gchar *step, guint64 usec)
   vivarium_dbus_session_set_startup_timings (self->skeleton, g_variant_builder_end (&b));
 }
 
+static void
+append_timing (GString *out, const gchar *step, guint64 usec)
+{
+  g_string_append_printf (out, "%s%s %.1f ms", out->len > 0 ? ", " : "", step, usec / 1000.0);
+}
+
 /* "unit-start 66.1 ms, qmp-connect 55.0 ms, …", in the order a start takes
- * them; a step this start did not take is left out. */
+ * them; a step this start did not take is left out, and one not in the
+ * list (a step added later) comes after the others rather than not at all. */
 static gchar *
 describe_timings (VdSession *self)
 {
   static const gchar * const order[] = { "image-check", "overlay", "guard", "egress", "unit-start", "qmp-connect",
-                                         "restore", "agent-ready", "reseed", "egress-guest" };
+                                         "restore", "agent-ready", "reseed", "egress-guest", NULL };
   g_autoptr(GString) out = g_string_new (NULL);
+  g_autofree gpointer *steps = g_hash_table_get_keys_as_array (self->timings, NULL);
 
-  for (gsize i = 0; i < G_N_ELEMENTS (order); i++) {
+  for (gsize i = 0; order[i] != NULL; i++) {
     const guint64 *usec = g_hash_table_lookup (self->timings, order[i]);
 
     if (usec != NULL)
-      g_string_append_printf (out, "%s%s %.1f ms", out->len > 0 ? ", " : "", order[i], *usec / 1000.0);
+      append_timing (out, order[i], *usec);
+  }
+  for (gsize i = 0; steps[i] != NULL; i++) {
+    if (!g_strv_contains (order, steps[i]))
+      append_timing (out, steps[i], *(const guint64 *) g_hash_table_lookup (self->timings, steps[i]));
   }
   return g_string_free (g_steal_pointer (&out), FALSE);
 }
