@@ -10,16 +10,6 @@
 /* The decoding of a guest-exec-status reply, apart from the client so that
  * its fuzz harness (tests/fuzz) links it without a socket or a daemon. */
 
-void
-vd_agent_exec_result_free (VdAgentExecResult *r)
-{
-  if (r == NULL)
-    return;
-  g_clear_pointer (&r->out, g_bytes_unref);
-  g_clear_pointer (&r->err, g_bytes_unref);
-  g_free (r);
-}
-
 static gboolean
 vd_agent_exec_get_stream (JsonObject *status, const gchar *data_member, const gchar *trunc_member,
                           gsize cap, GBytes **out, gboolean *truncated, GError **error)

@@ -7,10 +7,9 @@
  * else includes this, and it comes after vd-session.h (which it does not
  * include: the two are one object's, not a layer above it). */
 
-#include "vd-agent-client.h"
 #include "vd-command-log.h"
 #include "vd-egress.h"
-#include "vd-qmp-client.h"
+#include "vd-session-helper.h"
 
 /* How long a QMP command may take before the session calls it lost. */
 #define QMP_TIMEOUT_MS        10000
@@ -37,8 +36,7 @@ struct _VdSession {
   gboolean              kvm;
   gboolean              pause_requested; /* the STOP that follows is the caller's Pause() */
   guint32               uid;
-  VdQmpClient          *qmp;
-  VdAgentClient        *agent;
+  VdSessionHelper      *helper;        /* QMP and the guest agent, parsed unprivileged */
   VdCommandLog         *log;
   VivariumSessionState  state;         /* the skeleton's State mirrors it */
   gchar                *io_error;      /* QEMU's last BLOCK_IO_ERROR, until RESUME */

@@ -397,8 +397,7 @@ save_disk_resumed_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   SaveDiskData *d = g_task_get_task_data (task);
-  g_autoptr(JsonNode) reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, d->error == NULL ? &d->error : NULL);
-
+  vd_session_helper_call_finish (VD_SESSION_HELPER (source), res, d->error == NULL ? &d->error : NULL);
   save_disk_end (task);
 }
 
@@ -409,11 +408,11 @@ save_disk_let_go (GTask *task)
   VdSession *self = g_task_get_source_object (task);
   SaveDiskData *d = g_task_get_task_data (task);
 
-  if (!d->was_running || self->qmp == NULL) {
+  if (!d->was_running || self->helper == NULL) {
     save_disk_end (task);
     return;
   }
-  vd_qmp_client_execute_async (self->qmp, "cont", NULL, QMP_TIMEOUT_MS, NULL, save_disk_resumed_cb, task);
+  vd_session_helper_qmp_async (self->helper, "cont", NULL, QMP_TIMEOUT_MS, NULL, save_disk_resumed_cb, task);
 }
 
 static void
@@ -458,7 +457,7 @@ boot_overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     save_disk_let_go (task);
     return;
   }
-  vd_session_snapshot_save_state_async (self->qmp, state, NULL, save_memory_done_cb, task);
+  vd_session_snapshot_save_state_async (self->helper, state, NULL, save_memory_done_cb, task);
 }
 
 /* The saved memory goes with an empty overlay over the new disk: the guest
@@ -606,9 +605,7 @@ save_disk_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   SaveDiskData *d = g_task_get_task_data (task);
-  g_autoptr(JsonNode) reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &d->error);
-
-  if (reply == NULL) {
+  if (!vd_session_helper_call_finish (VD_SESSION_HELPER (source), res, &d->error)) {
     save_disk_end (task);
     return;
   }
@@ -621,14 +618,14 @@ save_disk_synced_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
   g_autoptr(GError) error = NULL;
-  g_autoptr(VdAgentExecResult) result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, NULL, &error);
+  g_autoptr(VdAgentExecResult) result = vd_session_helper_exec_finish (VD_SESSION_HELPER (source), res, NULL, &error);
 
   /* A guest that cannot sync still has a consistent disk as QEMU holds it
    * once stopped; it may only lose what it had not written yet. */
   if (result == NULL)
     vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: sync before the save failed: %s", self->id, error->message);
   self->pause_requested = TRUE;
-  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, save_disk_stopped_cb, task);
+  vd_session_helper_qmp_async (self->helper, "stop", NULL, QMP_TIMEOUT_MS, NULL, save_disk_stopped_cb, task);
 }
 
 void
@@ -643,7 +640,7 @@ vd_session_save_disk_async (VdSession *self, const gchar *dir, const gchar *fina
   d->dir = g_strdup (dir);
   d->final_dir = g_strdup (final_dir);
   if ((self->state != VIVARIUM_SESSION_STATE_RUNNING && self->state != VIVARIUM_SESSION_STATE_PAUSED) ||
-      self->qmp == NULL || self->agent == NULL) {
+      self->helper == NULL || !vd_session_helper_has_agent (self->helper)) {
     g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
                              "The session %s is %s, not running or paused", self->id, vd_session_get_state (self));
     g_object_unref (task);
@@ -663,7 +660,7 @@ vd_session_save_disk_async (VdSession *self, const gchar *dir, const gchar *fina
     convert_disk (task);
     return;
   }
-  vd_agent_client_exec_async (self->agent, sync_argv, NULL, NULL, 30000, 4096, NULL, save_disk_synced_cb, task);
+  vd_session_helper_exec_async (self->helper, sync_argv, NULL, NULL, 30000, 4096, NULL, save_disk_synced_cb, task);
 }
 
 /* @memory_note: (out) why the memory was not saved, or NULL when it was */

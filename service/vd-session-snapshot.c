@@ -13,7 +13,6 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-fs.h"
-#include "vd-json-stream.h"
 #include "vd-session-snapshot.h"
 
 #define QMP_TIMEOUT_MS        10000
@@ -30,8 +29,7 @@
 #define SAVE_BANDWIDTH        (G_GINT64_CONSTANT (100) * 1024 * 1024 * 1024)
 
 typedef struct {
-  VdQmpClient   *qmp;
-  VdAgentClient *agent;
+  VdSessionHelper *helper;
   gchar         *overlay;
   gchar         *image_dir;
   gchar         *state_path;
@@ -48,8 +46,7 @@ typedef struct {
 static void
 op_free (Op *op)
 {
-  g_clear_object (&op->qmp);
-  g_clear_object (&op->agent);
+  g_clear_object (&op->helper);
   g_clear_pointer (&op->info, json_object_unref);
   g_clear_error (&op->reseed_error);
   if (op->fd >= 0)
@@ -89,30 +86,36 @@ fail_literal (GTask *task, const gchar *message)
   g_object_unref (task);
 }
 
+/* @args: a{sv} or NULL */
 static void
-qmp (GTask *task, const gchar *command, JsonObject *args, GAsyncReadyCallback cb)
+qmp (GTask *task, const gchar *command, GVariant *args, GAsyncReadyCallback cb)
 {
   Op *op = g_task_get_task_data (task);
 
-  vd_qmp_client_execute_async (op->qmp, command, args, QMP_TIMEOUT_MS, g_task_get_cancellable (task), cb, task);
+  vd_session_helper_qmp_async (op->helper, command, args, QMP_TIMEOUT_MS, g_task_get_cancellable (task), cb, task);
 }
 
 static gboolean
-qmp_done (GTask *task, GAsyncResult *res, const gchar *step, JsonNode **out)
+qmp_done (GTask *task, GAsyncResult *res, const gchar *step)
 {
   Op *op = g_task_get_task_data (task);
   GError *error = NULL;
-  JsonNode *reply = vd_qmp_client_execute_finish (op->qmp, res, &error);
 
-  if (reply == NULL) {
+  if (!vd_session_helper_call_finish (op->helper, res, &error)) {
     fail (task, error, step);
     return FALSE;
   }
-  if (out != NULL)
-    *out = reply;
-  else
-    json_node_unref (reply);
   return TRUE;
+}
+
+static GVariant *
+one_argument (const gchar *name, GVariant *value)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&b, "{sv}", name, value);
+  return g_variant_builder_end (&b);
 }
 
 /* --- waiting for a migration ----------------------------------------- */
@@ -134,22 +137,21 @@ migration_status_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GTask *task = G_TASK (user_data);
   Op *op = g_task_get_task_data (task);
   void (*next) (GTask *) = g_object_get_data (G_OBJECT (task), "after-migration");
-  g_autoptr(JsonNode) reply = NULL;
-  const gchar *status = "";
+  g_autofree gchar *status = NULL;
+  g_autofree gchar *why = NULL;
+  GError *error = NULL;
 
-  if (!qmp_done (task, res, "Cannot ask QEMU how the migration goes", &reply))
+  if (!vd_session_helper_query_migrate_finish (op->helper, res, &status, &why, &error)) {
+    fail (task, error, "Cannot ask QEMU how the migration goes");
     return;
-  if (JSON_NODE_HOLDS_OBJECT (reply))
-    status = json_object_get_string_member_with_default (json_node_get_object (reply), "status", "");
+  }
   if (g_strcmp0 (status, "completed") == 0) {
     next (task);
     return;
   }
   if (g_strcmp0 (status, "failed") == 0 || g_strcmp0 (status, "cancelled") == 0) {
-    const gchar *why = json_object_get_string_member_with_default (json_node_get_object (reply), "error-desc", "no reason given");
-    g_autofree gchar *capped = g_strndup (why, 300);
-    g_autofree gchar *safe = vd_json_escape_untrusted (capped);
-    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "QEMU says the migration %s: %s", status, safe);
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "QEMU says the migration %s: %s", status,
+                             why[0] != '\0' ? why : "no reason given");
     g_object_unref (task);
     return;
   }
@@ -163,7 +165,9 @@ migration_status_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 poll_migration (GTask *task)
 {
-  qmp (task, "query-migrate", NULL, migration_status_cb);
+  Op *op = g_task_get_task_data (task);
+
+  vd_session_helper_query_migrate_async (op->helper, g_task_get_cancellable (task), migration_status_cb, task);
 }
 
 static void
@@ -176,20 +180,14 @@ wait_migration (GTask *task, void (*next) (GTask *))
   poll_migration (task);
 }
 
-/* Hands op->fd to QEMU under FD_NAME; QEMU has its own copy afterwards. */
+/* Hands op->fd to QEMU (through the helper) under FD_NAME; QEMU has its
+ * own copy afterwards. */
 static void
 pass_fd (GTask *task, GAsyncReadyCallback cb)
 {
   Op *op = g_task_get_task_data (task);
-  g_autoptr(JsonObject) args = json_object_new ();
-  GError *error = NULL;
 
-  if (!vd_qmp_client_send_fd (op->qmp, op->fd, &error)) {
-    fail (task, error, "Cannot hand the saved state to QEMU");
-    return;
-  }
-  json_object_set_string_member (args, "fdname", FD_NAME);
-  qmp (task, "getfd", args, cb);
+  vd_session_helper_pass_fd_async (op->helper, op->fd, FD_NAME, g_task_get_cancellable (task), cb, task);
 }
 
 /* --- save -------------------------------------------------------------- */
@@ -280,7 +278,7 @@ migrate_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
 
-  if (qmp_done (task, res, "QEMU refused to save the guest", NULL))
+  if (qmp_done (task, res, "QEMU refused to save the guest"))
     wait_migration (task, save_finish);
 }
 
@@ -288,12 +286,10 @@ static void
 save_fd_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
-  g_autoptr(JsonObject) args = json_object_new ();
 
-  if (!qmp_done (task, res, "QEMU did not take the descriptor", NULL))
+  if (!qmp_done (task, res, "QEMU did not take the descriptor"))
     return;
-  json_object_set_string_member (args, "uri", "fd:" FD_NAME);
-  qmp (task, "migrate", args, migrate_started_cb);
+  qmp (task, "migrate", one_argument ("uri", g_variant_new_string ("fd:" FD_NAME)), migrate_started_cb);
 }
 
 static void
@@ -303,7 +299,7 @@ stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   Op *op = g_task_get_task_data (task);
   g_autofree gchar *tmp = g_strconcat (op->state_path, ".tmp", NULL);
 
-  if (!qmp_done (task, res, "Cannot stop the guest", NULL))
+  if (!qmp_done (task, res, "Cannot stop the guest"))
     return;
   /* Root's file in the image directory; QEMU only ever holds the
    * descriptor, so its uid needs no way into the directory. */
@@ -322,7 +318,7 @@ bandwidth_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
 
-  if (qmp_done (task, res, "Cannot lift QEMU's migration speed limit", NULL))
+  if (qmp_done (task, res, "Cannot lift QEMU's migration speed limit"))
     qmp (task, "stop", NULL, stopped_cb);
 }
 
@@ -333,10 +329,9 @@ unmounted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GTask *task = G_TASK (user_data);
   Op *op = g_task_get_task_data (task);
   g_autoptr(VdAgentExecResult) result = NULL;
-  g_autoptr(JsonObject) args = json_object_new ();
   GError *error = NULL;
 
-  result = vd_agent_client_exec_finish (op->agent, res, NULL, &error);
+  result = vd_session_helper_exec_finish (op->helper, res, NULL, &error);
   if (result == NULL) {
     fail (task, error, "Cannot unmount the share in the scratch guest");
     return;
@@ -351,12 +346,12 @@ unmounted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   json_object_set_boolean_member (op->info, "machine-id",
                                   g_bytes_get_size (result->out) >= 10 &&
                                   memcmp (g_bytes_get_data (result->out, NULL), "machine-id", 10) == 0);
-  json_object_set_int_member (args, "max-bandwidth", SAVE_BANDWIDTH);
-  qmp (task, "migrate-set-parameters", args, bandwidth_cb);
+  qmp (task, "migrate-set-parameters", one_argument ("max-bandwidth", g_variant_new_int64 (SAVE_BANDWIDTH)),
+       bandwidth_cb);
 }
 
 void
-vd_session_snapshot_save_async (VdQmpClient *qmp_client, VdAgentClient *agent, const gchar *overlay,
+vd_session_snapshot_save_async (VdSessionHelper *helper, const gchar *overlay,
                                 const gchar *image_dir, JsonObject *info, GCancellable *cancellable,
                                 GAsyncReadyCallback callback, gpointer user_data)
 {
@@ -365,13 +360,12 @@ vd_session_snapshot_save_async (VdQmpClient *qmp_client, VdAgentClient *agent, c
   Op *op;
   GTask *task = op_task_new (vd_session_snapshot_save_async, cancellable, callback, user_data, &op);
 
-  op->qmp = g_object_ref (qmp_client);
-  op->agent = g_object_ref (agent);
+  op->helper = g_object_ref (helper);
   op->overlay = g_strdup (overlay);
   op->image_dir = g_strdup (image_dir);
   op->state_path = g_build_filename (image_dir, VD_BOOT_SNAPSHOT_STATE, NULL);
   op->info = json_object_ref (info);
-  vd_agent_client_exec_async (agent, argv, NULL, NULL, AGENT_TIMEOUT_MS, 4096, cancellable, unmounted_cb, task);
+  vd_session_helper_exec_async (helper, argv, NULL, NULL, AGENT_TIMEOUT_MS, 4096, cancellable, unmounted_cb, task);
 }
 
 gboolean
@@ -382,17 +376,16 @@ vd_session_snapshot_save_finish (GAsyncResult *result, GError **error)
 
 /* A guest already stopped, its disk copied elsewhere: only its memory. */
 void
-vd_session_snapshot_save_state_async (VdQmpClient *qmp_client, const gchar *state_path, GCancellable *cancellable,
+vd_session_snapshot_save_state_async (VdSessionHelper *helper, const gchar *state_path, GCancellable *cancellable,
                                       GAsyncReadyCallback callback, gpointer user_data)
 {
   Op *op;
   GTask *task = op_task_new (vd_session_snapshot_save_async, cancellable, callback, user_data, &op);
-  g_autoptr(JsonObject) args = json_object_new ();
 
-  op->qmp = g_object_ref (qmp_client);
+  op->helper = g_object_ref (helper);
   op->state_path = g_strdup (state_path);
-  json_object_set_int_member (args, "max-bandwidth", SAVE_BANDWIDTH);
-  qmp (task, "migrate-set-parameters", args, bandwidth_cb);
+  qmp (task, "migrate-set-parameters", one_argument ("max-bandwidth", g_variant_new_int64 (SAVE_BANDWIDTH)),
+       bandwidth_cb);
 }
 
 /* --- restore ----------------------------------------------------------- */
@@ -402,7 +395,7 @@ continued_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
 
-  if (!qmp_done (task, res, "Cannot let the restored guest run", NULL))
+  if (!qmp_done (task, res, "Cannot let the restored guest run"))
     return;
   g_task_return_boolean (task, TRUE);
   g_object_unref (task);
@@ -420,7 +413,7 @@ incoming_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
 
-  if (qmp_done (task, res, "QEMU refused the saved state", NULL))
+  if (qmp_done (task, res, "QEMU refused the saved state"))
     wait_migration (task, restore_finish);
 }
 
@@ -429,24 +422,22 @@ restore_fd_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   Op *op = g_task_get_task_data (task);
-  g_autoptr(JsonObject) args = json_object_new ();
 
   close (op->fd);
   op->fd = -1;
-  if (!qmp_done (task, res, "QEMU did not take the saved state's descriptor", NULL))
+  if (!qmp_done (task, res, "QEMU did not take the saved state's descriptor"))
     return;
-  json_object_set_string_member (args, "uri", "fd:" FD_NAME);
-  qmp (task, "migrate-incoming", args, incoming_started_cb);
+  qmp (task, "migrate-incoming", one_argument ("uri", g_variant_new_string ("fd:" FD_NAME)), incoming_started_cb);
 }
 
 void
-vd_session_snapshot_restore_async (VdQmpClient *qmp_client, const gchar *state_path, GCancellable *cancellable,
+vd_session_snapshot_restore_async (VdSessionHelper *helper, const gchar *state_path, GCancellable *cancellable,
                                    GAsyncReadyCallback callback, gpointer user_data)
 {
   Op *op;
   GTask *task = op_task_new (vd_session_snapshot_restore_async, cancellable, callback, user_data, &op);
 
-  op->qmp = g_object_ref (qmp_client);
+  op->helper = g_object_ref (helper);
   /* Read-only, by the daemon: QEMU gets a descriptor it cannot write
    * through, to a file its uid could not open. */
   op->fd = open (state_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -507,7 +498,7 @@ reseeded_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(VdAgentExecResult) result = NULL;
   GError *error = NULL;
 
-  result = vd_agent_client_exec_finish (op->agent, res, NULL, &error);
+  result = vd_session_helper_exec_finish (op->helper, res, NULL, &error);
   if (result == NULL) {
     g_prefix_error (&error, "Cannot make the restored guest unique: ");
     reseed_branch_done (task, error);
@@ -536,8 +527,8 @@ run_reseed_script (GTask *task)
   }
   argv[4] = id->str;
   argv[5] = op->mount_project ? "1" : "0";
-  vd_agent_client_exec_async (op->agent, argv, NULL, NULL, AGENT_TIMEOUT_MS, 4096, g_task_get_cancellable (task),
-                              reseeded_cb, g_object_ref (task));
+  vd_session_helper_exec_async (op->helper, argv, NULL, NULL, AGENT_TIMEOUT_MS, 4096, g_task_get_cancellable (task),
+                                reseeded_cb, g_object_ref (task));
 }
 
 static void
@@ -545,14 +536,12 @@ got_time_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   Op *op = g_task_get_task_data (task);
-  g_autoptr(JsonNode) reply = NULL;
   GError *error = NULL;
-  gint64 guest, host = g_get_real_time () * 1000;
+  gint64 guest = 0, host = g_get_real_time () * 1000;
 
-  reply = vd_agent_client_command_finish (op->agent, res, &error);
-  if (reply == NULL)
+  if (!vd_session_helper_get_time_finish (op->helper, res, &guest, &error))
     g_prefix_error (&error, "Cannot read the restored guest's clock: ");
-  else if (!vd_json_node_get_int (reply, &guest) || ABS (guest - host) > CLOCK_SLACK_NS)
+  else if (ABS (guest - host) > CLOCK_SLACK_NS)
     error = g_error_new_literal (VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
                                  "The restored guest's clock could not be set from the host's");
   reseed_branch_done (task, error);
@@ -566,35 +555,30 @@ set_time_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   Op *op = g_task_get_task_data (task);
-  g_autoptr(JsonNode) reply = NULL;
   g_autoptr(GError) error = NULL;
 
-  reply = vd_agent_client_command_finish (op->agent, res, &error);
-  if (reply == NULL)
+  if (!vd_session_helper_call_finish (op->helper, res, &error))
     g_debug ("guest-set-time: %s", error->message);
-  vd_agent_client_command_async (op->agent, "guest-get-time", NULL, AGENT_TIMEOUT_MS, g_task_get_cancellable (task),
-                                 got_time_cb, task);
+  vd_session_helper_get_time_async (op->helper, g_task_get_cancellable (task), got_time_cb, task);
 }
 
 static void
 set_clock (GTask *task)
 {
   Op *op = g_task_get_task_data (task);
-  g_autoptr(JsonObject) args = json_object_new ();
 
-  json_object_set_int_member (args, "time", g_get_real_time () * 1000);
-  vd_agent_client_command_async (op->agent, "guest-set-time", args, AGENT_TIMEOUT_MS, g_task_get_cancellable (task),
-                                 set_time_cb, g_object_ref (task));
+  vd_session_helper_set_time_async (op->helper, g_get_real_time () * 1000, g_task_get_cancellable (task),
+                                    set_time_cb, g_object_ref (task));
 }
 
 void
-vd_session_snapshot_reseed_async (VdAgentClient *agent, gboolean mount_project, gboolean machine_id,
+vd_session_snapshot_reseed_async (VdSessionHelper *helper, gboolean mount_project, gboolean machine_id,
                                   GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
   Op *op;
   GTask *task = op_task_new (vd_session_snapshot_reseed_async, cancellable, callback, user_data, &op);
 
-  op->agent = g_object_ref (agent);
+  op->helper = g_object_ref (helper);
   op->mount_project = mount_project;
   op->machine_id = machine_id;
   op->reseed_pending = mount_project || machine_id ? 2 : 1;

@@ -4,8 +4,7 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
-#include "vd-agent-client.h"
-#include "vd-qmp-client.h"
+#include "vd-session-helper.h"
 
 G_BEGIN_DECLS
 
@@ -21,8 +20,7 @@ G_BEGIN_DECLS
 /* Unmounts the share, stops the guest, migrates it to @image_dir/boot.state
  * (through a descriptor), moves @overlay to @image_dir/boot.qcow2 and
  * writes @info (plus the measured save time and size) as boot.json. */
-void     vd_session_snapshot_save_async      (VdQmpClient        *qmp,
-                                              VdAgentClient      *agent,
+void     vd_session_snapshot_save_async      (VdSessionHelper    *helper,
                                               const gchar        *overlay,
                                               const gchar        *image_dir,
                                               JsonObject         *info,
@@ -33,7 +31,7 @@ gboolean vd_session_snapshot_save_finish     (GAsyncResult  *result,
                                               GError       **error);
 /* Only the memory of a guest (stopped, left stopped) to @state_path;
  * finish with vd_session_snapshot_save_finish(). */
-void     vd_session_snapshot_save_state_async (VdQmpClient       *qmp,
+void     vd_session_snapshot_save_state_async (VdSessionHelper   *helper,
                                               const gchar        *state_path,
                                               GCancellable       *cancellable,
                                               GAsyncReadyCallback callback,
@@ -41,7 +39,7 @@ void     vd_session_snapshot_save_state_async (VdQmpClient       *qmp,
 
 /* Loads @state_path into a QEMU waiting with -incoming defer, and lets the
  * guest run. */
-void     vd_session_snapshot_restore_async   (VdQmpClient        *qmp,
+void     vd_session_snapshot_restore_async   (VdSessionHelper    *helper,
                                               const gchar        *state_path,
                                               GCancellable       *cancellable,
                                               GAsyncReadyCallback callback,
@@ -52,7 +50,7 @@ gboolean vd_session_snapshot_restore_finish  (GAsyncResult  *result,
 /* Sets the guest clock from the host (and checks it took), writes a fresh
  * /etc/machine-id when @machine_id (the image has one), and mounts the
  * project share when @mount_project. */
-void     vd_session_snapshot_reseed_async    (VdAgentClient      *agent,
+void     vd_session_snapshot_reseed_async    (VdSessionHelper    *helper,
                                               gboolean            mount_project,
                                               gboolean            machine_id,
                                               GCancellable       *cancellable,

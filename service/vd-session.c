@@ -16,14 +16,12 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vivarium-state.h"
-#include "vd-agent-client.h"
 #include "vd-command-log.h"
 #include "vd-egress-log.h"
 #include "vd-egress-rules.h"
 #include "vd-fs.h"
 #include "vd-log.h"
 #include "vd-qemu-command.h"
-#include "vd-qmp-client.h"
 #include "vd-session.h"
 #include "vd-session-private.h"
 #include "vivarium-secret.h"
@@ -32,11 +30,6 @@
 #include "vd-session-snapshot.h"
 
 #define SOCKET_WAIT_MS        15000
-/* QEMU makes its QMP socket some tens of milliseconds after exec(): tries
- * 5, 10, 20, … ms apart, at most 100 (a connect that fails is one syscall),
- * instead of a fixed 100 ms that a restored start always waited once. */
-#define QMP_RETRY_FIRST_MS    5
-#define QMP_RETRY_MAX_MS      100
 /* A reply must stay under the bus's 32 MiB message limit, header and all:
  * a reply the bus refuses costs the daemon its connection. A PNG of QEMU's
  * largest VGA mode is far smaller than this. */
@@ -68,8 +61,7 @@ vd_session_finalize (GObject *object)
   g_strfreev (self->egress_allow);
   g_clear_pointer (&self->secrets, g_ptr_array_unref);
   g_clear_pointer (&self->ssh_keys, g_ptr_array_unref);
-  g_clear_object (&self->qmp);
-  g_clear_object (&self->agent);
+  g_clear_object (&self->helper);
   g_clear_object (&self->image);
   g_clear_object (&self->config);
   g_clear_object (&self->systemd);
@@ -230,7 +222,7 @@ append_timing (GString *out, const gchar *step, guint64 usec)
 static gchar *
 describe_timings (VdSession *self)
 {
-  static const gchar * const order[] = { "image-check", "overlay", "guard", "egress", "unit-start", "qmp-connect",
+  static const gchar * const order[] = { "image-check", "overlay", "guard", "egress", "helper-start", "unit-start", "qmp-connect",
                                          "restore", "agent-ready", "reseed", "egress-guest", NULL };
   g_autoptr(GString) out = g_string_new (NULL);
   g_autofree gpointer *steps = g_hash_table_get_keys_as_array (self->timings, NULL);
@@ -501,6 +493,8 @@ find_leftovers (VdSession *self)
 
   if (vd_systemd_unit_is_loaded (self->systemd, self->unit))
     g_strv_builder_add (b, self->unit);
+  if (self->helper != NULL && vd_systemd_unit_is_loaded (self->systemd, vd_session_helper_get_unit (self->helper)))
+    g_strv_builder_add (b, vd_session_helper_get_unit (self->helper));
   if (self->egress != NULL && vd_systemd_unit_is_loaded (self->systemd, vd_egress_get_unit (self->egress)))
     g_strv_builder_add (b, vd_egress_get_unit (self->egress));
   if (self->egress != NULL && g_file_test (vd_egress_get_dir (self->egress), G_FILE_TEST_EXISTS))
@@ -520,6 +514,8 @@ remove_files_and_check (VdSession *self, gboolean failed, const gchar *reason)
 
   if (self->egress != NULL)
     vd_egress_stop_sync (self->egress);
+  if (self->helper != NULL)
+    vd_session_helper_stop_sync (self->helper);
   if (!vd_fs_rm_rf (self->runtime_dir, &error) || !vd_fs_rm_rf (self->state_dir, &error))
     vd_log_session (G_LOG_LEVEL_WARNING, self->id, "teardown of %s: %s", self->id, error->message);
   if (self->unit_watch != 0)
@@ -538,11 +534,9 @@ static void
 close_channels (VdSession *self)
 {
   g_cancellable_cancel (self->reapers);
-  if (self->agent != NULL)
-    vd_agent_client_close (self->agent);
-  if (self->qmp != NULL) {
-    g_signal_handlers_disconnect_by_data (self->qmp, self);
-    vd_qmp_client_close (self->qmp);
+  if (self->helper != NULL) {
+    g_signal_handlers_disconnect_by_data (self->helper, self);
+    vd_session_helper_close (self->helper);
   }
 }
 
@@ -666,7 +660,7 @@ vd_session_stop_finish (VdSession *self, GAsyncResult *result, GError **error)
 }
 
 static void
-qmp_closed_cb (VdQmpClient *qmp, gpointer user_data)
+qmp_closed_cb (VdSessionHelper *helper, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
   gboolean expired;
@@ -686,13 +680,57 @@ qmp_closed_cb (VdQmpClient *qmp, gpointer user_data)
                   NULL, NULL);
 }
 
+/* The helper carries every byte of the guest's: without it the session
+ * cannot be run, whatever its QEMU does. A helper that crashed, hung up
+ * or broke its protocol costs this session only. */
+static void
+helper_died_cb (VdSessionHelper *helper, const gchar *reason, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  if (self->stop_requested || self->torn_down)
+    return;
+  vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: %s", self->id, reason);
+  self->stop_requested = TRUE;
+  teardown_async (self, TRUE, reason, NULL, NULL);
+}
+
+/* The agent's socket closes when QEMU exits too: QEMU answering says it
+ * was the agent alone, which broke its protocol (the helper closes it
+ * then) or went away. Either way every later call would fail with no
+ * word why: the session ends, failed, and says so. */
+static void
+agent_closed_checked_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr(VdSession) self = user_data;
+  gboolean kvm = FALSE;
+
+  if (!vd_session_helper_query_kvm_finish (VD_SESSION_HELPER (source), res, &kvm, NULL) ||
+      self->stop_requested || self->torn_down)
+    return;
+  vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: the guest agent closed its connection or broke its "
+                  "protocol", self->id);
+  self->stop_requested = TRUE;
+  teardown_async (self, TRUE, "the guest agent closed its connection or broke its protocol", NULL, NULL);
+}
+
+static void
+agent_closed_cb (VdSessionHelper *helper, const gchar *reason, gpointer user_data)
+{
+  VdSession *self = VD_SESSION (user_data);
+
+  if (self->stop_requested || self->torn_down)
+    return;
+  vd_session_helper_query_kvm_async (helper, NULL, agent_closed_checked_cb, g_object_ref (self));
+}
+
 /* --- paused: QEMU stopped the guest -------------------------------- */
 
 /* With werror/rerror=stop (vd-qemu-command.c) a failed disk request pauses
  * the guest: QEMU says BLOCK_IO_ERROR (why), then STOP. Without this the
  * session looked "running" while every Exec timed out for no stated reason. */
 static void
-qmp_block_io_error_cb (VdQmpClient *qmp, const gchar *reason, gboolean nospace, gpointer user_data)
+qmp_block_io_error_cb (VdSessionHelper *helper, const gchar *reason, gboolean nospace, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
 
@@ -705,11 +743,11 @@ qmp_block_io_error_cb (VdQmpClient *qmp, const gchar *reason, gboolean nospace, 
 }
 
 static void
-qmp_guest_stopped_cb (VdQmpClient *qmp, gpointer user_data)
+qmp_guest_stopped_cb (VdSessionHelper *helper, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
 
-  /* Only the daemon holds the QMP socket, and it sends "stop" only for
+  /* Only the session's helper holds the QMP socket, and it sends "stop" only for
    * Pause() and a save: any other STOP is QEMU's own doing. */
   if (self->state != VIVARIUM_SESSION_STATE_RUNNING)
     return;
@@ -719,7 +757,7 @@ qmp_guest_stopped_cb (VdQmpClient *qmp, gpointer user_data)
 }
 
 static void
-qmp_guest_resumed_cb (VdQmpClient *qmp, gpointer user_data)
+qmp_guest_resumed_cb (VdSessionHelper *helper, gpointer user_data)
 {
   VdSession *self = VD_SESSION (user_data);
 
@@ -734,7 +772,6 @@ qmp_guest_resumed_cb (VdQmpClient *qmp, gpointer user_data)
 typedef struct {
   gint64   began;         /* monotonic, when the start was asked for */
   gint64   deadline;
-  guint    qmp_retry_ms;  /* the pause before the next QMP connect */
   gboolean unit_started;
   gboolean kvm;
   GError  *error;      /* why the start failed, told once the teardown is done */
@@ -871,7 +908,7 @@ egress_guest_set_up_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(VdAgentExecResult) result = NULL;
   GError *error = NULL;
 
-  result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, NULL, &error);
+  result = vd_session_helper_exec_finish (VD_SESSION_HELPER (source), res, NULL, &error);
   if (result == NULL || result->exit_status != 0) {
     start_failed (task, error != NULL ? error : g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_GUEST,
                                                              "Cannot tell the guest where its egress proxy is "
@@ -899,8 +936,8 @@ guest_ready (GTask *task)
     start_failed (task, error);
     return;
   }
-  vd_agent_client_exec_async (self->agent, (const gchar * const *) argv, NULL, NULL, 30000, 4096,
-                              g_task_get_cancellable (task), egress_guest_set_up_cb, task);
+  vd_session_helper_exec_async (self->helper, (const gchar * const *) argv, NULL, NULL, 30000, 4096,
+                                g_task_get_cancellable (task), egress_guest_set_up_cb, task);
 }
 
 static void
@@ -922,10 +959,9 @@ static void
 wait_agent (GTask *task)
 {
   VdSession *self = g_task_get_source_object (task);
-  g_autofree gchar *socket = vd_qemu_command_agent_socket (self->runtime_dir);
 
-  vd_agent_client_wait_ready_async (socket, vd_config_get_agent_timeout_sec (self->config) * 1000,
-                                    g_task_get_cancellable (task), agent_ready_cb, task);
+  vd_session_helper_connect_agent_async (self->helper, vd_config_get_agent_timeout_sec (self->config) * 1000,
+                                         g_task_get_cancellable (task), agent_ready_cb, task);
 }
 
 static void
@@ -951,8 +987,7 @@ agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   VdSession *self = g_task_get_source_object (task);
   GError *error = NULL;
 
-  self->agent = vd_agent_client_wait_ready_finish (res, &error);
-  if (self->agent == NULL) {
+  if (!vd_session_helper_call_finish (self->helper, res, &error)) {
     start_failed (task, error);
     return;
   }
@@ -960,7 +995,7 @@ agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (self->restored) {
     step_begin (self);
     /* An older boot.json without the answer: renew, to be sure. */
-    vd_session_snapshot_reseed_async (self->agent, self->project_dir != NULL,
+    vd_session_snapshot_reseed_async (self->helper, self->project_dir != NULL,
                                       json_object_get_boolean_member_with_default (vd_image_get_boot_snapshot (self->image),
                                                                                    "machine-id", TRUE),
                                       g_task_get_cancellable (task), reseeded_cb, task);
@@ -974,35 +1009,22 @@ query_kvm_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
-  g_autoptr(JsonNode) reply = NULL;
   GError *error = NULL;
   gboolean kvm = FALSE;
 
-  reply = vd_qmp_client_execute_finish (self->qmp, res, &error);
-  if (reply == NULL) {
+  if (!vd_session_helper_query_kvm_finish (self->helper, res, &kvm, &error)) {
     start_failed (task, error);
     return;
   }
-  if (JSON_NODE_HOLDS_OBJECT (reply))
-    kvm = json_object_get_boolean_member_with_default (json_node_get_object (reply), "enabled", FALSE);
   vivarium_dbus_session_set_accelerator (self->skeleton, kvm ? "kvm" : "tcg");
   if (self->restored) {
     g_autofree gchar *state = g_build_filename (vd_image_get_dir (self->image), VD_BOOT_SNAPSHOT_STATE, NULL);
 
     step_begin (self);
-    vd_session_snapshot_restore_async (self->qmp, state, g_task_get_cancellable (task), restored_cb, task);
+    vd_session_snapshot_restore_async (self->helper, state, g_task_get_cancellable (task), restored_cb, task);
     return;
   }
   wait_agent (task);
-}
-
-static void try_connect_qmp (GTask *task);
-
-static gboolean
-retry_qmp_cb (gpointer user_data)
-{
-  try_connect_qmp (G_TASK (user_data));
-  return G_SOURCE_REMOVE;
 }
 
 static void
@@ -1010,38 +1032,14 @@ qmp_connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
-  StartData *data = g_task_get_task_data (task);
   GError *error = NULL;
 
-  self->qmp = vd_qmp_client_connect_finish (res, &error);
-  if (self->qmp == NULL) {
-    /* QEMU creates its sockets a moment after exec(); keep trying until
-     * the deadline, then give up with the last error. */
-    if (g_get_monotonic_time () < data->deadline) {
-      g_error_free (error);
-      g_timeout_add (data->qmp_retry_ms, retry_qmp_cb, task);
-      data->qmp_retry_ms = MIN (data->qmp_retry_ms * 2, QMP_RETRY_MAX_MS);
-      return;
-    }
+  if (!vd_session_helper_call_finish (self->helper, res, &error)) {
     start_failed (task, error);
     return;
   }
   step_end (self, "qmp-connect");
-  g_signal_connect (self->qmp, "closed", G_CALLBACK (qmp_closed_cb), self);
-  g_signal_connect (self->qmp, "block-io-error", G_CALLBACK (qmp_block_io_error_cb), self);
-  g_signal_connect (self->qmp, "guest-stopped", G_CALLBACK (qmp_guest_stopped_cb), self);
-  g_signal_connect (self->qmp, "guest-resumed", G_CALLBACK (qmp_guest_resumed_cb), self);
-  vd_qmp_client_execute_async (self->qmp, "query-kvm", NULL, QMP_TIMEOUT_MS, g_task_get_cancellable (task),
-                               query_kvm_cb, task);
-}
-
-static void
-try_connect_qmp (GTask *task)
-{
-  VdSession *self = g_task_get_source_object (task);
-  g_autofree gchar *socket = vd_qemu_command_qmp_socket (self->runtime_dir);
-
-  vd_qmp_client_connect_async (socket, QMP_TIMEOUT_MS, g_task_get_cancellable (task), qmp_connected_cb, task);
+  vd_session_helper_query_kvm_async (self->helper, g_task_get_cancellable (task), query_kvm_cb, task);
 }
 
 static void
@@ -1059,9 +1057,10 @@ unit_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   step_end (self, "unit-start");
   step_begin (self);
   data->unit_started = TRUE;
-  data->deadline = g_get_monotonic_time () + SOCKET_WAIT_MS * 1000;
-  data->qmp_retry_ms = QMP_RETRY_FIRST_MS;
-  try_connect_qmp (task);
+  /* QEMU makes its QMP socket some tens of milliseconds after exec(): the
+   * helper tries 5, 10, 20, … ms apart, at most 100, until this deadline. */
+  vd_session_helper_connect_qmp_async (self->helper, SOCKET_WAIT_MS, g_task_get_cancellable (task),
+                                       qmp_connected_cb, task);
 }
 
 static gboolean
@@ -1101,6 +1100,50 @@ start_qemu_unit (GTask *task)
                                     NULL, g_task_get_cancellable (task), unit_started_cb, task);
 }
 
+static void
+helper_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  VdSession *self = g_task_get_source_object (task);
+  GError *error = NULL;
+
+  self->helper = vd_session_helper_start_finish (res, &error);
+  if (self->helper == NULL) {
+    start_failed (task, error);
+    return;
+  }
+  step_end (self, "helper-start");
+  g_signal_connect (self->helper, "died", G_CALLBACK (helper_died_cb), self);
+  g_signal_connect (self->helper, "qmp-closed", G_CALLBACK (qmp_closed_cb), self);
+  g_signal_connect (self->helper, "agent-closed", G_CALLBACK (agent_closed_cb), self);
+  g_signal_connect (self->helper, "block-io-error", G_CALLBACK (qmp_block_io_error_cb), self);
+  g_signal_connect (self->helper, "guest-stopped", G_CALLBACK (qmp_guest_stopped_cb), self);
+  g_signal_connect (self->helper, "guest-resumed", G_CALLBACK (qmp_guest_resumed_cb), self);
+  start_qemu_unit (task);
+}
+
+/* The helper first: it is the one that will talk to QEMU, and a helper
+ * that cannot start is found before a guest runs. */
+static void
+start_helper (GTask *task)
+{
+  VdSession *self = g_task_get_source_object (task);
+  g_autofree gchar *qmp_socket = vd_qemu_command_qmp_socket (self->runtime_dir);
+  g_autofree gchar *agent_socket = vd_qemu_command_agent_socket (self->runtime_dir);
+  g_autofree gchar *runtime_root = g_path_get_dirname (g_path_get_dirname (self->runtime_dir));
+  VdSessionHelperOptions options = {
+    .session_id = self->id,
+    .uid = self->uid,
+    .runtime_dir = self->runtime_dir,
+    .runtime_root = runtime_root,
+    .qmp_socket = qmp_socket,
+    .agent_socket = agent_socket,
+  };
+
+  step_begin (self);
+  vd_session_helper_start_async (self->systemd, &options, g_task_get_cancellable (task), helper_started_cb, task);
+}
+
 /* --- egress: the proxy starts first, QEMU's forwards lead into it ------ */
 
 static void
@@ -1126,7 +1169,7 @@ egress_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     return;
   }
   step_end (self, "egress");
-  start_qemu_unit (task);
+  start_helper (task);
 }
 
 static void
@@ -1182,7 +1225,7 @@ overlay_created_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     start_egress (task);
     return;
   }
-  start_qemu_unit (task);
+  start_helper (task);
 }
 
 /* A saved state restores only into the machine it was saved from: same
@@ -1361,7 +1404,7 @@ reap_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(Reap) reap = user_data;
   g_autoptr(GError) error = NULL;
-  g_autoptr(VdAgentExecResult) result = vd_agent_client_exec_wait_finish (VD_AGENT_CLIENT (source), res, &error);
+  g_autoptr(VdAgentExecResult) result = vd_session_helper_exec_wait_finish (VD_SESSION_HELPER (source), res, &error);
   g_autofree gchar *why = NULL;
 
   if (result != NULL) {
@@ -1392,8 +1435,8 @@ reap_start (VdSession *self, VdCommandEntry *entry, gint64 pid)
   reap->self = g_object_ref (self);
   reap->entry = vd_command_entry_ref (entry);
   reap->pid = pid;
-  vd_agent_client_exec_wait_async (self->agent, pid, REAP_TIMEOUT_SEC * 1000, VIVARIUM_OUTPUT_CAP, self->reapers,
-                                   reap_done_cb, reap);
+  vd_session_helper_exec_wait_async (self->helper, pid, REAP_TIMEOUT_SEC * 1000, VIVARIUM_OUTPUT_CAP, self->reapers,
+                                     reap_done_cb, reap);
 }
 
 /* Records a failed call as what it is. A timeout is not a failure of the
@@ -1415,7 +1458,7 @@ call_failed (CallData *call, GError *error, gint64 pid)
                                "(pid %" G_GINT64_FORMAT "), and the command log will say how it ends",
                                call->timeout_sec, pid);
     vd_command_log_update (self->log, call->entry, VD_COMMAND_STATE_TIMED_OUT_RUNNING, -1, 0, 0, message);
-    if (self->agent != NULL && !vd_agent_client_is_closed (self->agent))
+    if (self->helper != NULL && vd_session_helper_has_agent (self->helper))
       reap_start (self, call->entry, pid);
   } else {
     message = g_strdup_printf ("The guest agent did not confirm the command's start within %u s; "
@@ -1439,7 +1482,7 @@ call_fail (CallData *call, GError *error)
 static gboolean
 check_running (VdSession *self, GError **error)
 {
-  if (self->state == VIVARIUM_SESSION_STATE_RUNNING && self->agent != NULL)
+  if (self->state == VIVARIUM_SESSION_STATE_RUNNING && self->helper != NULL && vd_session_helper_has_agent (self->helper))
     return TRUE;
   if (self->state == VIVARIUM_SESSION_STATE_PAUSED) {
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
@@ -1472,7 +1515,7 @@ exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   gint64 pid = -1;
   gsize out_size, err_size;
 
-  result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &pid, &error);
+  result = vd_session_helper_exec_finish (VD_SESSION_HELPER (source), res, &pid, &error);
   if (result == NULL) {
     g_dbus_method_invocation_take_error (call->invocation, call_failed (call, error, pid));
     return;
@@ -1557,7 +1600,7 @@ handle_exec (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, cons
   call = call_data_new (self, invocation, "exec", argv, cwd);
   call->timeout_sec = timeout;
   full_env = exec_env (self, env);
-  vd_agent_client_exec_async (self->agent, argv, (const gchar * const *) full_env, cwd, timeout * 1000,
+  vd_session_helper_exec_async (self->helper, argv, (const gchar * const *) full_env, cwd, timeout * 1000,
                               VIVARIUM_OUTPUT_CAP, NULL, exec_done_cb, call);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
@@ -1569,7 +1612,7 @@ read_file_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GBytes) data = NULL;
   GError *error = NULL;
 
-  data = vd_agent_client_read_file_finish (VD_AGENT_CLIENT (source), res, &error);
+  data = vd_session_helper_read_file_finish (VD_SESSION_HELPER (source), res, &error);
   if (data == NULL) {
     call_fail (call, error);
     return;
@@ -1592,7 +1635,7 @@ handle_read_file (VivariumDBusSession *iface, GDBusMethodInvocation *invocation,
   }
   if (!require_running (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
-  vd_agent_client_read_file_async (self->agent, path, VIVARIUM_FILE_MAX, FILE_TIMEOUT_MS, NULL,
+  vd_session_helper_read_file_async (self->helper, path, VIVARIUM_FILE_MAX, FILE_TIMEOUT_MS, NULL,
                                    read_file_done_cb, call_data_new (self, invocation, "read-file", argv, NULL));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
@@ -1604,7 +1647,7 @@ write_file_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GVariant) entry = NULL;
   GError *error = NULL;
 
-  if (!vd_agent_client_write_file_finish (VD_AGENT_CLIENT (source), res, &error)) {
+  if (!vd_session_helper_call_finish (VD_SESSION_HELPER (source), res, &error)) {
     call_fail (call, error);
     return;
   }
@@ -1634,7 +1677,7 @@ handle_write_file (VivariumDBusSession *iface, GDBusMethodInvocation *invocation
   if (!require_running (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   bytes = g_variant_get_data_as_bytes (data);
-  vd_agent_client_write_file_async (self->agent, path, bytes, FILE_TIMEOUT_MS, NULL,
+  vd_session_helper_write_file_async (self->helper, path, bytes, FILE_TIMEOUT_MS, NULL,
                                     write_file_done_cb, call_data_new (self, invocation, "write-file", argv, NULL));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
@@ -1659,13 +1702,10 @@ static void
 screenshot_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(CallData) call = user_data;
-  g_autoptr(JsonNode) reply = NULL;
   g_autoptr(GBytes) png = NULL;
-  g_autoptr(GVariant) entry = NULL;
   GError *error = NULL;
 
-  reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &error);
-  if (reply != NULL)
+  if (vd_session_helper_call_finish (VD_SESSION_HELPER (source), res, &error))
     png = read_screenshot (call->path, &error);
   g_unlink (call->path);
   if (png == NULL) {
@@ -1682,16 +1722,18 @@ handle_screenshot (VivariumDBusSession *iface, GDBusMethodInvocation *invocation
 {
   VdSession *self = VD_SESSION (user_data);
   const gchar *argv[] = { NULL };
-  g_autoptr(JsonObject) args = json_object_new ();
+  GVariantBuilder args;
   CallData *call;
 
   if (!require_running (self, invocation))
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   call = call_data_new (self, invocation, "screenshot", argv, NULL);
   call->path = g_strdup_printf ("%s/screen-%u.png", self->runtime_dir, ++self->screenshot_seq);
-  json_object_set_string_member (args, "filename", call->path);
-  json_object_set_string_member (args, "format", "png");
-  vd_qmp_client_execute_async (self->qmp, "screendump", args, QMP_TIMEOUT_MS, NULL, screenshot_done_cb, call);
+  g_variant_builder_init (&args, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&args, "{sv}", "filename", g_variant_new_string (call->path));
+  g_variant_builder_add (&args, "{sv}", "format", g_variant_new_string ("png"));
+  vd_session_helper_qmp_async (self->helper, "screendump", g_variant_builder_end (&args), QMP_TIMEOUT_MS, NULL,
+                               screenshot_done_cb, call);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
@@ -1724,11 +1766,9 @@ static void
 run_state_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GDBusMethodInvocation) invocation = user_data;
-  g_autoptr(JsonNode) reply = NULL;
   GError *error = NULL;
 
-  reply = vd_qmp_client_execute_finish (VD_QMP_CLIENT (source), res, &error);
-  if (reply == NULL) {
+  if (!vd_session_helper_call_finish (VD_SESSION_HELPER (source), res, &error)) {
     g_dbus_method_invocation_take_error (invocation, error);
     return;
   }
@@ -1740,14 +1780,14 @@ handle_resume (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gp
 {
   VdSession *self = VD_SESSION (user_data);
 
-  if (self->state != VIVARIUM_SESSION_STATE_PAUSED || self->qmp == NULL) {
+  if (self->state != VIVARIUM_SESSION_STATE_PAUSED || self->helper == NULL) {
     g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
                                            "The session %s is %s, not paused", self->id, vd_session_get_state (self));
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: resuming after %s", self->id,
                   vivarium_dbus_session_get_state_reason (self->skeleton));
-  vd_qmp_client_execute_async (self->qmp, "cont", NULL, QMP_TIMEOUT_MS, NULL, run_state_done_cb,
+  vd_session_helper_qmp_async (self->helper, "cont", NULL, QMP_TIMEOUT_MS, NULL, run_state_done_cb,
                                g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
@@ -1757,14 +1797,14 @@ handle_pause (VivariumDBusSession *iface, GDBusMethodInvocation *invocation, gpo
 {
   VdSession *self = VD_SESSION (user_data);
 
-  if (self->state != VIVARIUM_SESSION_STATE_RUNNING || self->qmp == NULL) {
+  if (self->state != VIVARIUM_SESSION_STATE_RUNNING || self->helper == NULL) {
     g_dbus_method_invocation_return_error (invocation, VIVARIUM_ERROR, VIVARIUM_ERROR_BAD_STATE,
                                            "The session %s is %s, not running", self->id, vd_session_get_state (self));
     return G_DBUS_METHOD_INVOCATION_HANDLED;
   }
   self->pause_requested = TRUE;
   vd_log_session (G_LOG_LEVEL_INFO, self->id, "session %s: pausing on request", self->id);
-  vd_qmp_client_execute_async (self->qmp, "stop", NULL, QMP_TIMEOUT_MS, NULL, run_state_done_cb,
+  vd_session_helper_qmp_async (self->helper, "stop", NULL, QMP_TIMEOUT_MS, NULL, run_state_done_cb,
                                g_object_ref (invocation));
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
@@ -1840,7 +1880,7 @@ vd_session_save_boot_snapshot_async (VdSession *self, const gchar *image_dir, GC
   json_object_set_string_member (info, "accelerator", vivarium_dbus_session_get_accelerator (self->skeleton));
   json_object_set_string_member (info, "session", self->id);
   json_object_set_int_member (info, "boot-usec", g_get_real_time () - (gint64) vivarium_dbus_session_get_started_at (self->skeleton));
-  vd_session_snapshot_save_async (self->qmp, self->agent, self->overlay, image_dir, info, cancellable,
+  vd_session_snapshot_save_async (self->helper, self->overlay, image_dir, info, cancellable,
                                   snapshot_saved_cb, task);
 }
 
@@ -1865,7 +1905,7 @@ internal_exec_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   CallData *call = g_task_get_task_data (task);
   GError *error = NULL;
   gint64 pid = -1;
-  VdAgentExecResult *result = vd_agent_client_exec_finish (VD_AGENT_CLIENT (source), res, &pid, &error);
+  VdAgentExecResult *result = vd_session_helper_exec_finish (VD_SESSION_HELPER (source), res, &pid, &error);
 
   if (result == NULL) {
     g_task_return_error (task, call_failed (call, error, pid));
@@ -1894,7 +1934,7 @@ vd_session_exec_async (VdSession *self, const gchar * const *argv, guint timeout
   call = call_data_new (self, NULL, "exec", argv, NULL);
   call->timeout_sec = timeout_sec;
   g_task_set_task_data (task, call, (GDestroyNotify) call_data_free);
-  vd_agent_client_exec_async (self->agent, argv, NULL, NULL, timeout_sec * 1000, VIVARIUM_OUTPUT_CAP, cancellable,
+  vd_session_helper_exec_async (self->helper, argv, NULL, NULL, timeout_sec * 1000, VIVARIUM_OUTPUT_CAP, cancellable,
                               internal_exec_done_cb, task);
 }
 

@@ -7,7 +7,7 @@
 #include "vd-config.h"
 #include "vd-command-log.h"
 #include "vd-image.h"
-#include "vd-agent-client.h"
+#include "vd-agent-exec-result.h"
 #include "vd-systemd.h"
 #include "vd-egress.h"
 

@@ -250,32 +250,48 @@ fi
 
 # --- the state of A ------------------------------------------------------------------
 
-# The contract: A ends failed or stopped, with a reason. A daemon that keeps
-# A listed running must at least refuse everything on it with a typed error
-# (Execs 1-4 above, and a ReadFile here); it is then stopped by the test.
-ended () { case $(prop "$pa" Session State 2>/dev/null) in failed|stopped) return 0 ;; esac; return 1; }
+# The contract: the session helper (the one process that reads the agent's
+# bytes) closes an agent that broke its protocol, and the daemon ends A,
+# failed, saying why. (The daemon of before the helper kept A listed
+# running, every call on it refused with no word why: this fails there.)
+ended () { [ "$(prop "$pa" Session State 2>/dev/null)" = failed ]; }
 retry_until 30 1 ended
 state_a=$(prop "$pa" Session State 2>&1)
 reason_a=$(prop "$pa" Session StateReason 2>&1)
 diag "A after the flood: State '$state_a', StateReason '$reason_a'"
-case $state_a in
-  failed|stopped)
-    ok "A ended ($state_a) after its agent turned hostile"
-    assert_ne "" "$reason_a" "A's StateReason says why" ;;
-  running)
-    diag "A is still listed running with its agent broken (today's daemon); the test stops it"
-    assert_dbus_error "$ERR." -- call "$pa" Session.ReadFile "'/etc/hostname'"
-    diag "vivariumd while A is listed running with its agent closed: VmRSS $(status_kb "$pid" VmRSS) KiB"
-    assert_success "A stops on request" -- ctl session stop "$a"
-    assert_eq "stopped" "$(prop "$pa" Session State 2>&1)" "A is stopped" ;;
-  *)
-    not_ok "A ended failed or stopped, or still refuses calls while running" "State '$state_a', StateReason '$reason_a'" ;;
-esac
+assert_eq "failed" "$state_a" "A ended failed after its agent turned hostile"
+assert_contains "$reason_a" "guest agent" "A's StateReason says it was the guest agent"
+assert_dbus_error "$ERR.BadState" -- call "$pa" Session.ReadFile "'/etc/hostname'"
+assert_success "A's helper unit is gone" -- retry_until 40 0.5 unit_gone "vivarium-helper-$a.service"
 
 # --- B ----------------------------------------------------------------------------------
 
 assert_eq "ok" "$(ctl session exec "$b" -- echo ok 2>&1)" "B still answers an Exec correctly"
 assert_eq "running" "$(prop "$pb" Session State)" "B is running"
+
+# --- a helper that dies ------------------------------------------------------------------
+
+# C's helper runs as C's uid, in its own unit; kill -9 of it costs C alone:
+# C ends failed naming the helper, B and the daemon carry on.
+c=$(ctl session start "$IMAGE" 2>"$tmpd/start.err") || bail_out "cannot start session C: $(head -c 300 "$tmpd/start.err")"
+at_exit ctl session stop "$c"
+pc=$(session_path "$c")
+helper_c="vivarium-helper-$c.service"
+uid_c=$(prop "$pc" Session Uid | awk '{ print $NF }')
+helper_pid=$(systemctl show -P MainPID "$helper_c")
+assert_ne "0" "${helper_pid:-0}" "C has a running session helper ($helper_c)"
+assert_eq "$uid_c" "$(awk '$1 == "Uid:" { print $2 }' "/proc/$helper_pid/status")" "C's helper runs as C's uid"
+assert_eq "0000000000000000" "$(awk '$1 == "CapEff:" { print $2 }' "/proc/$helper_pid/status")" \
+  "C's helper holds no capability"
+assert_eq "ok" "$(ctl session exec "$c" -- echo ok 2>&1)" "C answers an Exec through its helper"
+kill -9 "$helper_pid"
+c_failed () { [ "$(prop "$pc" Session State 2>/dev/null)" = failed ]; }
+assert_success "C ends failed once its helper is killed" -- retry_until 30 0.5 c_failed
+assert_contains "$(prop "$pc" Session StateReason 2>&1)" "session helper" "C's StateReason names the session helper"
+assert_dbus_error "$ERR.BadState" -- call "$pc" Session.Exec "['true']" "@as []" "''" "uint32 10"
+assert_success "C's QEMU unit is gone" -- retry_until 40 0.5 unit_gone "vivarium-session-$c.service"
+assert_eq "ok" "$(ctl session exec "$b" -- echo ok 2>&1)" "B still answers after C's helper died"
+assert_eq "$pid" "$(daemon_pid)" "vivariumd is the same process after C's helper died"
 assert_success "stop B" -- ctl session stop "$b"
 
 # --- nothing of A is left -----------------------------------------------------------------
