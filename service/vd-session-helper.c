@@ -86,14 +86,26 @@ helper_error (VdSessionHelper *self, GError *error)
 
 /* --- calls ----------------------------------------------------------------- */
 
+static void helper_hung (VdSessionHelper *self, const gchar *method);
+
 static void
 call_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   g_autoptr(GTask) task = G_TASK (user_data);
   VdSessionHelper *self = g_task_get_source_object (task);
+  const gchar *method = g_task_get_name (task);
   GError *error = NULL;
   GVariant *reply = g_dbus_connection_call_with_unix_fd_list_finish (G_DBUS_CONNECTION (source), NULL, res, &error);
 
+  /* GDBus's own deadline (the helper's answers come as remote errors):
+   * the helper let a call outlive the guest's deadline and its slack. */
+  if (reply == NULL && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT)) {
+    g_error_free (error);
+    helper_hung (self, method);
+    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_GUEST,
+                             "The session helper of session %s did not answer %s in time", self->session_id, method);
+    return;
+  }
   if (reply == NULL) {
     g_task_return_error (task, helper_error (self, error));
     return;
@@ -110,6 +122,7 @@ helper_call (VdSessionHelper *self, gpointer tag, const gchar *method, GVariant 
   guint64 wait_ms = (guint64) timeout_ms + CALL_SLACK_MS;
 
   g_task_set_source_tag (task, tag);
+  g_task_set_name (task, method);
   if (self->connection == NULL || g_dbus_connection_is_closed (self->connection)) {
     if (parameters != NULL)
       g_variant_unref (g_variant_ref_sink (parameters));
@@ -506,6 +519,20 @@ connection_closed_cb (GDBusConnection *connection, gboolean remote_peer_vanished
   self->has_agent = FALSE;
   reason = g_strdup_printf ("the session helper (%s) ended its connection%s%s", self->unit,
                             error != NULL ? ": " : "", error != NULL ? error->message : "");
+  g_signal_emit (self, signals[SIGNAL_DIED], 0, reason);
+}
+
+/* A helper that hangs is as good as gone: the session says so and ends. */
+static void
+helper_hung (VdSessionHelper *self, const gchar *method)
+{
+  g_autofree gchar *reason = NULL;
+
+  if (self->closing || self->died)
+    return;
+  self->died = TRUE;
+  self->has_agent = FALSE;
+  reason = g_strdup_printf ("the session helper (%s) did not answer %s in time", self->unit, method);
   g_signal_emit (self, signals[SIGNAL_DIED], 0, reason);
 }
 

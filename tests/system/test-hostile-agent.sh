@@ -20,7 +20,9 @@
 #   - A ends failed/stopped with a reason, or refuses every call with a
 #     typed error until it is stopped (see "the state of A" below);
 #   - vivariumd is the same process (MainPID) and its resident set, peak
-#     included (VmHWM), stays under 512 MiB: a 100 MiB line buffered whole
+#     included (VmHWM), stays under 48 MiB: the flood goes to the session
+#     helper, never into the daemon (which parsed it itself before the
+#     helper, and peaked at 64 MiB here); a 100 MiB line buffered whole
 #     several times would pass it;
 #   - B answers `echo ok` before and after;
 #   - once A and B are stopped nothing of A is left: no unit, no runtime
@@ -37,7 +39,7 @@ source "$(dirname -- "$(readlink -f -- "$0")")/lib.sh"
 source "$(dirname -- "$(readlink -f -- "$0")")/task-lib.sh"
 
 readonly FLOOD_BYTES=$((100 * MIB))   # the hostile line
-readonly RSS_BOUND_KB=$((512 * 1024)) # the daemon's bound, peak included
+readonly RSS_BOUND_KB=$((48 * 1024))  # the daemon's bound, peak included
 readonly EXEC_TIMEOUT=30              # Exec's own timeout (s) for the hostile calls
 readonly FLOOD_EXEC_TIMEOUT=240       # the Exec the flood answers: TCG writes 100 MiB
 readonly CLIENT_SLACK=60              # the client waits this much longer than Exec may
@@ -292,6 +294,25 @@ assert_dbus_error "$ERR.BadState" -- call "$pc" Session.Exec "['true']" "@as []"
 assert_success "C's QEMU unit is gone" -- retry_until 40 0.5 unit_gone "vivarium-session-$c.service"
 assert_eq "ok" "$(ctl session exec "$b" -- echo ok 2>&1)" "B still answers after C's helper died"
 assert_eq "$pid" "$(daemon_pid)" "vivariumd is the same process after C's helper died"
+
+# --- a helper that hangs -------------------------------------------------------------------
+
+# D's helper stopped (SIGSTOP) answers nothing: the daemon's deadline for a
+# call (the guest's own plus 5 s) ends D, failed, saying the helper hung.
+d=$(ctl session start "$IMAGE" 2>"$tmpd/start.err") || bail_out "cannot start session D: $(head -c 300 "$tmpd/start.err")"
+at_exit ctl session stop "$d"
+pd=$(session_path "$d")
+helper_pid=$(systemctl show -P MainPID "vivarium-helper-$d.service")
+assert_ne "0" "${helper_pid:-0}" "D has a running session helper"
+kill -STOP "$helper_pid"
+exec_typed "$d" 2 true
+# Exec's 2 s, the helper's 5 s of slack, 10 s for a loaded host
+assert_typed_failure "an Exec on D with a hung helper" 17
+d_failed () { [ "$(prop "$pd" Session State 2>/dev/null)" = failed ]; }
+assert_success "D ends failed once its helper hung" -- retry_until 30 0.5 d_failed
+assert_contains "$(prop "$pd" Session StateReason 2>&1)" "did not answer" "D's StateReason says the helper did not answer"
+assert_success "D's helper unit is gone" -- retry_until 40 0.5 unit_gone "vivarium-helper-$d.service"
+assert_eq "ok" "$(ctl session exec "$b" -- echo ok 2>&1)" "B still answers after D's helper hung"
 assert_success "stop B" -- ctl session stop "$b"
 
 # --- nothing of A is left -----------------------------------------------------------------
