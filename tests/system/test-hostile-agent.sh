@@ -286,6 +286,11 @@ assert_eq "$uid_c" "$(awk '$1 == "Uid:" { print $2 }' "/proc/$helper_pid/status"
 assert_eq "0000000000000000" "$(awk '$1 == "CapEff:" { print $2 }' "/proc/$helper_pid/status")" \
   "C's helper holds no capability"
 assert_eq "ok" "$(ctl session exec "$c" -- echo ok 2>&1)" "C answers an Exec through its helper"
+helper_exposure=$(systemd-analyze security --no-pager "$helper_c" 2>&1 |
+  sed -n 's/.*Overall exposure level for [^:]*: *\([0-9.]*\).*/\1/p')
+diag "systemd-analyze security: session helper unit ${helper_exposure:-?}"
+assert_success "the session helper unit's exposure is at most 2.0 (${helper_exposure:-none})" -- \
+  awk -v e="${helper_exposure:-10}" 'BEGIN { exit !(e <= 2.0) }'
 kill -9 "$helper_pid"
 c_failed () { [ "$(prop "$pc" Session State 2>/dev/null)" = failed ]; }
 assert_success "C ends failed once its helper is killed" -- retry_until 30 0.5 c_failed

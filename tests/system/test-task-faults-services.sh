@@ -18,7 +18,11 @@
 #      task's report (an inotify watcher on the report directory): the
 #      restarted daemon reports the task FAILED ("the daemon stopped while it
 #      ran") in a report that verifies, and no half-written report or
-#      command log file is left.
+#      command log file is left;
+#   4. the work session's helper (vivarium-session-helper, the one process
+#      that reads the guest's bytes) is killed (-9) while the worker sleeps:
+#      the session ends failed naming the helper, the task FAILED with that
+#      reason, after committing what the worker did.
 # After each: no session, worker or egress unit, no runtime directory of
 # them, no nftables table or rule of the session uids, no process of those
 # uids; the repository passes git fsck; the next task of the project is DONE.
@@ -57,7 +61,7 @@ session_uid () { prop "$1" Session Uid 2>/dev/null | awk '{ print $NF }'; }
 files_of () {  # REPORT_JSON
   report_field "$1" "' '.join(sorted(f['path'] + ':' + f['change'] for f in r['files']))"
 }
-our_units () { systemctl list-units --all --plain --no-legend 'vivarium-session-*' 'vivarium-worker-*' 'vivarium-egress-*' 2>&1; }
+our_units () { systemctl list-units --all --plain --no-legend 'vivarium-session-*' 'vivarium-helper-*' 'vivarium-worker-*' 'vivarium-egress-*' 2>&1; }
 no_units_left () { [ -z "$(our_units)" ]; }
 runtime_left () {
   find "$RUNTIME/sessions" "$RUNTIME/workers" "$RUNTIME/egress" "$RUNTIME/tasks" -mindepth 1 -maxdepth 1 2>/dev/null
@@ -250,5 +254,41 @@ done
 assert_eq "" "$orphans" "every command log has its report"
 nothing_left "(3) vivariumd killed at the report" "$uid_c"
 next_task_done "(3) vivariumd killed at the report"
+
+# --- 4. the session helper killed under a task ---------------------------------------
+
+pyworker helper '
+import time
+exec_guest("echo before > before-helper.txt")
+time.sleep(120)
+finish("Wrote before-helper.txt.", "")'
+th=$(ctl task submit demo "$IMAGE" --script "$tmpd/helper.py" 2>&1)
+assert_contains "$th" "$OBJ/tasks/" "submit a task whose worker sleeps"
+if retry_until 1500 0.2 test -s "$work/before-helper.txt"; then
+  ok "the worker's first call went through"
+else
+  not_ok "the worker's first call went through" "$(task_prop "$th" Reason 2>&1)"
+fi
+spath=$(task_prop "$th" Session)
+sid=${spath##*/}
+uid_h=$(session_uid "$spath")
+helper_unit=vivarium-helper-$sid.service
+helper_pid=$(systemctl show -P MainPID "$helper_unit")
+assert_eq "$uid_h" "$(systemctl show -P UID "$helper_unit")" "the work session's helper runs as the session's uid ($helper_unit)"
+if [ "${helper_pid:-0}" -gt 1 ]; then
+  assert_success "kill -9 the session helper (PID $helper_pid)" -- kill -9 "$helper_pid"
+else
+  not_ok "kill -9 the session helper" "MainPID of $helper_unit: '$helper_pid'"
+fi
+assert_eq "FAILED" "$(wait_outcome "$th" 30)" "the task ends FAILED within 30 s of the kill"
+reason=$(task_prop "$th" Reason 2>&1)
+assert_contains "$reason" "session helper" "the reason names the session helper ($reason)"
+assert_not_contains "$reason" "without calling Finish" "the worker is not blamed"
+ctl task report "${th##*/}" --json >"$tmpd/helper-report.json" 2>&1
+assert_contains "$(files_of "$tmpd/helper-report.json")" "before-helper.txt:added" \
+  "what the worker did before the kill is committed"
+assert_success "the report verifies" -- vivariumctl report verify "$tmpd/helper-report.json"
+nothing_left "(4) session helper killed" "$uid_h"
+next_task_done "(4) session helper killed"
 
 done_testing
