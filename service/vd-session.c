@@ -222,8 +222,8 @@ append_timing (GString *out, const gchar *step, guint64 usec)
 static gchar *
 describe_timings (VdSession *self)
 {
-  static const gchar * const order[] = { "image-check", "overlay", "guard", "egress", "helper-start", "unit-start", "qmp-connect",
-                                         "restore", "agent-ready", "reseed", "egress-guest", NULL };
+  static const gchar * const order[] = { "image-check", "overlay", "guard", "egress", "helper-start", "unit-start",
+                                         "qmp-connect", "restore", "agent-ready", "reseed", "egress-guest", NULL };
   g_autoptr(GString) out = g_string_new (NULL);
   g_autofree gpointer *steps = g_hash_table_get_keys_as_array (self->timings, NULL);
 
@@ -773,6 +773,9 @@ typedef struct {
   gint64   began;         /* monotonic, when the start was asked for */
   gint64   deadline;
   gboolean unit_started;
+  guint    launches;      /* the helper's unit and QEMU's, started side by side */
+  gint64   helper_began;
+  GError  *launch_error;  /* the first of them to fail */
   gboolean kvm;
   GError  *error;      /* why the start failed, told once the teardown is done */
 } StartData;
@@ -781,6 +784,7 @@ static void
 start_data_free (StartData *data)
 {
   g_clear_error (&data->error);
+  g_clear_error (&data->launch_error);
   g_free (data);
 }
 
@@ -1042,6 +1046,32 @@ qmp_connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   vd_session_helper_query_kvm_async (self->helper, g_task_get_cancellable (task), query_kvm_cb, task);
 }
 
+/* The helper's unit and QEMU's start side by side (each is a systemd job
+ * of some tens of milliseconds); a failure is told once both have ended,
+ * so that the teardown finds every unit that was started. */
+static void
+launch_done (GTask *task, GError *error)
+{
+  VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
+
+  if (error != NULL && data->launch_error == NULL)
+    data->launch_error = error;
+  else if (error != NULL)
+    g_error_free (error);
+  if (--data->launches > 0)
+    return;
+  if (data->launch_error != NULL) {
+    start_failed (task, g_steal_pointer (&data->launch_error));
+    return;
+  }
+  step_begin (self);
+  /* QEMU makes its QMP socket some tens of milliseconds after exec(): the
+   * helper tries 5, 10, 20, … ms apart, at most 100, until this deadline. */
+  vd_session_helper_connect_qmp_async (self->helper, SOCKET_WAIT_MS, g_task_get_cancellable (task),
+                                       qmp_connected_cb, task);
+}
+
 static void
 unit_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -1050,17 +1080,11 @@ unit_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   StartData *data = g_task_get_task_data (task);
   GError *error = NULL;
 
-  if (!vd_systemd_start_transient_finish (self->systemd, res, &error)) {
-    start_failed (task, error);
-    return;
+  if (vd_systemd_start_transient_finish (self->systemd, res, &error)) {
+    step_end (self, "unit-start");
+    data->unit_started = TRUE;
   }
-  step_end (self, "unit-start");
-  step_begin (self);
-  data->unit_started = TRUE;
-  /* QEMU makes its QMP socket some tens of milliseconds after exec(): the
-   * helper tries 5, 10, 20, … ms apart, at most 100, until this deadline. */
-  vd_session_helper_connect_qmp_async (self->helper, SOCKET_WAIT_MS, g_task_get_cancellable (task),
-                                       qmp_connected_cb, task);
+  launch_done (task, error);
 }
 
 static gboolean
@@ -1105,29 +1129,30 @@ helper_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
   GError *error = NULL;
 
   self->helper = vd_session_helper_start_finish (res, &error);
   if (self->helper == NULL) {
-    start_failed (task, error);
+    launch_done (task, error);
     return;
   }
-  step_end (self, "helper-start");
+  vd_session_record_timing (self, "helper-start", (guint64) (g_get_monotonic_time () - data->helper_began));
   g_signal_connect (self->helper, "died", G_CALLBACK (helper_died_cb), self);
   g_signal_connect (self->helper, "qmp-closed", G_CALLBACK (qmp_closed_cb), self);
   g_signal_connect (self->helper, "agent-closed", G_CALLBACK (agent_closed_cb), self);
   g_signal_connect (self->helper, "block-io-error", G_CALLBACK (qmp_block_io_error_cb), self);
   g_signal_connect (self->helper, "guest-stopped", G_CALLBACK (qmp_guest_stopped_cb), self);
   g_signal_connect (self->helper, "guest-resumed", G_CALLBACK (qmp_guest_resumed_cb), self);
-  start_qemu_unit (task);
+  launch_done (task, NULL);
 }
 
-/* The helper first: it is the one that will talk to QEMU, and a helper
- * that cannot start is found before a guest runs. */
+/* The helper and QEMU at once; QMP is connected once both run. */
 static void
 start_helper (GTask *task)
 {
   VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
   g_autofree gchar *qmp_socket = vd_qemu_command_qmp_socket (self->runtime_dir);
   g_autofree gchar *agent_socket = vd_qemu_command_agent_socket (self->runtime_dir);
   g_autofree gchar *runtime_root = g_path_get_dirname (g_path_get_dirname (self->runtime_dir));
@@ -1140,8 +1165,10 @@ start_helper (GTask *task)
     .agent_socket = agent_socket,
   };
 
-  step_begin (self);
+  data->launches = 2;
+  data->helper_began = g_get_monotonic_time ();
   vd_session_helper_start_async (self->systemd, &options, g_task_get_cancellable (task), helper_started_cb, task);
+  start_qemu_unit (task);
 }
 
 /* --- egress: the proxy starts first, QEMU's forwards lead into it ------ */

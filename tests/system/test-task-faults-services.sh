@@ -262,8 +262,9 @@ import time
 exec_guest("echo before > before-helper.txt")
 time.sleep(120)
 finish("Wrote before-helper.txt.", "")'
-th=$(ctl task submit demo "$IMAGE" --script "$tmpd/helper.py" 2>&1)
-assert_contains "$th" "$OBJ/tasks/" "submit a task whose worker sleeps"
+tid=$(ctl task submit demo "$IMAGE" --script "$tmpd/helper.py" 2>&1)
+assert_success "submit a task whose worker sleeps ($tid)" -- test -n "$tid"
+th=$OBJ/tasks/$tid
 if retry_until 1500 0.2 test -s "$work/before-helper.txt"; then
   ok "the worker's first call went through"
 else
