@@ -517,8 +517,9 @@ connection_closed_cb (GDBusConnection *connection, gboolean remote_peer_vanished
     return;
   self->died = TRUE;
   self->has_agent = FALSE;
-  reason = g_strdup_printf ("the session helper (%s) ended its connection%s%s", self->unit,
-                            error != NULL ? ": " : "", error != NULL ? error->message : "");
+  /* GIO's words for it ("returned 0 bytes on an async read") say nothing
+   * to an operator; the helper's journal and its unit's end say the rest. */
+  reason = g_strdup_printf ("the session helper (%s) exited or closed its connection", self->unit);
   g_signal_emit (self, signals[SIGNAL_DIED], 0, reason);
 }
 
@@ -592,10 +593,8 @@ static GVariant *
 unit_properties (VdSessionHelper *self, const VdSessionHelperOptions *options)
 {
   g_autofree gchar *description = g_strdup_printf ("Vivarium session helper %s", options->session_id);
-  g_autofree gchar *user = g_strdup_printf ("%u", options->uid);
   g_autofree gchar *helper = g_build_filename (VIVARIUM_LIBEXECDIR, "vivarium-session-helper", NULL);
   const gchar *argv[] = { helper, "--qmp", options->qmp_socket, "--agent", options->agent_socket, NULL };
-  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
   const gchar *families[] = { "AF_UNIX", NULL };
   const gchar *syscalls[] = { "@system-service", NULL };
   const gchar *denied[] = { "@privileged", "@resources", NULL };
@@ -610,15 +609,7 @@ unit_properties (VdSessionHelper *self, const VdSessionHelperOptions *options)
   GVariantBuilder b;
 
   g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
-  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string (description));
-  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("exec"));
-  g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
-  g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
-  g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (bind_to, -1));
-  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
-  g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
-  g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
-  g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", argv[0], argv));
+  vd_unit_sandbox_add_session_service (&b, description, options->uid, argv);
   g_variant_builder_add (&b, "(sv)", "StandardInputFileDescriptor", g_variant_new_handle (0));
   g_variant_builder_add (&b, "(sv)", "StandardOutput", g_variant_new_string ("journal"));
   g_variant_builder_add (&b, "(sv)", "StandardError", g_variant_new_string ("journal"));

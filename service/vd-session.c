@@ -407,8 +407,6 @@ static GVariant *
 unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
 {
   g_autofree gchar *description = g_strdup_printf ("Vivarium session %s (%s)", self->id, vd_image_get_name (self->image));
-  g_autofree gchar *user = g_strdup_printf ("%u", self->uid);
-  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
   g_autoptr(GPtrArray) rw = g_ptr_array_new ();
   GVariantBuilder b;
 
@@ -420,15 +418,7 @@ unit_properties (VdSession *self, const gchar * const *argv, gboolean kvm)
   g_ptr_array_add (rw, NULL);
 
   g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
-  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string (description));
-  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("exec"));
-  g_variant_builder_add (&b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
-  g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
-  g_variant_builder_add (&b, "(sv)", "After", g_variant_new_strv (bind_to, -1));
-  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
-  g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
-  g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
-  g_variant_builder_add (&b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", argv[0], argv));
+  vd_unit_sandbox_add_session_service (&b, description, self->uid, argv);
   /* /dev/kvm is the only device QEMU may open, and only when present. */
   g_variant_builder_add (&b, "(sv)", "DevicePolicy", g_variant_new_string ("closed"));
   if (kvm) {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "vivarium-denylist.h"
+#include "vivarium-names.h"
 #include "vd-unit-sandbox.h"
 
 static void
@@ -112,6 +113,24 @@ add_system_calls (GVariantBuilder *b, const VdUnitSandbox *sandbox)
   add_list (b, "RestrictAddressFamilies", TRUE, sandbox->address_families);
   if (!sandbox->writes_code)
     add_bool (b, "MemoryDenyWriteExecute");
+}
+
+void
+vd_unit_sandbox_add_session_service (GVariantBuilder *b, const gchar *description, guint32 uid,
+                                     const gchar * const *argv)
+{
+  g_autofree gchar *user = g_strdup_printf ("%u", uid);
+  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+
+  g_variant_builder_add (b, "(sv)", "Description", g_variant_new_string (description));
+  g_variant_builder_add (b, "(sv)", "Type", g_variant_new_string ("exec"));
+  g_variant_builder_add (b, "(sv)", "Slice", g_variant_new_string (VIVARIUM_SLICE));
+  g_variant_builder_add (b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (b, "(sv)", "After", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  g_variant_builder_add (b, "(sv)", "User", g_variant_new_string (user));
+  g_variant_builder_add (b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
+  g_variant_builder_add (b, "(sv)", "ExecStart", g_variant_new_parsed ("[(%s, %^as, false)]", argv[0], argv));
 }
 
 void

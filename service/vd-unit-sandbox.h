@@ -31,6 +31,14 @@ typedef struct {
 void vd_unit_sandbox_add (GVariantBuilder     *properties,
                           const VdUnitSandbox *sandbox);
 
+/* What a session's units share (QEMU's and its helper's): Type=exec in
+ * vivarium.slice, bound to and after vivariumd, collected when inactive or
+ * failed, as @uid in group vivarium-qemu, running @argv. */
+void vd_unit_sandbox_add_session_service (GVariantBuilder     *properties,
+                                          const gchar         *description,
+                                          guint32              uid,
+                                          const gchar * const *argv);
+
 /* IPAddressDeny= (a(iayu)) of these CIDRs; unparsable items are skipped
  * (the guard made the list). */
 GVariant *vd_unit_sandbox_ip_deny     (GPtrArray *cidrs);
