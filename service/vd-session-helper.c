@@ -557,7 +557,8 @@ vd_session_helper_close (VdSessionHelper *self)
     g_signal_handlers_disconnect_by_data (self->connection, self);
     g_dbus_connection_close (self->connection, NULL, NULL, NULL);
   }
-  vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, NULL, NULL);
+  if (self->systemd != NULL)
+    vd_systemd_stop_unit_async (self->systemd, self->unit, NULL, NULL, NULL);
 }
 
 /* For a teardown that must leave no unit behind: the helper exits when
@@ -568,7 +569,7 @@ vd_session_helper_stop_sync (VdSessionHelper *self)
   g_autoptr(GError) error = NULL;
 
   vd_session_helper_close (self);
-  if (vd_systemd_unit_is_loaded (self->systemd, self->unit) &&
+  if (self->systemd != NULL && vd_systemd_unit_is_loaded (self->systemd, self->unit) &&
       !vd_systemd_stop_unit_sync (self->systemd, self->unit, STOP_TIMEOUT_MS, &error))
     g_debug ("stopping %s: %s", self->unit, error->message);
 }
@@ -690,6 +691,31 @@ allow_mechanism_cb (GDBusAuthObserver *observer, const gchar *mechanism, gpointe
 }
 
 static void
+watch_connection (VdSessionHelper *self)
+{
+  g_dbus_connection_set_exit_on_close (self->connection, FALSE);
+  g_signal_connect (self->connection, "closed", G_CALLBACK (connection_closed_cb), self);
+  self->subscription = g_dbus_connection_signal_subscribe (self->connection, NULL, HELPER_INTERFACE, NULL,
+                                                           HELPER_PATH, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
+                                                           helper_signal_cb, self, NULL);
+}
+
+/* For tests: a helper already at the other end of @connection (no unit).
+ * Starts the connection's message processing. */
+VdSessionHelper *
+vd_session_helper_new_for_connection (GDBusConnection *connection, const gchar *session_id)
+{
+  VdSessionHelper *self = g_object_new (VD_TYPE_SESSION_HELPER, NULL);
+
+  self->session_id = g_strdup (session_id);
+  self->unit = vd_session_helper_unit_for (session_id);
+  self->connection = g_object_ref (connection);
+  watch_connection (self);
+  g_dbus_connection_start_message_processing (connection);
+  return self;
+}
+
+static void
 connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
@@ -710,11 +736,7 @@ connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     start_step_done (task, error);
     return;
   }
-  g_dbus_connection_set_exit_on_close (self->connection, FALSE);
-  g_signal_connect (self->connection, "closed", G_CALLBACK (connection_closed_cb), self);
-  self->subscription = g_dbus_connection_signal_subscribe (self->connection, NULL, HELPER_INTERFACE, NULL,
-                                                           HELPER_PATH, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
-                                                           helper_signal_cb, self, NULL);
+  watch_connection (self);
   start_step_done (task, NULL);
 }
 

@@ -44,6 +44,8 @@ void               vd_session_helper_start_async     (VdSystemd                 
                                                       gpointer                      user_data);
 VdSessionHelper   *vd_session_helper_start_finish    (GAsyncResult  *result,
                                                       GError       **error);
+VdSessionHelper   *vd_session_helper_new_for_connection (GDBusConnection *connection,
+                                                        const gchar     *session_id);
 const gchar       *vd_session_helper_get_unit        (VdSessionHelper *self);
 /* Hangs up (the helper then exits) and stops its unit; idempotent. */
 void               vd_session_helper_close           (VdSessionHelper *self);
