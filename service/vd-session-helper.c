@@ -28,6 +28,9 @@
 #define REASON_MAX         1024
 /* Its largest reply is an Exec's two capped streams; the parse of a guest
  * agent reply of 48 MiB needs a few copies of it. */
+/* QEMU's STOP/RESUME and BLOCK_IO_ERROR come a few at a time; a helper
+ * sending more than this in one second is flooding the daemon's loop. */
+#define SIGNALS_PER_SECOND_MAX 200
 #define HELPER_MEMORY_MAX  (G_GUINT64_CONSTANT (256) * 1024 * 1024)
 
 struct _VdSessionHelper {
@@ -40,6 +43,8 @@ struct _VdSessionHelper {
   gboolean         has_agent;
   gboolean         closing;
   gboolean         died;
+  gint64           signal_window;  /* the second being counted (monotonic µs / 1e6) */
+  guint            signals_in_window;
 };
 
 enum {
@@ -476,11 +481,25 @@ vd_session_helper_get_time_finish (VdSessionHelper *self, GAsyncResult *result, 
 
 /* --- signals and the connection's end -------------------------------------- */
 
+static void helper_flooded (VdSessionHelper *self);
+
 static void
 helper_signal_cb (GDBusConnection *connection, const gchar *sender, const gchar *path, const gchar *interface,
                   const gchar *member, GVariant *parameters, gpointer user_data)
 {
   VdSessionHelper *self = VD_SESSION_HELPER (user_data);
+  gint64 second = g_get_monotonic_time () / G_USEC_PER_SEC;
+
+  if (self->died || self->closing)
+    return;
+  if (second != self->signal_window) {
+    self->signal_window = second;
+    self->signals_in_window = 0;
+  }
+  if (++self->signals_in_window > SIGNALS_PER_SECOND_MAX) {
+    helper_flooded (self);
+    return;
+  }
 
   if (g_strcmp0 (member, "QmpClosed") == 0) {
     g_signal_emit (self, signals[SIGNAL_QMP_CLOSED], 0);
@@ -534,6 +553,17 @@ helper_hung (VdSessionHelper *self, const gchar *method)
   self->died = TRUE;
   self->has_agent = FALSE;
   reason = g_strdup_printf ("the session helper (%s) did not answer %s in time", self->unit, method);
+  g_signal_emit (self, signals[SIGNAL_DIED], 0, reason);
+}
+
+static void
+helper_flooded (VdSessionHelper *self)
+{
+  g_autofree gchar *reason = g_strdup_printf ("the session helper (%s) sent more than %u signals in a second",
+                                              self->unit, SIGNALS_PER_SECOND_MAX);
+
+  self->died = TRUE;
+  self->has_agent = FALSE;
   g_signal_emit (self, signals[SIGNAL_DIED], 0, reason);
 }
 

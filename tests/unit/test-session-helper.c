@@ -192,6 +192,36 @@ test_helper_hangs_up (Fixture *f, gconstpointer data)
   g_clear_object (&wait.result);
 }
 
+static void
+count_cb (VdSessionHelper *helper, gpointer user_data)
+{
+  (*(guint *) user_data)++;
+}
+
+/* A helper broken into by its guest may flood the daemon's loop with
+ * signals: past the bound the session is given up, not the daemon's time. */
+static void
+test_helper_floods_signals (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *reason = NULL;
+  guint stopped = 0;
+
+  g_signal_connect (f->helper, "died", G_CALLBACK (died_cb), &reason);
+  g_signal_connect (f->helper, "guest-stopped", G_CALLBACK (count_cb), &stopped);
+  for (guint i = 0; i < 1000; i++)
+    g_dbus_connection_emit_signal (f->helper_side, NULL, VD_HELPER_OBJECT_PATH, "org.vivarium.Vivarium1.SessionHelper",
+                                   "GuestStopped", NULL, NULL);
+  g_dbus_connection_flush_sync (f->helper_side, NULL, NULL);
+  for (guint i = 0; i < 10000 && reason == NULL; i++)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_nonnull (reason);
+  g_assert_nonnull (strstr (reason, "signals in a second"));
+  g_assert_true (vd_session_helper_is_closed (f->helper));
+  /* Forwarded up to the bound (a second boundary may split them), never all. */
+  g_assert_cmpuint (stopped, <=, 400);
+  g_assert_cmpuint (stopped, >, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -200,6 +230,8 @@ main (int argc, char **argv)
   g_test_add ("/session-helper/qmp-command-outside-the-list", Fixture, NULL, fixture_set_up,
               test_qmp_command_outside_the_list, fixture_tear_down);
   g_test_add ("/session-helper/exec", Fixture, NULL, fixture_set_up, test_exec_through_the_helper,
+              fixture_tear_down);
+  g_test_add ("/session-helper/floods-signals", Fixture, NULL, fixture_set_up, test_helper_floods_signals,
               fixture_tear_down);
   g_test_add ("/session-helper/hangs-up", Fixture, NULL, fixture_set_up, test_helper_hangs_up, fixture_tear_down);
   return g_test_run ();
