@@ -30,6 +30,7 @@ struct _VdHelperService {
   gchar                     *agent_socket;
   VdQmpClient               *qmp;
   VdAgentClient             *agent;
+  gboolean                   io_error_told;  /* since the last RESUME */
 };
 
 G_DEFINE_TYPE (VdHelperService, vd_helper_service, G_TYPE_OBJECT)
@@ -105,6 +106,11 @@ qmp_block_io_error_cb (VdQmpClient *qmp, const gchar *reason, gboolean nospace, 
 {
   VdHelperService *self = user_data;
 
+  /* Every request in flight fails with the first (werror=stop): one is
+   * the cause, and the daemon's signal budget is not spent on the rest. */
+  if (self->io_error_told)
+    return;
+  self->io_error_told = TRUE;
   vd_helper_dbus_session_helper_emit_block_io_error (self->skeleton, reason, nospace);
 }
 
@@ -117,7 +123,10 @@ qmp_guest_stopped_cb (VdQmpClient *qmp, gpointer user_data)
 static void
 qmp_guest_resumed_cb (VdQmpClient *qmp, gpointer user_data)
 {
-  vd_helper_dbus_session_helper_emit_guest_resumed (VD_HELPER_SERVICE (user_data)->skeleton);
+  VdHelperService *self = user_data;
+
+  self->io_error_told = FALSE;
+  vd_helper_dbus_session_helper_emit_guest_resumed (self->skeleton);
 }
 
 static void try_connect_qmp (Call *call);

@@ -28,9 +28,10 @@
 #define REASON_MAX         1024
 /* Its largest reply is an Exec's two capped streams; the parse of a guest
  * agent reply of 48 MiB needs a few copies of it. */
-/* QEMU's STOP/RESUME and BLOCK_IO_ERROR come a few at a time; a helper
- * sending more than this in one second is flooding the daemon's loop. */
-#define SIGNALS_PER_SECOND_MAX 200
+/* QEMU's STOP/RESUME come a few at a time, and the helper tells one
+ * BLOCK_IO_ERROR a pause; a helper sending more than this in one second
+ * is flooding the daemon's loop. */
+#define SIGNALS_PER_SECOND_MAX 1000
 #define HELPER_MEMORY_MAX  (G_GUINT64_CONSTANT (256) * 1024 * 1024)
 
 struct _VdSessionHelper {
