@@ -41,6 +41,7 @@ struct _VdSessionHelper {
   gchar           *unit;
   GDBusConnection *connection;
   guint            subscription;
+  guint            unit_watch;     /* what systemd says of its unit's end */
   gboolean         has_agent;
   gboolean         closing;
   gboolean         died;
@@ -605,6 +606,14 @@ vd_session_helper_stop_sync (VdSessionHelper *self)
     g_debug ("stopping %s: %s", self->unit, error->message);
 }
 
+gchar *
+vd_session_helper_describe_end (VdSessionHelper *self)
+{
+  if (self->systemd == NULL || self->unit_watch == 0)
+    return NULL;
+  return vd_systemd_describe_unit_end (self->systemd, self->unit_watch);
+}
+
 const gchar *
 vd_session_helper_get_unit (VdSessionHelper *self)
 {
@@ -840,6 +849,9 @@ vd_session_helper_start_async (VdSystemd *systemd, const VdSessionHelperOptions 
     return;
   }
   close (pair[1]);
+  /* Before the start: systemd's word on its end may come and go (the unit
+   * is collected) before anyone asks. */
+  self->unit_watch = vd_systemd_watch_unit (systemd, self->unit);
   data->timeout_id = g_timeout_add (CONNECT_TIMEOUT_MS, connect_timeout_cb, data);
   data->pending = 2;
   g_object_ref (task);
@@ -864,6 +876,9 @@ vd_session_helper_dispose (GObject *object)
 
   if (self->connection != NULL && !self->closing)
     vd_session_helper_close (self);
+  if (self->systemd != NULL && self->unit_watch != 0)
+    vd_systemd_unwatch_unit (self->systemd, self->unit_watch);
+  self->unit_watch = 0;
   g_clear_object (&self->connection);
   g_clear_object (&self->systemd);
   G_OBJECT_CLASS (vd_session_helper_parent_class)->dispose (object);

@@ -53,6 +53,8 @@ void               vd_session_helper_close           (VdSessionHelper *self);
 void               vd_session_helper_stop_sync       (VdSessionHelper *self);
 gboolean           vd_session_helper_is_closed       (VdSessionHelper *self);
 gboolean           vd_session_helper_has_agent       (VdSessionHelper *self);
+/* How its unit ended, in systemd's words ("signal, SIGKILL"), or NULL. */
+gchar             *vd_session_helper_describe_end    (VdSessionHelper *self);
 
 void               vd_session_helper_connect_qmp_async   (VdSessionHelper     *self,
                                                           guint                timeout_ms,

@@ -48,7 +48,8 @@ struct _VdSession {
   guint                 screenshot_seq;
   guint                 save_seq;      /* names each save's qemu-img unit */
   guint                 unit_watch;    /* what systemd says of the unit's end */
-  gboolean              died;          /* QEMU went away without being asked to */
+  gboolean              died;          /* QEMU or the helper went away without being asked to */
+  gchar                *helper_death;  /* the helper's end, when it was the helper */
   gchar                *end_detail;    /* how, in systemd's words ("signal, SIGKILL"), or NULL */
   GStrv                 egress_groups; /* the options' copies */
   GStrv                 egress_allow;

@@ -70,6 +70,7 @@ vd_session_finalize (GObject *object)
   g_clear_object (&self->reapers);
   g_free (self->io_error);
   g_free (self->end_detail);
+  g_free (self->helper_death);
   g_hash_table_unref (self->timings);
   g_free (self->id);
   g_free (self->object_path);
@@ -139,6 +140,18 @@ const gchar *
 vd_session_get_end_detail (VdSession *self)
 {
   return self->end_detail;
+}
+
+gchar *
+vd_session_describe_death (VdSession *self)
+{
+  const gchar *what = self->helper_death != NULL ? self->helper_death : "QEMU exited on its own";
+
+  if (self->end_detail == NULL)
+    return g_strdup (what);
+  if (self->helper_death == NULL)
+    return g_strdup_printf ("systemd: %s", self->end_detail);
+  return g_strdup_printf ("%s; systemd: %s", what, self->end_detail);
 }
 
 const gchar *
@@ -569,7 +582,9 @@ unit_stopped_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (!vd_systemd_stop_unit_finish (self->systemd, res, &error))
     g_debug ("stopping %s: %s", self->unit, error->message);
   /* Its stop job is done: systemd has said how the unit ended by now. */
-  if (self->died && self->unit_watch != 0)
+  if (self->died && self->helper_death != NULL && self->helper != NULL)
+    self->end_detail = vd_session_helper_describe_end (self->helper);
+  else if (self->died && self->unit_watch != 0)
     self->end_detail = vd_systemd_describe_unit_end (self->systemd, self->unit_watch);
   if (self->end_detail != NULL) {
     g_autofree gchar *reason = g_strdup_printf ("%s (systemd: %s)", data->reason, self->end_detail);
@@ -682,6 +697,9 @@ helper_died_cb (VdSessionHelper *helper, const gchar *reason, gpointer user_data
     return;
   vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s: %s", self->id, reason);
   self->stop_requested = TRUE;
+  /* The machine went, not the worker: a task says so in its reason. */
+  self->died = TRUE;
+  self->helper_death = g_strdup (reason);
   teardown_async (self, TRUE, reason, NULL, NULL);
 }
 

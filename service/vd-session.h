@@ -54,11 +54,15 @@ VdCommandLog *vd_session_get_command_log (VdSession *self);
 guint32      vd_session_get_uid         (VdSession *self);
 VdImage     *vd_session_get_image       (VdSession *self);
 gboolean     vd_session_is_active       (VdSession *self);
-/* Once "ended": QEMU went away without being asked to (killed, crashed,
- * the guest powered off), not at its runtime limit. */
+/* Once "ended": QEMU or the session helper went away without being asked
+ * to (killed, crashed, hung, the guest powered off), not at its runtime
+ * limit. */
 gboolean     vd_session_died            (VdSession *self);
 /* How, in systemd's words ("signal, SIGKILL"), or NULL when it said nothing. */
 const gchar *vd_session_get_end_detail  (VdSession *self);
+/* What died, for a sentence: "QEMU exited on its own", or the session
+ * helper's end; with systemd's words when it had any. */
+gchar       *vd_session_describe_death  (VdSession *self);
 const gchar *vd_session_get_state_reason (VdSession *self);
 GDBusInterfaceSkeleton *vd_session_get_skeleton (VdSession *self);
 

@@ -845,10 +845,9 @@ work_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static gchar *
 machine_death_reason (VdSession *session)
 {
-  const gchar *detail = vd_session_get_end_detail (session);
+  g_autofree gchar *how = vd_session_describe_death (session);
 
-  return g_strdup_printf ("the work session's machine died (%s%s)", detail != NULL ? "systemd: " : "",
-                          detail != NULL ? detail : "QEMU exited on its own");
+  return g_strdup_printf ("the work session's machine died (%s)", how);
 }
 
 static void

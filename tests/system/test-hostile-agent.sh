@@ -294,7 +294,9 @@ assert_success "the session helper unit's exposure is at most 2.0 (${helper_expo
 kill -9 "$helper_pid"
 c_failed () { [ "$(prop "$pc" Session State 2>/dev/null)" = failed ]; }
 assert_success "C ends failed once its helper is killed" -- retry_until 30 0.5 c_failed
-assert_contains "$(prop "$pc" Session StateReason 2>&1)" "session helper" "C's StateReason names the session helper"
+reason_c=$(prop "$pc" Session StateReason 2>&1)
+assert_contains "$reason_c" "session helper" "C's StateReason names the session helper ($reason_c)"
+assert_contains "$reason_c" "SIGKILL" "and how it ended, in systemd's words"
 assert_dbus_error "$ERR.BadState" -- call "$pc" Session.Exec "['true']" "@as []" "''" "uint32 10"
 assert_success "C's QEMU unit is gone" -- retry_until 40 0.5 unit_gone "vivarium-session-$c.service"
 assert_eq "ok" "$(ctl session exec "$b" -- echo ok 2>&1)" "B still answers after C's helper died"

@@ -284,6 +284,7 @@ fi
 assert_eq "FAILED" "$(wait_outcome "$th" 30)" "the task ends FAILED within 30 s of the kill"
 reason=$(task_prop "$th" Reason 2>&1)
 assert_contains "$reason" "session helper" "the reason names the session helper ($reason)"
+assert_contains "$reason" "SIGKILL" "and how it ended, in systemd's words"
 assert_not_contains "$reason" "without calling Finish" "the worker is not blamed"
 ctl task report "${th##*/}" --json >"$tmpd/helper-report.json" 2>&1
 assert_contains "$(files_of "$tmpd/helper-report.json")" "before-helper.txt:added" \
