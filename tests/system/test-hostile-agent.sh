@@ -17,8 +17,10 @@
 # Then:
 #   - every Exec in A fails with a typed error (org.vivarium.Vivarium1.Error.*),
 #     never a client timeout, each within a bound;
-#   - A ends failed/stopped with a reason, or refuses every call with a
-#     typed error until it is stopped (see "the state of A" below);
+#   - A ends failed, its reason naming the guest agent: the session helper
+#     closes an agent that broke its protocol and the daemon ends the
+#     session (before the helper, A stayed "running" with every call
+#     refused and no reason: this fails there);
 #   - vivariumd is the same process (MainPID) and its resident set, peak
 #     included (VmHWM), stays under 48 MiB: the flood goes to the session
 #     helper, never into the daemon (which parsed it itself before the
@@ -27,9 +29,11 @@
 #   - B answers `echo ok` before and after;
 #   - once A and B are stopped nothing of A is left: no unit, no runtime
 #     directory, no overlay, no process of its uid.
-# The test names no message text: today vivariumd parses the agent's bytes
-# itself (capped parsers); with the per-session helper the errors name the
-# helper. Only the typed error name and a non-empty reason are contract.
+#   - C's helper (its uid, no capability, exposure ≤ 2.0) killed -9: C ends
+#     failed, its reason naming the helper and systemd's SIGKILL; D's helper
+#     SIGSTOPped: an Exec fails typed after its timeout and the helper's
+#     5 s, D ends failed ("did not answer"); B and the daemon carry on.
+# Of the Execs' messages only the typed error name is contract.
 #   tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-hostile-agent.sh
 
 # shellcheck disable=SC2317
