@@ -22,7 +22,10 @@
 #   4. the work session's helper (vivarium-session-helper, the one process
 #      that reads the guest's bytes) is killed (-9) while the worker sleeps:
 #      the session ends failed naming the helper, the task FAILED with that
-#      reason, after committing what the worker did.
+#      reason, after committing what the worker did;
+#   5. the verification session's helper is killed (-9) while the
+#      verification runs: the task ends, its verification inconclusive
+#      (never a pass), its report signed, nothing left.
 # After each: no session, worker or egress unit, no runtime directory of
 # them, no nftables table or rule of the session uids, no process of those
 # uids; the repository passes git fsck; the next task of the project is DONE.
@@ -292,5 +295,52 @@ assert_contains "$(files_of "$tmpd/helper-report.json")" "before-helper.txt:adde
 assert_success "the report verifies" -- vivariumctl report verify "$tmpd/helper-report.json"
 nothing_left "(4) session helper killed" "$uid_h"
 next_task_done "(4) session helper killed"
+
+# --- 5. the verification session's helper killed ----------------------------------------
+
+# The verification sleeps in the fresh session; its helper is killed there:
+# the task still ends, its verification inconclusive (never "pass"), its
+# report signed and verifying, nothing left.
+cat >"$tmpd/verify.sh" <<'EOF2'
+#!/bin/sh
+vivariumctl worker exec --cwd /project -- sh -c 'echo v > verify-me.txt'
+vivariumctl worker finish --summary "Wrote verify-me.txt." --verify "sleep 60; test -f verify-me.txt"
+EOF2
+chmod 0755 "$tmpd/verify.sh"
+tid=$(ctl task submit demo "$IMAGE" --script "$tmpd/verify.sh" 2>&1)
+assert_success "submit a task whose verification sleeps ($tid)" -- test -n "$tid"
+tv=$OBJ/tasks/$tid
+verifying () { [ "$(task_prop "$tv" Step 2>/dev/null)" = verify ]; }
+if retry_until 1500 0.2 verifying; then
+  ok "the task reaches its verification"
+else
+  not_ok "the task reaches its verification" "Step '$(task_prop "$tv" Step 2>&1)'"
+fi
+# The verification session is running (its command sleeping) once its
+# helper's session says so; the work session and its helper are gone by then.
+vhelper_running () {
+  local vsid
+  vhelper=$(systemctl list-units --plain --no-legend 'vivarium-helper-*' | awk 'NR == 1 { print $1 }')
+  [ -n "$vhelper" ] || return 1
+  vsid=${vhelper#vivarium-helper-}
+  [ "$(prop "$OBJ/sessions/${vsid%.service}" Session State 2>/dev/null)" = running ]
+}
+vhelper=
+retry_until 600 0.2 vhelper_running || diag "no running verification session seen (helper unit '$vhelper')"
+vpid=$(systemctl show -P MainPID "$vhelper" 2>/dev/null)
+uid_v=$(systemctl show -P UID "$vhelper" 2>/dev/null)
+if [ "${vpid:-0}" -gt 1 ]; then
+  assert_success "kill -9 the verification session's helper ($vhelper, PID $vpid)" -- kill -9 "$vpid"
+else
+  not_ok "kill -9 the verification session's helper" "unit '$vhelper', MainPID '$vpid'"
+fi
+outcome=$(wait_outcome "$tv" 60)
+assert_ne "IN_PROGRESS" "$outcome" "the task ends within 60 s of the kill ($outcome)"
+ctl task report "$tid" --json >"$tmpd/verify-report.json" 2>&1
+assert_eq "inconclusive" "$(report_field "$tmpd/verify-report.json" "r['verification']['verdict']")" \
+  "its verification is inconclusive, not a pass"
+assert_success "the report verifies" -- vivariumctl report verify "$tmpd/verify-report.json"
+nothing_left "(5) verification helper killed" "$uid_v"
+next_task_done "(5) verification helper killed"
 
 done_testing
