@@ -3,6 +3,8 @@
 
 #include <gio/gio.h>
 
+#include "vd-helper-protocol.h"
+
 G_BEGIN_DECLS
 
 /* The inside of vivarium-session-helper: the SessionHelper interface
@@ -10,8 +12,6 @@ G_BEGIN_DECLS
  * connection to vivariumd, served by the QMP and guest-agent clients of
  * one session. It is the only code that reads what QEMU and the guest
  * write; what it hands back is typed, capped and escaped. */
-
-#define VD_HELPER_OBJECT_PATH "/org/vivarium/Vivarium1/SessionHelper"
 
 #define VD_TYPE_HELPER_SERVICE (vd_helper_service_get_type ())
 G_DECLARE_FINAL_TYPE (VdHelperService, vd_helper_service, VD, HELPER_SERVICE, GObject)

@@ -12,11 +12,10 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-fs.h"
+#include "vd-helper-protocol.h"
 #include "vd-session-helper.h"
 #include "vd-unit-sandbox.h"
 
-#define HELPER_INTERFACE   "org.vivarium.Vivarium1.SessionHelper"
-#define HELPER_PATH        "/org/vivarium/Vivarium1/SessionHelper"
 /* The helper's own allowance on top of the guest's: its reply must come
  * this long after the deadline it was given, or it is taken as hung. */
 #define CALL_SLACK_MS      5000
@@ -26,12 +25,12 @@
 #define STOP_TIMEOUT_MS    6000
 /* Every string the helper sends is the guest's as far as the daemon goes. */
 #define REASON_MAX         1024
-/* Its largest reply is an Exec's two capped streams; the parse of a guest
- * agent reply of 48 MiB needs a few copies of it. */
 /* QEMU's STOP/RESUME come a few at a time, and the helper tells one
  * BLOCK_IO_ERROR a pause; a helper sending more than this in one second
  * is flooding the daemon's loop. */
 #define SIGNALS_PER_SECOND_MAX 1000
+/* Its largest reply is an Exec's two capped streams; the parse of a guest
+ * agent reply of 48 MiB needs a few copies of it. */
 #define HELPER_MEMORY_MAX  (G_GUINT64_CONSTANT (256) * 1024 * 1024)
 
 struct _VdSessionHelper {
@@ -68,6 +67,13 @@ untrusted_text (const gchar *text)
   return vivarium_escape_untrusted (text, strlen (text), REASON_MAX, NULL);
 }
 
+static GError *
+gone_error (VdSessionHelper *self)
+{
+  return g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_GUEST, "The session helper of session %s is gone",
+                      self->session_id);
+}
+
 /* The helper's error, made the daemon's: the remote prefix gone, the text
  * capped and escaped, the domain Vivarium's. A connection that broke is
  * said as the helper's end, not as an I/O error. */
@@ -79,8 +85,7 @@ helper_error (VdSessionHelper *self, GError *error)
 
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CLOSED) || self->died) {
     g_error_free (error);
-    return g_error_new (VIVARIUM_ERROR, VIVARIUM_ERROR_GUEST, "The session helper of session %s is gone",
-                        self->session_id);
+    return gone_error (self);
   }
   if (g_dbus_error_is_remote_error (error))
     g_dbus_error_strip_remote_error (error);
@@ -93,7 +98,7 @@ helper_error (VdSessionHelper *self, GError *error)
 
 /* --- calls ----------------------------------------------------------------- */
 
-static void helper_hung (VdSessionHelper *self, const gchar *method);
+static void helper_gone (VdSessionHelper *self, gchar *reason);
 
 static void
 call_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
@@ -108,7 +113,7 @@ call_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
    * the helper let a call outlive the guest's deadline and its slack. */
   if (reply == NULL && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT)) {
     g_error_free (error);
-    helper_hung (self, method);
+    helper_gone (self, g_strdup_printf ("the session helper (%s) did not answer %s in time", self->unit, method));
     g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_GUEST,
                              "The session helper of session %s did not answer %s in time", self->session_id, method);
     return;
@@ -133,11 +138,10 @@ helper_call (VdSessionHelper *self, gpointer tag, const gchar *method, GVariant 
   if (self->connection == NULL || g_dbus_connection_is_closed (self->connection)) {
     if (parameters != NULL)
       g_variant_unref (g_variant_ref_sink (parameters));
-    g_task_return_new_error (task, VIVARIUM_ERROR, VIVARIUM_ERROR_GUEST, "The session helper of session %s is gone",
-                             self->session_id);
+    g_task_return_error (task, gone_error (self));
     return;
   }
-  g_dbus_connection_call_with_unix_fd_list (self->connection, NULL, HELPER_PATH, HELPER_INTERFACE, method, parameters,
+  g_dbus_connection_call_with_unix_fd_list (self->connection, NULL, VD_HELPER_OBJECT_PATH, VD_HELPER_INTERFACE, method, parameters,
                                             G_VARIANT_TYPE (reply_type), G_DBUS_CALL_FLAGS_NO_AUTO_START,
                                             (gint) MIN (wait_ms, G_MAXINT), fds, cancellable, call_done_cb,
                                             g_steal_pointer (&task));
@@ -483,8 +487,6 @@ vd_session_helper_get_time_finish (VdSessionHelper *self, GAsyncResult *result, 
 
 /* --- signals and the connection's end -------------------------------------- */
 
-static void helper_flooded (VdSessionHelper *self);
-
 static void
 helper_signal_cb (GDBusConnection *connection, const gchar *sender, const gchar *path, const gchar *interface,
                   const gchar *member, GVariant *parameters, gpointer user_data)
@@ -499,7 +501,8 @@ helper_signal_cb (GDBusConnection *connection, const gchar *sender, const gchar 
     self->signals_in_window = 0;
   }
   if (++self->signals_in_window > SIGNALS_PER_SECOND_MAX) {
-    helper_flooded (self);
+    helper_gone (self, g_strdup_printf ("the session helper (%s) sent more than %u signals in a second", self->unit,
+                                        SIGNALS_PER_SECOND_MAX));
     return;
   }
 
@@ -528,45 +531,29 @@ helper_signal_cb (GDBusConnection *connection, const gchar *sender, const gchar 
   }
 }
 
+/* A helper that exits, hangs or floods is as good as gone: said once (the
+ * session ends on it), and every later call fails at once. @reason is
+ * taken. */
 static void
-connection_closed_cb (GDBusConnection *connection, gboolean remote_peer_vanished, GError *error, gpointer user_data)
+helper_gone (VdSessionHelper *self, gchar *reason)
 {
-  VdSessionHelper *self = VD_SESSION_HELPER (user_data);
-  g_autofree gchar *reason = NULL;
-
-  if (self->closing)
-    return;
-  self->died = TRUE;
-  self->has_agent = FALSE;
-  /* GIO's words for it ("returned 0 bytes on an async read") say nothing
-   * to an operator; the helper's journal and its unit's end say the rest. */
-  reason = g_strdup_printf ("the session helper (%s) exited or closed its connection", self->unit);
-  g_signal_emit (self, signals[SIGNAL_DIED], 0, reason);
-}
-
-/* A helper that hangs is as good as gone: the session says so and ends. */
-static void
-helper_hung (VdSessionHelper *self, const gchar *method)
-{
-  g_autofree gchar *reason = NULL;
+  g_autofree gchar *owned = reason;
 
   if (self->closing || self->died)
     return;
   self->died = TRUE;
   self->has_agent = FALSE;
-  reason = g_strdup_printf ("the session helper (%s) did not answer %s in time", self->unit, method);
-  g_signal_emit (self, signals[SIGNAL_DIED], 0, reason);
+  g_signal_emit (self, signals[SIGNAL_DIED], 0, owned);
 }
 
 static void
-helper_flooded (VdSessionHelper *self)
+connection_closed_cb (GDBusConnection *connection, gboolean remote_peer_vanished, GError *error, gpointer user_data)
 {
-  g_autofree gchar *reason = g_strdup_printf ("the session helper (%s) sent more than %u signals in a second",
-                                              self->unit, SIGNALS_PER_SECOND_MAX);
+  VdSessionHelper *self = VD_SESSION_HELPER (user_data);
 
-  self->died = TRUE;
-  self->has_agent = FALSE;
-  g_signal_emit (self, signals[SIGNAL_DIED], 0, reason);
+  /* GIO's words for it ("returned 0 bytes on an async read") say nothing
+   * to an operator; the helper's journal and its unit's end say the rest. */
+  helper_gone (self, g_strdup_printf ("the session helper (%s) exited or closed its connection", self->unit));
 }
 
 gboolean
@@ -735,8 +722,8 @@ watch_connection (VdSessionHelper *self)
 {
   g_dbus_connection_set_exit_on_close (self->connection, FALSE);
   g_signal_connect (self->connection, "closed", G_CALLBACK (connection_closed_cb), self);
-  self->subscription = g_dbus_connection_signal_subscribe (self->connection, NULL, HELPER_INTERFACE, NULL,
-                                                           HELPER_PATH, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
+  self->subscription = g_dbus_connection_signal_subscribe (self->connection, NULL, VD_HELPER_INTERFACE, NULL,
+                                                           VD_HELPER_OBJECT_PATH, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
                                                            helper_signal_cb, self, NULL);
 }
 

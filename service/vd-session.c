@@ -779,8 +779,6 @@ qmp_guest_resumed_cb (VdSessionHelper *helper, gpointer user_data)
 
 typedef struct {
   gint64   began;         /* monotonic, when the start was asked for */
-  gint64   deadline;
-  gboolean unit_started;
   guint    launches;      /* the helper's unit and QEMU's, started side by side */
   gint64   helper_began;
   GError  *launch_error;  /* the first of them to fail */
@@ -1085,13 +1083,10 @@ unit_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
-  StartData *data = g_task_get_task_data (task);
   GError *error = NULL;
 
-  if (vd_systemd_start_transient_finish (self->systemd, res, &error)) {
+  if (vd_systemd_start_transient_finish (self->systemd, res, &error))
     step_end (self, "unit-start");
-    data->unit_started = TRUE;
-  }
   launch_done (task, error);
 }
 

@@ -209,7 +209,7 @@ test_helper_floods_signals (Fixture *f, gconstpointer data)
   g_signal_connect (f->helper, "died", G_CALLBACK (died_cb), &reason);
   g_signal_connect (f->helper, "guest-stopped", G_CALLBACK (count_cb), &stopped);
   for (guint i = 0; i < 3000; i++)
-    g_dbus_connection_emit_signal (f->helper_side, NULL, VD_HELPER_OBJECT_PATH, "org.vivarium.Vivarium1.SessionHelper",
+    g_dbus_connection_emit_signal (f->helper_side, NULL, VD_HELPER_OBJECT_PATH, VD_HELPER_INTERFACE,
                                    "GuestStopped", NULL, NULL);
   g_dbus_connection_flush_sync (f->helper_side, NULL, NULL);
   for (guint i = 0; i < 10000 && reason == NULL; i++)
