@@ -96,6 +96,14 @@ nothing_left () {  # WHAT UID...
   assert_success "$what: the repository is consistent (git fsck)" -- git_demo fsck --no-progress
 }
 
+kill_main () {  # WHAT UNIT PID: kill -9 a unit's main process, or say why not
+  if [ "${3:-0}" -gt 1 ]; then
+    assert_success "kill -9 $1 ($2, PID $3)" -- kill -9 "$3"
+  else
+    not_ok "kill -9 $1" "MainPID of '$2': '$3'"
+  fi
+}
+
 cat >"$tmpd/next.sh" <<'EOF'
 #!/bin/sh
 vivariumctl worker exec --cwd /project -- sh -c 'echo next > next.txt'
@@ -134,12 +142,8 @@ proxy_pid=$(systemctl show -P MainPID "$proxy_unit")
 wunit=vivarium-worker-${task##*/}.service
 assert_eq "active" "$(systemctl is-active "$proxy_unit")" "the work session's proxy runs ($proxy_unit, PID $proxy_pid, uid $uid_proxy)"
 assert_eq "activating" "$(systemctl show -P ActiveState "$wunit")" "the worker sleeps for 120 s (a oneshot unit: activating)"
-if [ "${proxy_pid:-0}" -gt 1 ]; then
-  t_kill=$(date +%s%N)
-  assert_success "kill -9 the proxy's process (PID $proxy_pid)" -- kill -9 "$proxy_pid"
-else
-  not_ok "kill -9 the proxy's process" "MainPID of $proxy_unit: '$proxy_pid'"
-fi
+t_kill=$(date +%s%N)
+kill_main "the proxy's process" "$proxy_unit" "$proxy_pid"
 # Only the daemon reacting to the proxy's death can end the task within
 # this Wait: the worker sleeps on for two minutes.
 assert_eq "FAILED" "$(wait_outcome "$task" 30)" "the task ends FAILED within 30 s of the kill"
@@ -279,11 +283,7 @@ uid_h=$(session_uid "$spath")
 helper_unit=vivarium-helper-$sid.service
 helper_pid=$(systemctl show -P MainPID "$helper_unit")
 assert_eq "$uid_h" "$(systemctl show -P UID "$helper_unit")" "the work session's helper runs as the session's uid ($helper_unit)"
-if [ "${helper_pid:-0}" -gt 1 ]; then
-  assert_success "kill -9 the session helper (PID $helper_pid)" -- kill -9 "$helper_pid"
-else
-  not_ok "kill -9 the session helper" "MainPID of $helper_unit: '$helper_pid'"
-fi
+kill_main "the session helper" "$helper_unit" "$helper_pid"
 assert_eq "FAILED" "$(wait_outcome "$th" 30)" "the task ends FAILED within 30 s of the kill"
 reason=$(task_prop "$th" Reason 2>&1)
 assert_contains "$reason" "session helper" "the reason names the session helper ($reason)"
@@ -329,11 +329,7 @@ vhelper=
 retry_until 600 0.2 vhelper_running || diag "no running verification session seen (helper unit '$vhelper')"
 vpid=$(systemctl show -P MainPID "$vhelper" 2>/dev/null)
 uid_v=$(systemctl show -P UID "$vhelper" 2>/dev/null)
-if [ "${vpid:-0}" -gt 1 ]; then
-  assert_success "kill -9 the verification session's helper ($vhelper, PID $vpid)" -- kill -9 "$vpid"
-else
-  not_ok "kill -9 the verification session's helper" "unit '$vhelper', MainPID '$vpid'"
-fi
+kill_main "the verification session's helper" "$vhelper" "$vpid"
 outcome=$(wait_outcome "$tv" 60)
 assert_ne "IN_PROGRESS" "$outcome" "the task ends within 60 s of the kill ($outcome)"
 ctl task report "$tid" --json >"$tmpd/verify-report.json" 2>&1
