@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   # build
-  meson ninja-build pkg-config gcc gettext libglib2.0-dev libglib2.0-dev-bin libglib2.0-bin
+  meson ninja-build pkg-config gcc binutils gettext libglib2.0-dev libglib2.0-dev-bin libglib2.0-bin
   libjson-glib-dev libgnutls28-dev libgit2-dev libpolkit-gobject-1-dev libpolkit-agent-1-dev libnftnl-dev libmnl-dev
   libsystemd-dev libdbus-1-dev libgtk-4-dev libadwaita-1-dev libsoup-3.0-dev libslirp-dev
   # run: the service and what it drives
