@@ -73,7 +73,7 @@ vd_netns_new (const gchar *dir, const gchar *host_link, const gchar *peer_link, 
   const guint8 mac[6] = { 0x02, 0x76, 0x76, mac_tag, 0x00, 0x00 };
 
   self->dir = g_strdup (dir);
-  self->pin = g_build_filename (dir, PIN_NAME, NULL);
+  self->pin = dir != NULL ? g_build_filename (dir, PIN_NAME, NULL) : NULL;
   self->host_link = g_strdup (host_link);
   self->peer_link = g_strdup (peer_link);
   memcpy (self->host_mac, mac, 6);
@@ -466,7 +466,7 @@ create_thread (gpointer user_data)
     set_errno_error (&data->error, errno, "unshare(CLONE_NEWNET)");
     return NULL;
   }
-  if (!pin_namespace (data->self, &data->error) ||
+  if ((data->self->pin != NULL && !pin_namespace (data->self, &data->error)) ||
       !with_netlink (data, configure_inside, &data->error) ||
       (data->inside_func != NULL && !data->inside_func (data->user_data, &data->error)))
     return NULL;
@@ -523,6 +523,8 @@ remove_everything (const gchar *dir, const gchar *pin, const gchar *host_link)
       g_warning ("%s: %s", host_link, error->message);
     }
   }
+  if (pin == NULL)
+    return;
   if (umount2 (pin, MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
     g_warning ("unmounting %s: %s", pin, g_strerror (errno));
   if (g_unlink (pin) != 0 && errno != ENOENT)

@@ -5,11 +5,11 @@
 
 G_BEGIN_DECLS
 
-/* A network namespace of the daemon's own, pinned by a bind mount under the
- * runtime dir (in the daemon's private mount namespace) and joined to the
- * daemon's netns by a veth pair with fixed MACs, permanent neighbour entries
- * and /32 (/128) host routes. Used by the self-test's canary network and by
- * the DNS relay. */
+/* A network namespace of the caller's own, joined to the caller's netns by
+ * a veth pair with fixed MACs, permanent neighbour entries and /32 (/128)
+ * host routes. With a @dir it is pinned by a bind mount there (in the
+ * caller's mount namespace); with none it lives as long as a socket opened
+ * in it (by the inside function) does, and its veth pair goes with it. */
 
 #define VD_TYPE_NETNS (vd_netns_get_type ())
 G_DECLARE_FINAL_TYPE (VdNetns, vd_netns, VD, NETNS, GObject)
