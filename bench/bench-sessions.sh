@@ -41,13 +41,18 @@ OBJ=/org/vivarium/Vivarium1
 max_sessions=${VIVARIUM_TEST_BENCH_MAX_SESSIONS:-40}
 timings () { busctl get-property "$BUS" "$OBJ/sessions/$1" "$BUS.Session" StartupTimings; }
 mode () { busctl get-property "$BUS" "$OBJ/sessions/$1" "$BUS.Session" StartMode | cut -d' ' -f2 | tr -d '"'; }
+# Only the sessions this run started (each id is written to $work/started),
+# and its conf.d file, also when it fails half-way.
+started () { echo "$1" >>"$work/started"; }
 stop_all () {
   local id
-  for id in $(ctl session list --json 2>/dev/null | grep -o '"id" *: *"[0-9a-f]*"' | grep -o '[0-9a-f]\{12\}'); do
+  [ -f "$work/started" ] || return 0
+  while read -r id; do
     ctl session stop "$id" >/dev/null 2>&1 || true
-  done
+  done <"$work/started"
+  rm -f "$work/started"
 }
-trap 'stop_all; rm -rf "$work"' EXIT
+trap 'stop_all; rm -f /etc/vivarium/conf.d/90-bench.conf; rm -rf "$work"' EXIT
 
 # The concurrency loop needs more sessions than the default limit (8).
 mkdir -p /etc/vivarium/conf.d
@@ -72,6 +77,7 @@ first_exec () {  # OUTFILE [vivariumctl start options]: one start → first exec
   shift
   t0=$(now)
   id=$(ctl session start "$@" tiny)
+  started "$id"
   t1=$(now)
   ctl session exec "$id" -- true
   t2=$(now)
@@ -105,6 +111,7 @@ while [ "$n" -lt "$max_sessions" ]; do
     echo "start $((n + 1)) failed: $(head -c 300 "$work/err")"
     break
   fi
+  started "$id"
   ctl session exec "$id" -- true
   took=$(echo "$(now) - $t0" | bc)
   n=$((n + 1))
