@@ -21,6 +21,8 @@ G_BEGIN_DECLS
 #define VIVARIUM_SESSION_UNIT_PREFIX "vivarium-session-"
 #define VIVARIUM_SLICE               "vivarium.slice"
 #define VIVARIUM_DAEMON_UNIT         "vivariumd.service"
+/* The guests' DNS relay (vivarium-dns-relay), when the host's resolver is one they must not reach. */
+#define VIVARIUM_DNS_RELAY_UNIT      "vivarium-dns-relay.service"
 #define VIVARIUM_QEMU_GROUP          "vivarium-qemu"
 #define VIVARIUM_NFT_TABLE           "vivarium_guard"
 

@@ -4,77 +4,42 @@
 #include "config.h"
 
 #include <errno.h>
-#include <sys/stat.h>
+#include <ifaddrs.h>
 #include <string.h>
-#include <unistd.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <glib/gstdio.h>
 
 #include "vivarium-denylist.h"
 #include "vivarium-error.h"
+#include "vivarium-names.h"
 #include "vd-dns-relay.h"
 #include "vd-netns.h"
+#include "vd-unit-sandbox.h"
 
 #define HOST_RESOLV_CONF   "/etc/resolv.conf"
 #define MAX_NAMESERVERS    3          /* glibc's MAXNS: it reads no more */
 #define DNS_PORT           53
-#define DNS_HEADER         12
-#define UDP_MAX            4096
-#define TCP_MAX            65535
-#define MAX_IN_FLIGHT      256
-#define QUERY_TIMEOUT_SEC  5
-#define UDP_BURST          64
-#define MAC_TAG            0x01
-/* The daemon has no CAP_NET_BIND_SERVICE; inside the relay's own netns,
- * where nothing but the relay opens sockets, port 53 is made unprivileged. */
-#define UNPRIVILEGED_PORT_SYSCTL "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+#define UNIT_START_MS      15000
+#define UNIT_STOP_MS       10000
 
+/* The daemon's half of the relay: whether one is needed, the unit that runs
+ * vivarium-dns-relay (which forwards; the daemon never sees a query), and
+ * the resolv.conf the session units get. */
 struct _VdDnsRelay {
   GObject          parent_instance;
   VdConfig        *config;
-  VdNetns         *netns;
+  VdSystemd       *systemd;
   gchar           *dir;
   gchar           *resolv_conf;
   GPtrArray       *upstreams;     /* GInetSocketAddress, port 53 */
-  gint             udp_fd;        /* opened inside the netns */
-  gint             tcp_fd;
-  GSocket         *udp;
-  GSource         *udp_source;
-  GSocketListener *tcp;
-  GSocketClient   *client;
-  GCancellable    *cancellable;   /* cancelled at stop */
-  GHashTable      *udp_queries;   /* UdpQuery set, owns them */
-  GHashTable      *tcp_queries;   /* TcpQuery set, unowned */
-  guint            in_flight;
-  guint64          relayed;
-  guint64          dropped;
   gboolean         active;
 };
 
 G_DEFINE_TYPE (VdDnsRelay, vd_dns_relay, G_TYPE_OBJECT)
-
-typedef struct {
-  VdDnsRelay     *relay;
-  GSocketAddress *client;
-  guint8          id[2];
-  GPtrArray      *sources;        /* GSource, one per nameserver socket */
-  guint           failed;
-  GSource        *timeout;
-  gint64          started;
-} UdpQuery;
-
-typedef struct {
-  VdDnsRelay     *relay;          /* strong: callbacks may outlive a stop */
-  GIOStream      *client;
-  GIOStream      *upstream;
-  GCancellable   *cancellable;
-  GSource        *timeout;
-  guint           next_upstream;
-  guint8          id[2];
-  guint8          len[2];
-  guint8         *msg;            /* 2-byte length prefix + message */
-  gsize           msg_len;
-  gint64          started;
-} TcpQuery;
 
 static void
 vd_dns_relay_finalize (GObject *object)
@@ -82,12 +47,8 @@ vd_dns_relay_finalize (GObject *object)
   VdDnsRelay *self = VD_DNS_RELAY (object);
 
   vd_dns_relay_stop (self);
-  g_hash_table_unref (self->udp_queries);
-  g_hash_table_unref (self->tcp_queries);
   g_clear_pointer (&self->upstreams, g_ptr_array_unref);
-  g_clear_object (&self->client);
-  g_clear_object (&self->cancellable);
-  g_clear_object (&self->netns);
+  g_clear_object (&self->systemd);
   g_clear_object (&self->config);
   g_free (self->dir);
   g_free (self->resolv_conf);
@@ -100,16 +61,9 @@ vd_dns_relay_class_init (VdDnsRelayClass *klass)
   G_OBJECT_CLASS (klass)->finalize = vd_dns_relay_finalize;
 }
 
-static void udp_query_free (UdpQuery *q);
-
 static void
 vd_dns_relay_init (VdDnsRelay *self)
 {
-  self->udp_fd = -1;
-  self->tcp_fd = -1;
-  self->udp_queries = g_hash_table_new_full (NULL, NULL, (GDestroyNotify) udp_query_free, NULL);
-  self->tcp_queries = g_hash_table_new (NULL, NULL);
-  self->client = g_socket_client_new ();
 }
 
 static gchar *
@@ -119,14 +73,14 @@ relay_dir (const gchar *runtime_dir)
 }
 
 VdDnsRelay *
-vd_dns_relay_new (VdConfig *config)
+vd_dns_relay_new (VdConfig *config, VdSystemd *systemd)
 {
   VdDnsRelay *self = g_object_new (VD_TYPE_DNS_RELAY, NULL);
 
   self->config = g_object_ref (config);
+  self->systemd = g_object_ref (systemd);
   self->dir = relay_dir (vd_config_get_runtime_dir (config));
   self->resolv_conf = g_build_filename (self->dir, "resolv.conf", NULL);
-  self->netns = vd_netns_new (self->dir, VD_DNS_RELAY_HOST_LINK, VD_DNS_RELAY_PEER_LINK, MAC_TAG);
   return self;
 }
 
@@ -188,16 +142,26 @@ in_cidr (GInetAddress *addr, const gchar *cidr)
   return rest == 0 || ((a[full] ^ n[full]) & (guint8) (0xff << (8 - rest))) == 0;
 }
 
-/* bind() succeeds only for an address of the host's own: the guard's
- * "host's own addresses" rule. */
+/* The guard's "host's own addresses" rule: an address of any interface
+ * of the daemon's netns (read from netlink; the daemon opens no IP socket). */
 static gboolean
 is_local (GInetAddress *addr)
 {
-  g_autoptr(GSocket) sock = g_socket_new (g_inet_address_get_family (addr), G_SOCKET_TYPE_DATAGRAM,
-                                          G_SOCKET_PROTOCOL_UDP, NULL);
-  g_autoptr(GSocketAddress) any_port = g_inet_socket_address_new (addr, 0);
+  struct ifaddrs *ifa = NULL;
+  gboolean found = FALSE;
 
-  return sock != NULL && g_socket_bind (sock, any_port, FALSE, NULL);
+  if (getifaddrs (&ifa) != 0)
+    return FALSE;
+  for (struct ifaddrs *i = ifa; i != NULL && !found; i = i->ifa_next) {
+    g_autoptr(GSocketAddress) sa = NULL;
+    if (i->ifa_addr == NULL || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+      continue;
+    sa = g_socket_address_new_from_native (i->ifa_addr, i->ifa_addr->sa_family == AF_INET
+                                                         ? sizeof (struct sockaddr_in) : sizeof (struct sockaddr_in6));
+    found = sa != NULL && g_inet_address_equal (g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (sa)), addr);
+  }
+  freeifaddrs (ifa);
+  return found;
 }
 
 static gboolean
@@ -239,423 +203,67 @@ want_relay (VdDnsRelay *self)
   return TRUE;
 }
 
-/* --- UDP --------------------------------------------------------------- */
+/* --- the relay's unit ----------------------------------------------------- */
 
-static void
-udp_query_free (UdpQuery *q)
+/* IPAddressAllow= (a(iayu)): the nameservers, and the veth's host end, the
+ * source of every guest's query (QEMU's slirp sockets are in the host's
+ * netns); IPAddressDeny=any takes the rest. */
+static GVariant *
+allowed_addresses (VdDnsRelay *self)
 {
-  for (guint i = 0; i < q->sources->len; i++)
-    g_source_destroy (g_ptr_array_index (q->sources, i));
-  g_ptr_array_unref (q->sources);
-  g_source_destroy (q->timeout);
-  g_source_unref (q->timeout);
-  g_object_unref (q->client);
-  q->relay->in_flight--;
-  g_free (q);
-}
+  g_autoptr(GPtrArray) cidrs = g_ptr_array_new_with_free_func (g_free);
 
-static void
-udp_query_done (UdpQuery *q)
-{
-  g_hash_table_remove (q->relay->udp_queries, q);
-}
-
-static gboolean
-udp_timeout_cb (gpointer user_data)
-{
-  UdpQuery *q = user_data;
-
-  q->relay->dropped++;
-  udp_query_done (q);
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-udp_answer_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
-{
-  UdpQuery *q = user_data;
-  VdDnsRelay *self = q->relay;
-  guint8 buf[UDP_MAX + 1];
-  g_autoptr(GError) error = NULL;
-  gssize n = g_socket_receive (sock, (gchar *) buf, sizeof buf, NULL, &error);
-
-  if (n < 0) {
-    if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
-      return G_SOURCE_CONTINUE;
-    /* e.g. ICMP port unreachable: this nameserver is out; others may answer. */
-    if (++q->failed == q->sources->len) {
-      self->dropped++;
-      udp_query_done (q);
-    }
-    return G_SOURCE_REMOVE;
-  }
-  /* The socket is connected, so the kernel already dropped datagrams from
-   * anyone but this nameserver; the id must be the query's own. */
-  if (n < DNS_HEADER || n > UDP_MAX || memcmp (buf, q->id, 2) != 0)
-    return G_SOURCE_CONTINUE;
-  if (g_socket_send_to (self->udp, q->client, (const gchar *) buf, (gsize) n, NULL, NULL) == n)
-    self->relayed++;
-  g_debug ("relayed a UDP answer (%" G_GSSIZE_FORMAT " B) in %" G_GINT64_FORMAT " µs", n,
-           g_get_monotonic_time () - q->started);
-  udp_query_done (q);
-  return G_SOURCE_REMOVE;
-}
-
-static GSocket *
-udp_upstream_socket (GInetSocketAddress *ns, const guint8 *query, gsize len)
-{
-  g_autoptr(GSocket) sock = g_socket_new (g_socket_address_get_family (G_SOCKET_ADDRESS (ns)),
-                                          G_SOCKET_TYPE_DATAGRAM, G_SOCKET_PROTOCOL_UDP, NULL);
-
-  if (sock == NULL)
-    return NULL;
-  g_socket_set_blocking (sock, FALSE);
-  if (!g_socket_connect (sock, G_SOCKET_ADDRESS (ns), NULL, NULL) ||
-      g_socket_send (sock, (const gchar *) query, len, NULL, NULL) != (gssize) len)
-    return NULL;
-  return g_steal_pointer (&sock);
-}
-
-/* Every nameserver is asked at once; the first good answer goes back. */
-static void
-udp_query_start (VdDnsRelay *self, GSocketAddress *client, const guint8 *query, gsize len)
-{
-  UdpQuery *q = g_new0 (UdpQuery, 1);
-
-  q->relay = self;
-  q->client = g_object_ref (client);
-  memcpy (q->id, query, 2);
-  q->started = g_get_monotonic_time ();
-  q->sources = g_ptr_array_new_with_free_func ((GDestroyNotify) g_source_unref);
-  q->timeout = g_timeout_source_new_seconds (QUERY_TIMEOUT_SEC);
-  g_source_set_callback (q->timeout, udp_timeout_cb, q, NULL);
-  g_source_attach (q->timeout, NULL);
-  self->in_flight++;
-  g_hash_table_add (self->udp_queries, q);
+  g_ptr_array_add (cidrs, g_strdup (VD_DNS_RELAY_HOST_ADDRESS "/32"));
   for (guint i = 0; i < self->upstreams->len; i++) {
-    g_autoptr(GSocket) sock = udp_upstream_socket (g_ptr_array_index (self->upstreams, i), query, len);
-    GSource *source;
-    if (sock == NULL)
-      continue;
-    source = g_socket_create_source (sock, G_IO_IN, NULL);
-    g_source_set_callback (source, (GSourceFunc) (GCallback) udp_answer_cb, q, NULL);
-    g_source_attach (source, NULL);
-    g_ptr_array_add (q->sources, source);
+    GInetAddress *addr = g_inet_socket_address_get_address (g_ptr_array_index (self->upstreams, i));
+    g_autofree gchar *text = g_inet_address_to_string (addr);
+    g_ptr_array_add (cidrs, g_strdup_printf ("%s/%u", text, g_inet_address_get_family (addr) == G_SOCKET_FAMILY_IPV4 ? 32 : 128));
   }
-  if (q->sources->len == 0) {
-    self->dropped++;
-    udp_query_done (q);
-  }
+  return vd_unit_sandbox_ip_deny (cidrs);
 }
 
-static gboolean
-udp_query_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
+static GVariant *
+unit_properties (VdDnsRelay *self)
 {
-  VdDnsRelay *self = user_data;
+  const gchar *families[] = { "AF_UNIX", "AF_NETLINK", "AF_INET", "AF_INET6", NULL };
+  const gchar *syscalls[] = { "@system-service", NULL };
+  const gchar *denied[] = { "@resources", NULL };
+  const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
+  /* Until it has bound port 53 in its netns; then it drops them all. */
+  VdUnitSandbox sandbox = {
+    .address_families = families,
+    .syscalls = syscalls,
+    .denied_syscalls = denied,
+    .capabilities = (1ULL << CAP_NET_ADMIN) | (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_NET_BIND_SERVICE),
+    .namespaces = CLONE_NEWNET,
+  };
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  GVariantBuilder b;
 
-  /* Bounded, so a flood cannot hold the main loop. */
-  for (guint i = 0; i < UDP_BURST; i++) {
-    guint8 buf[UDP_MAX + 1];
-    g_autoptr(GSocketAddress) client = NULL;
-    gssize n = g_socket_receive_from (sock, &client, (gchar *) buf, sizeof buf, NULL, NULL);
-
-    if (n < 0)
-      break;
-    if (n < DNS_HEADER || n > UDP_MAX || self->in_flight >= MAX_IN_FLIGHT || client == NULL) {
-      self->dropped++;
-      continue;
-    }
-    udp_query_start (self, client, buf, (gsize) n);
-  }
-  return G_SOURCE_CONTINUE;
-}
-
-/* --- TCP --------------------------------------------------------------- */
-
-/* Called only from the callback of the one operation in flight, so
- * nothing still refers to the query. */
-static void
-tcp_query_done (TcpQuery *q)
-{
-  VdDnsRelay *self = q->relay;
-
-  g_source_destroy (q->timeout);
-  g_source_unref (q->timeout);
-  g_clear_object (&q->client);
-  g_clear_object (&q->upstream);
-  g_object_unref (q->cancellable);
-  g_free (q->msg);
-  g_hash_table_remove (self->tcp_queries, q);
-  self->in_flight--;
-  g_free (q);
-  g_object_unref (self);
-}
-
-static gboolean
-tcp_timeout_cb (gpointer user_data)
-{
-  TcpQuery *q = user_data;
-
-  q->relay->dropped++;
-  g_cancellable_cancel (q->cancellable);
-  return G_SOURCE_REMOVE;
-}
-
-static guint16
-tcp_length (const guint8 *len)
-{
-  return (guint16) ((len[0] << 8) | len[1]);
-}
-
-static gboolean
-tcp_read_finish (GObject *source, GAsyncResult *res, gsize expected)
-{
-  gsize n = 0;
-
-  return g_input_stream_read_all_finish (G_INPUT_STREAM (source), res, &n, NULL) && n == expected;
-}
-
-static void
-tcp_client_written_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  TcpQuery *q = user_data;
-
-  if (g_output_stream_write_all_finish (G_OUTPUT_STREAM (source), res, NULL, NULL)) {
-    q->relay->relayed++;
-    g_debug ("relayed a TCP answer (%" G_GSIZE_FORMAT " B) in %" G_GINT64_FORMAT " µs", q->msg_len,
-             g_get_monotonic_time () - q->started);
-  }
-  tcp_query_done (q);
-}
-
-static void
-tcp_answer_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  TcpQuery *q = user_data;
-
-  if (!tcp_read_finish (source, res, q->msg_len) || memcmp (q->msg + 2, q->id, 2) != 0) {
-    tcp_query_done (q);
-    return;
-  }
-  memcpy (q->msg, q->len, 2);
-  g_output_stream_write_all_async (g_io_stream_get_output_stream (q->client), q->msg, q->msg_len + 2,
-                                   G_PRIORITY_DEFAULT, q->cancellable, tcp_client_written_cb, q);
-}
-
-/* The 2-byte length has arrived: read that much, then call next. */
-static void
-tcp_read_message (GObject *source, GAsyncResult *res, TcpQuery *q, GAsyncReadyCallback next)
-{
-  if (!tcp_read_finish (source, res, 2) || tcp_length (q->len) < DNS_HEADER) {
-    tcp_query_done (q);
-    return;
-  }
-  q->msg_len = tcp_length (q->len);
-  g_input_stream_read_all_async (G_INPUT_STREAM (source), q->msg + 2, q->msg_len, G_PRIORITY_DEFAULT,
-                                 q->cancellable, next, q);
-}
-
-static void
-tcp_answer_len_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  tcp_read_message (source, res, user_data, tcp_answer_cb);
-}
-
-static void
-tcp_upstream_written_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  TcpQuery *q = user_data;
-
-  if (!g_output_stream_write_all_finish (G_OUTPUT_STREAM (source), res, NULL, NULL)) {
-    tcp_query_done (q);
-    return;
-  }
-  g_input_stream_read_all_async (g_io_stream_get_input_stream (q->upstream), q->len, 2, G_PRIORITY_DEFAULT,
-                                 q->cancellable, tcp_answer_len_cb, q);
-}
-
-static void tcp_connect_next (TcpQuery *q);
-
-static void
-tcp_connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  TcpQuery *q = user_data;
-  g_autoptr(GError) error = NULL;
-
-  q->upstream = G_IO_STREAM (g_socket_client_connect_finish (G_SOCKET_CLIENT (source), res, &error));
-  if (q->upstream == NULL) {
-    if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-      tcp_query_done (q);
-    else
-      tcp_connect_next (q);
-    return;
-  }
-  g_output_stream_write_all_async (g_io_stream_get_output_stream (q->upstream), q->msg, q->msg_len + 2,
-                                   G_PRIORITY_DEFAULT, q->cancellable, tcp_upstream_written_cb, q);
-}
-
-/* The nameservers in order, the next one when one refuses. */
-static void
-tcp_connect_next (TcpQuery *q)
-{
-  GPtrArray *upstreams = q->relay->upstreams;
-
-  if (q->next_upstream >= upstreams->len) {
-    q->relay->dropped++;
-    tcp_query_done (q);
-    return;
-  }
-  g_socket_client_connect_async (q->relay->client, g_ptr_array_index (upstreams, q->next_upstream++),
-                                 q->cancellable, tcp_connected_cb, q);
-}
-
-static void
-tcp_query_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  TcpQuery *q = user_data;
-
-  if (!tcp_read_finish (source, res, q->msg_len)) {
-    tcp_query_done (q);
-    return;
-  }
-  memcpy (q->msg, q->len, 2);
-  memcpy (q->id, q->msg + 2, 2);
-  tcp_connect_next (q);
-}
-
-static void
-tcp_query_len_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  tcp_read_message (source, res, user_data, tcp_query_cb);
-}
-
-/* One query per connection: the answer goes back and the connection is
- * closed, which RFC 7766 allows. */
-static void
-tcp_query_start (VdDnsRelay *self, GSocketConnection *connection)
-{
-  TcpQuery *q = g_new0 (TcpQuery, 1);
-
-  q->relay = g_object_ref (self);
-  q->client = G_IO_STREAM (connection);
-  q->cancellable = g_cancellable_new ();
-  q->msg = g_malloc (TCP_MAX + 2);
-  q->started = g_get_monotonic_time ();
-  q->timeout = g_timeout_source_new_seconds (QUERY_TIMEOUT_SEC);
-  g_source_set_callback (q->timeout, tcp_timeout_cb, q, NULL);
-  g_source_attach (q->timeout, NULL);
-  self->in_flight++;
-  g_hash_table_add (self->tcp_queries, q);
-  g_input_stream_read_all_async (g_io_stream_get_input_stream (q->client), q->len, 2, G_PRIORITY_DEFAULT,
-                                 q->cancellable, tcp_query_len_cb, q);
-}
-
-static void tcp_accept_next (VdDnsRelay *self);
-
-static gboolean
-tcp_accept_again_cb (gpointer user_data)
-{
-  VdDnsRelay *self = user_data;
-
-  if (self->active)
-    tcp_accept_next (self);
-  return G_SOURCE_REMOVE;
-}
-
-static void
-tcp_accepted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  g_autoptr(VdDnsRelay) self = user_data;
-  g_autoptr(GError) error = NULL;
-  GSocketConnection *connection = g_socket_listener_accept_finish (G_SOCKET_LISTENER (source), res, NULL, &error);
-
-  if (connection == NULL) {
-    if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) || !self->active)
-      return;
-    /* e.g. out of file descriptors: wait a moment instead of spinning. */
-    g_debug ("accept: %s", error->message);
-    g_timeout_add_full (G_PRIORITY_DEFAULT, 100, tcp_accept_again_cb, g_object_ref (self), g_object_unref);
-    return;
-  }
-  tcp_accept_next (self);
-  if (self->in_flight >= MAX_IN_FLIGHT) {
-    self->dropped++;
-    g_object_unref (connection);
-    return;
-  }
-  tcp_query_start (self, connection);
-}
-
-static void
-tcp_accept_next (VdDnsRelay *self)
-{
-  g_socket_listener_accept_async (self->tcp, self->cancellable, tcp_accepted_cb, g_object_ref (self));
-}
-
-/* --- life cycle -------------------------------------------------------- */
-
-static gboolean
-allow_low_ports (GError **error)
-{
-  g_autoptr(GError) local_error = NULL;
-
-  if (!g_file_set_contents_full (UNPRIVILEGED_PORT_SYSCTL, "53", -1, G_FILE_SET_CONTENTS_NONE, 0644, &local_error)) {
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "cannot let the relay bind port 53: %s",
-                 local_error->message);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* Called on the helper thread, inside the relay's netns. */
-static gboolean
-open_inside (gpointer user_data, GError **error)
-{
-  VdDnsRelay *self = user_data;
-
-  if (!allow_low_ports (error))
-    return FALSE;
-  self->udp_fd = vd_netns_open_listener (VD_DNS_RELAY_ADDRESS, FALSE, DNS_PORT, NULL, error);
-  if (self->udp_fd < 0)
-    return FALSE;
-  self->tcp_fd = vd_netns_open_listener (VD_DNS_RELAY_ADDRESS, TRUE, DNS_PORT, NULL, error);
-  return self->tcp_fd >= 0;
-}
-
-static void
-close_fds (VdDnsRelay *self)
-{
-  if (self->udp_fd >= 0)
-    close (self->udp_fd);
-  if (self->tcp_fd >= 0)
-    close (self->tcp_fd);
-  self->udp_fd = self->tcp_fd = -1;
-}
-
-static gboolean
-serve (VdDnsRelay *self, GError **error)
-{
-  g_autoptr(GSocket) tcp = NULL;
-
-  self->udp = g_socket_new_from_fd (self->udp_fd, error);
-  if (self->udp == NULL)
-    return FALSE;
-  self->udp_fd = -1;
-  tcp = g_socket_new_from_fd (self->tcp_fd, error);
-  if (tcp == NULL)
-    return FALSE;
-  self->tcp_fd = -1;
-  g_socket_set_blocking (self->udp, FALSE);
-  self->tcp = g_socket_listener_new ();
-  if (!g_socket_listener_add_socket (self->tcp, tcp, NULL, error))
-    return FALSE;
-  g_clear_object (&self->cancellable);
-  self->cancellable = g_cancellable_new ();
-  self->udp_source = g_socket_create_source (self->udp, G_IO_IN, NULL);
-  g_source_set_callback (self->udp_source, (GSourceFunc) (GCallback) udp_query_cb, self, NULL);
-  g_source_attach (self->udp_source, NULL);
-  tcp_accept_next (self);
-  return TRUE;
+  g_ptr_array_add (argv, g_build_filename (VIVARIUM_LIBEXECDIR, "vivarium-dns-relay", NULL));
+  for (guint i = 0; i < self->upstreams->len; i++)
+    g_ptr_array_add (argv, g_inet_address_to_string (
+                             g_inet_socket_address_get_address (g_ptr_array_index (self->upstreams, i))));
+  g_ptr_array_add (argv, NULL);
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("a(sv)"));
+  g_variant_builder_add (&b, "(sv)", "Description", g_variant_new_string ("Vivarium DNS relay for guests"));
+  g_variant_builder_add (&b, "(sv)", "Type", g_variant_new_string ("notify"));
+  g_variant_builder_add (&b, "(sv)", "NotifyAccess", g_variant_new_string ("main"));
+  g_variant_builder_add (&b, "(sv)", "ExecStart",
+                         g_variant_new_parsed ("[(%s, %^as, false)]", g_ptr_array_index (argv, 0), argv->pdata));
+  /* Stops with the daemon. Not After=: the daemon waits for the relay
+   * before it is ready itself, and the relay's start would wait for that. */
+  g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
+  g_variant_builder_add (&b, "(sv)", "CollectMode", g_variant_new_string ("inactive-or-failed"));
+  /* A relay that dies comes back with the same address and veth. */
+  g_variant_builder_add (&b, "(sv)", "Restart", g_variant_new_string ("on-failure"));
+  g_variant_builder_add (&b, "(sv)", "DynamicUser", g_variant_new_boolean (TRUE));
+  g_variant_builder_add (&b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny_all ());
+  g_variant_builder_add (&b, "(sv)", "IPAddressAllow", allowed_addresses (self));
+  g_variant_builder_add (&b, "(sv)", "MemoryMax", g_variant_new_uint64 (64 * 1024 * 1024));
+  g_variant_builder_add (&b, "(sv)", "TasksMax", g_variant_new_uint64 (8));
+  vd_unit_sandbox_add (&b, &sandbox);
+  return g_variant_builder_end (&b);
 }
 
 static gchar *
@@ -673,11 +281,20 @@ describe_upstreams (VdDnsRelay *self)
 /* QEMU reads it as the session uid, and the daemon's umask (0077) would
  * have made it root's alone: libslirp then finds no nameserver at all. */
 static gboolean
-make_world_readable (const gchar *path, GError **error)
+write_resolv_conf (VdDnsRelay *self, GError **error)
 {
-  if (chmod (path, 0644) != 0) {
-    int saved = errno;
-    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "cannot make %s readable: %s", path, g_strerror (saved));
+  if (g_mkdir_with_parents (self->dir, 0711) != 0 || chmod (self->dir, 0711) != 0) {
+    gint errsv = errno;
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "cannot create %s: %s", self->dir, g_strerror (errsv));
+    return FALSE;
+  }
+  if (!g_file_set_contents_full (self->resolv_conf, "nameserver " VD_DNS_RELAY_ADDRESS "\n", -1,
+                                 G_FILE_SET_CONTENTS_CONSISTENT, 0644, error))
+    return FALSE;
+  if (chmod (self->resolv_conf, 0644) != 0) {
+    gint errsv = errno;
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "cannot make %s readable: %s", self->resolv_conf,
+                 g_strerror (errsv));
     return FALSE;
   }
   return TRUE;
@@ -685,11 +302,11 @@ make_world_readable (const gchar *path, GError **error)
 
 /* Not needed (by [Guard] DnsRelay= and /etc/resolv.conf) is success with
  * the relay inactive. Must run before the guard collects the host's own
- * addresses, so that the veth's host end is in the deny list. */
+ * addresses, so that the veth's host end is in the deny list: it returns
+ * once the relay said it is ready, its veth up. */
 gboolean
 vd_dns_relay_start (VdDnsRelay *self, GError **error)
 {
-  const gchar *inside[] = { VD_DNS_RELAY_ADDRESS, NULL };
   g_autofree gchar *upstreams = NULL;
 
   g_return_val_if_fail (!self->active, FALSE);
@@ -697,59 +314,47 @@ vd_dns_relay_start (VdDnsRelay *self, GError **error)
   self->upstreams = read_nameservers (HOST_RESOLV_CONF);
   if (!want_relay (self))
     return TRUE;
-  if (!vd_netns_create (self->netns, inside, VD_DNS_RELAY_HOST_ADDRESS, NULL, open_inside, self, error)) {
-    close_fds (self);
-    g_prefix_error (error, "DNS relay: ");
+  if (!vd_systemd_start_transient_sync (self->systemd, VIVARIUM_DNS_RELAY_UNIT, unit_properties (self), NULL,
+                                        UNIT_START_MS, error)) {
+    g_prefix_error (error, "DNS relay (%s): ", VIVARIUM_DNS_RELAY_UNIT);
+    vd_systemd_stop_unit_sync (self->systemd, VIVARIUM_DNS_RELAY_UNIT, UNIT_STOP_MS, NULL);
+    vd_systemd_reset_failed_unit (self->systemd, VIVARIUM_DNS_RELAY_UNIT);
     return FALSE;
   }
   self->active = TRUE;
-  if (!serve (self, error) ||
-      !g_file_set_contents_full (self->resolv_conf, "nameserver " VD_DNS_RELAY_ADDRESS "\n", -1,
-                                 G_FILE_SET_CONTENTS_CONSISTENT, 0644, error) ||
-      !make_world_readable (self->resolv_conf, error)) {
+  if (!write_resolv_conf (self, error)) {
     g_prefix_error (error, "DNS relay: ");
     vd_dns_relay_stop (self);
     return FALSE;
   }
   upstreams = describe_upstreams (self);
-  g_message ("DNS relay on %s:%u (in its own netns, veth %s), forwarding to %s", VD_DNS_RELAY_ADDRESS,
-             DNS_PORT, VD_DNS_RELAY_HOST_LINK, upstreams);
+  g_message ("DNS relay on %s:%u (%s, in its own netns, veth %s), forwarding to %s", VD_DNS_RELAY_ADDRESS,
+             DNS_PORT, VIVARIUM_DNS_RELAY_UNIT, VD_DNS_RELAY_HOST_LINK, upstreams);
   return TRUE;
 }
 
+/* Synchronous: called at shutdown, when the main loop no longer runs. */
 void
 vd_dns_relay_stop (VdDnsRelay *self)
 {
-  GHashTableIter iter;
-  gpointer q;
+  g_autoptr(GError) error = NULL;
 
   if (!self->active)
     return;
   self->active = FALSE;
-  if (self->cancellable != NULL)
-    g_cancellable_cancel (self->cancellable);
-  g_hash_table_remove_all (self->udp_queries);
-  /* Each ends in its own callback, which the cancellation brings about. */
-  g_hash_table_iter_init (&iter, self->tcp_queries);
-  while (g_hash_table_iter_next (&iter, &q, NULL))
-    g_cancellable_cancel (((TcpQuery *) q)->cancellable);
-  if (self->udp_source != NULL)
-    g_source_destroy (self->udp_source);
-  g_clear_pointer (&self->udp_source, g_source_unref);
-  if (self->udp != NULL)
-    g_socket_close (self->udp, NULL);
-  g_clear_object (&self->udp);
-  if (self->tcp != NULL)
-    g_socket_listener_close (self->tcp);
-  g_clear_object (&self->tcp);
-  close_fds (self);
   if (g_unlink (self->resolv_conf) != 0 && errno != ENOENT)
     g_warning ("removing %s: %s", self->resolv_conf, g_strerror (errno));
-  vd_netns_teardown (self->netns);
-  g_message ("DNS relay stopped: %" G_GUINT64_FORMAT " answers relayed, %" G_GUINT64_FORMAT " queries dropped",
-             self->relayed, self->dropped);
+  if (!vd_systemd_stop_unit_sync (self->systemd, VIVARIUM_DNS_RELAY_UNIT, UNIT_STOP_MS, &error))
+    g_warning ("stopping %s: %s", VIVARIUM_DNS_RELAY_UNIT, error->message);
+  /* Its netns goes with its sockets, the veth with it; now, not whenever
+   * the kernel frees the netns. */
+  vd_netns_remove_link (VD_DNS_RELAY_HOST_LINK);
+  g_message ("DNS relay stopped");
 }
 
+/* What a daemon that died left: the resolv.conf; the veth of a relay of
+ * before this one (the relay's own dies with it). The relay's unit,
+ * bound to the daemon, stopped with it. */
 void
 vd_dns_relay_sweep (const gchar *runtime_dir)
 {

@@ -777,6 +777,7 @@ sweep_leftovers (VdManager *self)
   sweep_units (self, "vivarium-egress-*.service");
   sweep_units (self, "vivarium-build-*.service");
   sweep_units (self, "vivarium-worker-*.service");
+  sweep_units (self, VIVARIUM_DNS_RELAY_UNIT);
   sweep_dir (state_sessions);
   sweep_dir (runtime_sessions);
   sweep_dir (runtime_workers);
@@ -812,7 +813,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
   vd_exported_set_read_grant_sec (self->exported, vd_config_get_read_grant_sec (config));
   self->systemd = vd_systemd_new (connection);
   self->guard = vd_guard_new (config, self->systemd);
-  self->dns_relay = vd_dns_relay_new (config);
+  self->dns_relay = vd_dns_relay_new (config, self->systemd);
   self->pool = vd_session_pool_new (config, self->systemd, self->guard, self->dns_relay, idle, connection,
                                     export_func, self);
   self->jobs = vd_job_store_new (config, idle, export_func, self);

@@ -508,21 +508,25 @@ vd_netns_create (VdNetns *self, const gchar * const *inside_addresses, const gch
 /* Deleting the daemon's end of the veth takes the peer, the host routes
  * and the neighbour entries with it; dropping the mount (and the caller's
  * sockets) frees the namespace. Safe to call when nothing is there. */
+void
+vd_netns_remove_link (const gchar *host_link)
+{
+  g_autoptr(GError) error = NULL;
+  struct mnl_socket *nl;
+
+  if (if_nametoindex (host_link) == 0)
+    return;
+  nl = nl_open (&error);
+  if (nl == NULL || !nl_link_delete (nl, host_link, &error))
+    g_warning ("%s: %s", host_link, error->message);
+  if (nl != NULL)
+    mnl_socket_close (nl);
+}
+
 static void
 remove_everything (const gchar *dir, const gchar *pin, const gchar *host_link)
 {
-  g_autoptr(GError) error = NULL;
-
-  if (if_nametoindex (host_link) != 0) {
-    struct mnl_socket *nl = nl_open (&error);
-    if (nl != NULL) {
-      if (!nl_link_delete (nl, host_link, &error))
-        g_warning ("%s: %s", host_link, error->message);
-      mnl_socket_close (nl);
-    } else {
-      g_warning ("%s: %s", host_link, error->message);
-    }
-  }
+  vd_netns_remove_link (host_link);
   if (pin == NULL)
     return;
   if (umount2 (pin, MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
@@ -531,6 +535,12 @@ remove_everything (const gchar *dir, const gchar *pin, const gchar *host_link)
     g_warning ("removing %s: %s", pin, g_strerror (errno));
   if (g_rmdir (dir) != 0 && errno != ENOENT)
     g_warning ("removing %s: %s", dir, g_strerror (errno));
+}
+
+void
+vd_netns_disown (VdNetns *self)
+{
+  self->created = FALSE;
 }
 
 void

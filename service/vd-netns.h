@@ -31,6 +31,12 @@ gboolean     vd_netns_create         (VdNetns            *self,
                                       gpointer            user_data,
                                       GError            **error);
 void         vd_netns_teardown       (VdNetns            *self);
+/* A namespace without a pin, given up to its sockets: no teardown (the
+ * caller may have no capability left for it); the veth pair goes when the
+ * last of them closes. */
+void         vd_netns_disown         (VdNetns            *self);
+/* Deletes @host_link (and so its peer) if it exists; warns on failure. */
+void         vd_netns_remove_link    (const gchar        *host_link);
 const gchar *vd_netns_get_dir        (VdNetns            *self);
 const gchar *vd_netns_get_pin        (VdNetns            *self);
 

@@ -570,6 +570,70 @@ sync_timeout_cb (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+/* The start's own wait: the job may outlive the caller's deadline, so the
+ * callback frees what the caller has given up on. */
+typedef struct {
+  GMainContext *context;
+  GAsyncResult *result;
+  gboolean      abandoned;
+} StartSyncData;
+
+static void
+start_sync_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  StartSyncData *data = user_data;
+
+  if (data->abandoned) {
+    g_free (data);
+    return;
+  }
+  data->result = g_object_ref (res);
+  g_main_context_wakeup (data->context);
+}
+
+static gboolean
+flag_cb (gpointer user_data)
+{
+  *(gboolean *) user_data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* For the start-up path, where the main loop is not running yet: started
+ * means systemd's job is done (for Type=notify, READY=1 was said). A job
+ * still running at @timeout_ms fails the call; the unit may still start
+ * after, so the caller stops it. */
+gboolean
+vd_systemd_start_transient_sync (VdSystemd *self, const gchar *unit, GVariant *properties, GUnixFDList *fds,
+                                 guint timeout_ms, GError **error)
+{
+  StartSyncData *data;
+  gboolean expired = FALSE;
+  guint timeout_id;
+  gboolean ok;
+
+  if (!check_connected (self, error)) {
+    g_variant_unref (g_variant_ref_sink (properties));
+    return FALSE;
+  }
+  data = g_new0 (StartSyncData, 1);
+  data->context = g_main_context_default ();
+  timeout_id = g_timeout_add (timeout_ms, flag_cb, &expired);
+  vd_systemd_start_transient_async (self, unit, properties, fds, NULL, start_sync_done_cb, data);
+  while (data->result == NULL && !expired)
+    g_main_context_iteration (data->context, TRUE);
+  if (data->result == NULL) {
+    data->abandoned = TRUE;
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "%s did not start within %u s", unit,
+                 timeout_ms / 1000);
+    return FALSE;
+  }
+  g_source_remove (timeout_id);
+  ok = vd_systemd_start_transient_finish (self, data->result, error);
+  g_object_unref (data->result);
+  g_free (data);
+  return ok;
+}
+
 /* For the shutdown and sweep paths, where the main loop is not running. */
 gboolean
 vd_systemd_stop_unit_sync (VdSystemd *self, const gchar *unit, guint timeout_ms, GError **error)

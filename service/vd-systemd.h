@@ -24,6 +24,12 @@ void       vd_systemd_start_transient_async  (VdSystemd          *self,
 gboolean   vd_systemd_start_transient_finish (VdSystemd     *self,
                                               GAsyncResult  *result,
                                               GError       **error);
+gboolean   vd_systemd_start_transient_sync  (VdSystemd     *self,
+                                              const gchar   *unit,
+                                              GVariant      *properties,
+                                              GUnixFDList   *fds,
+                                              guint          timeout_ms,
+                                              GError       **error);
 void       vd_systemd_stop_unit_async        (VdSystemd          *self,
                                               const gchar        *unit,
                                               GCancellable       *cancellable,

@@ -72,7 +72,7 @@ add_filesystem_view (GVariantBuilder *b, const VdUnitSandbox *sandbox)
 }
 
 static void
-add_kernel_view (GVariantBuilder *b)
+add_kernel_view (GVariantBuilder *b, const VdUnitSandbox *sandbox)
 {
   add_bool (b, "ProtectKernelTunables");
   add_bool (b, "ProtectKernelModules");
@@ -82,19 +82,19 @@ add_kernel_view (GVariantBuilder *b)
   add_bool (b, "ProtectHostname");
   add_bool (b, "PrivateIPC");
   add_bool (b, "RemoveIPC");
-  /* The namespaces it may create itself: none. */
-  g_variant_builder_add (b, "(sv)", "RestrictNamespaces", g_variant_new_uint64 (0));
+  /* The namespaces it may create itself. */
+  g_variant_builder_add (b, "(sv)", "RestrictNamespaces", g_variant_new_uint64 (sandbox->namespaces));
 }
 
 static void
-add_privileges (GVariantBuilder *b)
+add_privileges (GVariantBuilder *b, const VdUnitSandbox *sandbox)
 {
   add_bool (b, "NoNewPrivileges");
   add_bool (b, "RestrictSUIDSGID");
   add_bool (b, "RestrictRealtime");
   add_bool (b, "LockPersonality");
-  g_variant_builder_add (b, "(sv)", "CapabilityBoundingSet", g_variant_new_uint64 (0));
-  g_variant_builder_add (b, "(sv)", "AmbientCapabilities", g_variant_new_uint64 (0));
+  g_variant_builder_add (b, "(sv)", "CapabilityBoundingSet", g_variant_new_uint64 (sandbox->capabilities));
+  g_variant_builder_add (b, "(sv)", "AmbientCapabilities", g_variant_new_uint64 (sandbox->capabilities));
   g_variant_builder_add (b, "(sv)", "UMask", g_variant_new_uint32 (0077));
 }
 
@@ -137,8 +137,8 @@ void
 vd_unit_sandbox_add (GVariantBuilder *properties, const VdUnitSandbox *sandbox)
 {
   add_filesystem_view (properties, sandbox);
-  add_kernel_view (properties);
-  add_privileges (properties);
+  add_kernel_view (properties, sandbox);
+  add_privileges (properties, sandbox);
   add_system_calls (properties, sandbox);
 }
 

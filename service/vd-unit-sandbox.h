@@ -26,6 +26,11 @@ typedef struct {
   const gchar * const *ro_binds;
   /* more paths the unit must not see, each optional ("-" prefixed) */
   const gchar * const *inaccessible;
+  /* capabilities (1 << CAP_*) it is given, bounding and ambient: none for
+   * untrusted code; only what a host-side helper needs to set up */
+  guint64              capabilities;
+  /* namespaces (CLONE_NEW*) it may create: none but for such a helper */
+  guint64              namespaces;
 } VdUnitSandbox;
 
 void vd_unit_sandbox_add (GVariantBuilder     *properties,

@@ -19,6 +19,7 @@ readonly ANSWER=192.0.2.7
 readonly RELAY=198.51.100.53
 readonly RELAY_HOST=198.51.100.54
 readonly LINK=vv-dns
+readonly RELAY_UNIT=vivarium-dns-relay.service
 readonly CONF=/etc/vivarium/conf.d/50-test-dns.conf
 
 require_systemd_host vivariumctl busctl nsenter ip ss jq systemctl "$PY"
@@ -34,8 +35,6 @@ daemon_pid () { systemctl show -P MainPID "$UNIT"; }
 start_daemon () { retry_until 40 0.5 busctl call "$BUS" "$OBJ" "$MGR" ListSessions; }
 restart_daemon () { systemctl stop "$UNIT" >/dev/null 2>&1; start_daemon; }
 link_exists () { ip link show dev "$LINK" >/dev/null 2>&1; }
-# What the daemon's private mount namespace holds (the netns pin lives there).
-in_daemon_mnt () { nsenter -t "$(daemon_pid)" -m -- "$@"; }
 
 # --- a nameserver on host loopback -------------------------------------------
 
@@ -107,9 +106,46 @@ restart_daemon || bail_out "vivariumd does not start"
 assert_success "the relay's veth $LINK exists" -- link_exists
 assert_contains "$(ip -4 -o addr show dev "$LINK")" "$RELAY_HOST/32" "its host end has $RELAY_HOST/32"
 assert_contains "$(ip -4 route get "$RELAY")" "dev $LINK src $RELAY_HOST" "$RELAY is routed through $LINK from $RELAY_HOST"
-assert_success "the relay's netns is pinned in the daemon's mount namespace" -- in_daemon_mnt test -e "$RUNTIME/dns/net"
-listeners=$(in_daemon_mnt nsenter --net="$RUNTIME/dns/net" ss -H -lntu | awk '{ print $1, $5 }' | sort | tr '\n' ' ')
+# Out of the daemon (issue 18): its own unit, a dynamic user, and once its
+# port is bound no capability at all, in any of its threads.
+assert_eq active "$(systemctl is-active "$RELAY_UNIT" 2>&1)" "the relay runs in $RELAY_UNIT"
+relay_pid=$(systemctl show -P MainPID "$RELAY_UNIT")
+assert_ne 0 "$(stat -c %u "/proc/$relay_pid" 2>&1)" "as a user other than root (DynamicUser=)"
+assert_eq "" "$(grep -h -E '^Cap(Eff|Prm|Amb):' /proc/"$relay_pid"/task/*/status | grep -v -E ':\s+0+$')" \
+  "with no capability left in any thread (CapEff, CapPrm, CapAmb all 0)"
+# The relay's netns has no pin and no process: only its sockets hold it.
+# This takes a copy of each (pidfd_getfd), asks each its netns (SIOCGSKNS)
+# and runs the command given in the one that is not the host's.
+cat > "$WORK/socket-netns.py" <<'PYEOF'
+import ctypes, fcntl, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid, host = int(sys.argv[1]), os.readlink("/proc/self/ns/net")
+pidfd = os.pidfd_open(pid)
+for name in os.listdir("/proc/%d/fd" % pid):
+    try:
+        if not os.readlink("/proc/%d/fd/%s" % (pid, name)).startswith("socket:"): continue
+    except OSError:
+        continue
+    fd = libc.syscall(438, pidfd, int(name), 0)          # pidfd_getfd
+    if fd < 0: continue
+    try:
+        ns = fcntl.ioctl(fd, 0x894C)                       # SIOCGSKNS
+    except OSError:
+        continue
+    if os.readlink("/proc/self/fd/%d" % ns) != host:
+        os.set_inheritable(ns, True)
+        os.execvp(sys.argv[2], [a.replace("NSFD", "/proc/self/fd/%d" % ns) for a in sys.argv[2:]])
+sys.exit("no socket of %d is outside this netns" % pid)
+PYEOF
+in_relay_netns () { "$PY" "$WORK/socket-netns.py" "$relay_pid" nsenter --net=NSFD -- "$@"; }
+relay_ns=$(in_relay_netns readlink /proc/self/ns/net 2>&1)
+assert_contains "$relay_ns" "net:[" "the relay's sockets are in a netns of their own"
+assert_ne "$(readlink "/proc/$(daemon_pid)/ns/net")" "$relay_ns" "not the daemon's"
+assert_eq "$(readlink "/proc/$(daemon_pid)/ns/net")" "$(readlink "/proc/$relay_pid/ns/net")" \
+  "(the relay's process itself is back in the host's, for the nameservers)"
+listeners=$(in_relay_netns ss -H -lntu | awk '{ print $1, $5 }' | sort | tr '\n' ' ')
 assert_eq "tcp $RELAY:53 udp $RELAY:53 " "$listeners" "only the relay listens in its netns (UDP and TCP on $RELAY:53)"
+diag "$RELAY_UNIT: $(systemd-analyze security --no-pager "$RELAY_UNIT" 2>&1 | tail -n 1)"
 assert_eq "nameserver $RELAY" "$(cat "$RUNTIME/dns/resolv.conf" 2>&1)" "the sessions' resolv.conf names the relay"
 assert_contains "$(busctl get-property "$BUS" "$OBJ" "$GUARD" DenyList)" "\"$RELAY_HOST/32\"" \
   "the veth's host end is in the guard's deny list"
@@ -181,6 +217,14 @@ latency=$(client latency)
 assert_contains "$latency" "median" "20 UDP queries through the relay all answer"
 diag "relay latency (client on the host side of the veth -> relay -> 127.0.0.53): $latency"
 
+# A relay that dies comes back by itself (Restart=on-failure), with a new
+# netns and veth: the old ones went with its sockets.
+kill -9 "$relay_pid"
+assert_success "killed -9, the relay comes back" -- \
+  retry_until 40 0.25 sh -c "[ \"\$(systemctl show -P MainPID $RELAY_UNIT)\" != $relay_pid ] && [ \"\$(systemctl is-active $RELAY_UNIT)\" = active ]"
+assert_success "and answers again" -- retry_until 20 0.5 sh -c "[ \"\$(timeout 30 $PY $WORK/client.py $RELAY $NAME udp 2>&1)\" = $ANSWER ]"
+relay_pid=$(systemctl show -P MainPID "$RELAY_UNIT")
+
 # --- a frozen tiny image -------------------------------------------------------
 
 if ! vivariumctl image list 2>/dev/null | grep -qw "$IMAGE"; then
@@ -245,6 +289,8 @@ systemctl stop "$UNIT"
 assert_success "the daemon has stopped" -- retry_until 40 0.25 test ! -d "/proc/$pid"
 assert_success "after systemctl stop, the veth $LINK is gone" -- retry_until 20 0.25 sh -c "! ip link show dev $LINK"
 assert_eq no "$([ -e "$RUNTIME/dns" ] && echo yes || echo no)" "and so is $RUNTIME/dns"
+assert_eq inactive "$(systemctl is-active "$RELAY_UNIT" 2>&1)" "and the relay's unit"
+assert_success "and its process" -- retry_until 20 0.25 test ! -d "/proc/$relay_pid"
 assert_eq "" "$(ip -4 route show "$RELAY")" "and the route to $RELAY"
 
 # --- with DnsRelay=never, the guard blocks the direct path ----------------------
