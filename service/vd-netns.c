@@ -542,6 +542,12 @@ vd_netns_teardown (VdNetns *self)
   self->created = FALSE;
 }
 
+void
+vd_netns_remove_link (const gchar *host_link)
+{
+  remove_everything (NULL, NULL, host_link);
+}
+
 /* A daemon that died leaves its veth end behind (the netns itself died
  * with the daemon's private mount namespace). */
 void

@@ -39,6 +39,9 @@ gint         vd_netns_open_listener  (const gchar        *address,
                                       guint16             port,
                                       guint16            *bound_port,
                                       GError            **error);
+/* Deletes @host_link (and so its peer) if it is there; for the owner of
+ * the sockets of a namespace another process made. */
+void         vd_netns_remove_link    (const gchar        *host_link);
 void         vd_netns_sweep          (const gchar        *dir,
                                       const gchar        *host_link,
                                       const gchar        *what);
