@@ -455,7 +455,7 @@ unit_properties (void)
   const gchar *bind_to[] = { VIVARIUM_DAEMON_UNIT, NULL };
   const gchar *families[] = { "AF_UNIX", "AF_NETLINK", "AF_INET", "AF_INET6", NULL };
   const gchar *syscalls[] = { "@system-service", NULL };
-  const gchar *denied[] = { "@resources", NULL };
+  const gchar *denied[] = { "@privileged", "@resources", NULL };
   const gchar *native[] = { "native", NULL };
   GVariantBuilder b;
 
@@ -482,6 +482,7 @@ unit_properties (void)
   add_string (&b, "ProtectProc", "invisible");
   add_string (&b, "ProcSubset", "pid");
   add_bool (&b, "PrivateTmp");
+  add_bool (&b, "PrivateMounts");
   add_bool (&b, "PrivateDevices");
   add_string (&b, "DevicePolicy", "closed");
   add_bool (&b, "ProtectKernelTunables");
@@ -496,7 +497,8 @@ unit_properties (void)
   add_bool (&b, "RestrictRealtime");
   add_bool (&b, "RestrictSUIDSGID");
   g_variant_builder_add (&b, "(sv)", "SystemCallArchitectures", g_variant_new_strv (native, -1));
-  /* @system-service has setns() and unshare() (@process). */
+  /* @system-service has setns() and unshare() (@process); @privileged
+   * has neither (and no mount(): the namespace has no pin). */
   add_list (&b, "SystemCallFilter", TRUE, syscalls);
   add_list (&b, "SystemCallFilter", FALSE, denied);
   g_variant_builder_add (&b, "(sv)", "SystemCallErrorNumber", g_variant_new_int32 (EPERM));
