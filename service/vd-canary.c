@@ -318,8 +318,9 @@ place (VdCanary *self, GArray *set, gint fd, ino_t host_netns, ino_t *inside_net
   port = id.tcp ? &self->tcp_port : &self->udp_port;
   if (e == NULL || e->fd >= 0) {
     close (fd);
-    return set_error (error, "it handed over %s %s (%s), which is not one of the canaries", e == NULL ? "a socket on" :
-                      "a second socket on", text, id.tcp ? "tcp" : "udp");
+    if (e != NULL)
+      return set_error (error, "it handed over two sockets on %s (%s)", text, id.tcp ? "tcp" : "udp");
+    return set_error (error, "it handed over a socket on %s (%s), which is no canary", text, id.tcp ? "tcp" : "udp");
   }
   e->fd = fd;
   if (id.port == 0 || (*port != 0 && *port != id.port))
@@ -330,7 +331,8 @@ place (VdCanary *self, GArray *set, gint fd, ino_t host_netns, ino_t *inside_net
     return set_error (error, "the canary on %s is not in the daemon's network namespace", text);
   if (e->inside && (id.netns == host_netns || (*inside_netns != 0 && id.netns != *inside_netns)))
     return set_error (error, "the canary on %s is not in the canary network namespace", text);
-  *inside_netns = id.netns;
+  if (e->inside)
+    *inside_netns = id.netns;
   return TRUE;
 }
 
@@ -343,9 +345,8 @@ check_listeners (VdCanary *self, GArray *fds, GError **error)
 
   if (stat ("/proc/self/ns/net", &host) != 0)
     return set_error (error, "the daemon's network namespace: %s", g_strerror (errno));
-  if (fds->len != set->len) {
+  if (fds->len != set->len)
     return set_error (error, "it handed over %u sockets, not the %u canaries", fds->len, set->len);
-  }
   self->tcp_port = self->udp_port = 0;
   for (guint i = 0; i < fds->len; i++) {
     gint fd = g_array_index (fds, gint, i);
@@ -409,10 +410,13 @@ receive_listeners (VdCanary *self, GError **error)
       g_array_append_val (fds, fd);
     }
   }
+  if (n == 0 && fds->len == 0)
+    return set_error (error, "it exited without handing over its listeners");
   if (msg.msg_flags & MSG_CTRUNC)
     return set_error (error, "it handed over more than the %u canaries", expected);
   if (!check_listeners (self, fds, error)) {
     g_ptr_array_set_size (self->listeners, 0);
+    self->tcp_port = self->udp_port = 0;
     return FALSE;
   }
   return TRUE;
@@ -646,12 +650,14 @@ vd_canary_setup_async (VdCanary *self, VdSystemd *systemd, GCancellable *cancell
                        gpointer user_data)
 {
   static guint runs = 0;
-  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  g_autoptr(GTask) task = NULL;
   g_autoptr(GUnixFDList) fds = g_unix_fd_list_new ();
-  SetupData *data = g_new0 (SetupData, 1);
+  SetupData *data;
   GError *error = NULL;
 
   g_return_if_fail (!self->set_up);
+  task = g_task_new (self, cancellable, callback, user_data);
+  data = g_new0 (SetupData, 1);
   g_task_set_source_tag (task, vd_canary_setup_async);
   g_task_set_task_data (task, data, (GDestroyNotify) setup_data_free);
   self->set_up = TRUE;
@@ -682,6 +688,20 @@ vd_canary_setup_finish (VdCanary *self, GAsyncResult *result, GError **error)
 {
   g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
   return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+/* For tests: what a vivarium-canary-net run by the caller (no unit) sent
+ * on @sock, checked as the setup checks it. Takes @sock. */
+gboolean
+vd_canary_take_listeners (VdCanary *self, gint sock, GError **error)
+{
+  g_return_val_if_fail (!self->set_up, FALSE);
+  self->set_up = TRUE;
+  self->sock = sock;
+  if (!receive_listeners (self, error))
+    return FALSE;
+  attach_sources (self);
+  return TRUE;
 }
 
 /* --- counting ---------------------------------------------------------- */

@@ -26,6 +26,9 @@ void         vd_canary_setup_async   (VdCanary           *self,
 gboolean     vd_canary_setup_finish  (VdCanary     *self,
                                       GAsyncResult *result,
                                       GError      **error);
+gboolean     vd_canary_take_listeners (VdCanary    *self,
+                                       gint         sock,
+                                       GError     **error);
 /* Closes the listeners, deletes the veth and leaves no unit behind. */
 void         vd_canary_teardown      (VdCanary     *self);
 /* The unit of this run's vivarium-canary-net (NULL before the setup). */
