@@ -253,7 +253,7 @@ typedef struct {
   ino_t         netns;
 } Identity;
 
-/* What the kernel says @fd is; no word of vivarium-canary-net's counts. */
+/* What the kernel says @fd is; never what vivarium-canary-net says. */
 static gboolean
 identify (gint fd, Identity *id, GError **error)
 {
