@@ -591,7 +591,7 @@ unit_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   if (!vd_systemd_start_transient_finish (VD_SYSTEMD (source), res, &error)) {
     g_autofree gchar *end = vd_systemd_describe_unit_end (self->systemd, self->unit_watch);
     if (end != NULL)
-      g_prefix_error (&error, "vivarium-canary-net failed (%s; its words: journalctl -u %s): ", end, self->unit);
+      g_prefix_error (&error, "vivarium-canary-net failed (%s; journalctl -u %s says why): ", end, self->unit);
     else
       g_prefix_error (&error, "vivarium-canary-net failed: ");
     setup_return (task, error);
