@@ -304,7 +304,7 @@ if retry_until 120 0.5 ip link show dev vv-canary; then
   held=$(ss -Htlnup --cgroup src 127.0.0.1 or src '[::1]' 2>/dev/null | grep -F "pid=$daemon_pid,")
   diag "loopback sockets vivariumd holds: $(echo "$held" | awk '{ print $1, $5, $NF }' | tr '\n' ';')"
   assert_eq 4 "$(echo "$held" | grep -c .)" "vivariumd holds the four loopback canaries (127.0.0.1, ::1; tcp, udp)"
-  assert_eq 4 "$(echo "$held" | grep -cE 'cgroup:(unreachable:[0-9a-f]+|/system.slice/vivarium-canary-[^ ]*)$')" \
+  assert_eq 4 "$(echo "$held" | grep -cE 'cgroup:(unreachable:[0-9a-f]+|/system\.slice/vivarium-canary-[^ ]+)[[:space:]]*$')" \
     "all four were created in the canary unit's cgroup, none in $UNIT's (vivarium-canary-net made them)"
   assert_eq 1 "$(echo "$held" | awk '{ print $NF }' | sort -u | wc -l)" "all four in one cgroup"
 else
