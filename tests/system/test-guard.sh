@@ -5,7 +5,9 @@
 # the isolation self-test passes with both layers, with each layer alone and
 # in egress allowlist mode (nothing direct, only the proxy's one allowed
 # destination, nothing once the proxy is killed), it can fail (the negative
-# control), a normal session's drops are counted,
+# control), a normal session's drops are counted, the canary network is
+# vivarium-canary-net's (its own unit; vivariumd runs a self-test with
+# RestrictNamespaces=yes and no AF_INET/AF_INET6),
 # and an IPAddressAllow= on vivarium.slice stops sessions from starting.
 # Runs inside the host booted by vivarium-test-host (see meson.build here):
 #   tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-guard.sh
