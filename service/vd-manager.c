@@ -778,6 +778,7 @@ sweep_leftovers (VdManager *self)
   sweep_units (self, "vivarium-build-*.service");
   sweep_units (self, "vivarium-worker-*.service");
   sweep_units (self, VIVARIUM_DNS_RELAY_UNIT);
+  sweep_units (self, "vivarium-canary-*.service");
   sweep_dir (state_sessions);
   sweep_dir (runtime_sessions);
   sweep_dir (runtime_workers);

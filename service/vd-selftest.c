@@ -442,8 +442,7 @@ check_process_devices (VdSelfTest *self, const gchar *listing)
 static gchar *
 fd_listing_path (VdSelfTest *self)
 {
-  return g_build_filename (vd_config_get_runtime_dir (self->config), "canary",
-                           "qemu-fds.txt", NULL);
+  return g_build_filename (vd_config_get_runtime_dir (self->config), "selftest-qemu-fds.txt", NULL);
 }
 
 static GVariant *
@@ -1504,13 +1503,13 @@ build_result (VdSelfTest *self)
 static void
 check_canary_removed (VdSelfTest *self)
 {
-  g_autofree gchar *pin = g_build_filename (vd_config_get_runtime_dir (self->config), "canary", NULL);
+  const gchar *unit = vd_canary_get_unit (self->canary);
   gboolean link_left = g_file_test ("/sys/class/net/" VD_CANARY_HOST_LINK, G_FILE_TEST_EXISTS);
-  gboolean dir_left = g_file_test (pin, G_FILE_TEST_EXISTS);
+  gboolean unit_left = unit != NULL && vd_systemd_unit_is_loaded (self->systemd, unit);
 
-  add_host_check (self, "canary-removed", "no veth, no netns pin",
-                  link_left ? "the veth is still there" : dir_left ? "the netns pin is still there" : "removed",
-                  !link_left && !dir_left);
+  add_host_check (self, "canary-removed", "no veth, no canary unit",
+                  link_left ? "the veth is still there" : unit_left ? "its unit is still loaded" : "removed",
+                  !link_left && !unit_left);
 }
 
 static void
@@ -1528,24 +1527,31 @@ finish (VdSelfTest *self)
   g_object_unref (task);
 }
 
-void
-vd_self_test_run_async (VdSelfTest *self, GAsyncReadyCallback callback, gpointer user_data)
+static void
+canary_set_up_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
+  g_autoptr(VdSelfTest) self = user_data;
   GError *error = NULL;
 
-  g_return_if_fail (self->task == NULL);
-  self->task = g_task_new (self, NULL, callback, user_data);
-  self->started_at = g_get_real_time ();
-  self->canary = vd_canary_new (vd_config_get_runtime_dir (self->config));
-  declare_steps (self);
-  vd_progress_set_message (self->progress, NULL);
-  if (!vd_canary_setup (self->canary, &error)) {
+  if (!vd_canary_setup_finish (VD_CANARY (source), res, &error)) {
     g_prefix_error (&error, "Cannot set up the canary network: ");
     fail_run (self, error);
     return;
   }
   vd_progress_step_done (self->progress);
   start_phase (self);
+}
+
+void
+vd_self_test_run_async (VdSelfTest *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_return_if_fail (self->task == NULL);
+  self->task = g_task_new (self, NULL, callback, user_data);
+  self->started_at = g_get_real_time ();
+  self->canary = vd_canary_new ();
+  declare_steps (self);
+  vd_progress_set_message (self->progress, NULL);
+  vd_canary_setup_async (self->canary, self->systemd, NULL, canary_set_up_cb, g_object_ref (self));
 }
 
 gchar *

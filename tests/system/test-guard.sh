@@ -5,7 +5,10 @@
 # the isolation self-test passes with both layers, with each layer alone and
 # in egress allowlist mode (nothing direct, only the proxy's one allowed
 # destination, nothing once the proxy is killed), it can fail (the negative
-# control), a normal session's drops are counted,
+# control), a normal session's drops are counted, the canary network is
+# vivarium-canary-net's (its own unit; vivariumd runs a self-test with
+# RestrictNamespaces=yes, and with a drop-in taking AF_INET/AF_INET6 and every
+# IP address from it),
 # and an IPAddressAllow= on vivarium.slice stops sessions from starting.
 # Runs inside the host booted by vivarium-test-host (see meson.build here):
 #   tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-guard.sh
@@ -76,6 +79,11 @@ for check in qemu-uid qemu-seccomp qemu-devices unit-ip-address-allow-empty nft-
     "the result carries the host check $check"
 done
 assert_contains "$(jqf '.["image-digest"]' "$result")" "sha256:" "the result names the image digest"
+# The canary network was vivarium-canary-net's, in a unit of its own that
+# is gone with it.
+assert_eq "" "$(systemctl list-units 'vivarium-canary-*' --all --no-legend --plain)" \
+  "after the self-test, no vivarium-canary-* unit is loaded"
+assert_eq "" "$(ip -o link show dev vv-canary 2>/dev/null)" "after the self-test, no canary veth is there"
 
 # Egress allowlist: the guest dials nothing directly, the positive controls
 # included; through its proxy it reaches only the one destination the
@@ -291,6 +299,17 @@ neg_pid=$!
 if retry_until 120 0.5 ip link show dev vv-canary; then
   assert_dbus_error org.vivarium.Vivarium1.Error.Busy -- gdbus call --system --dest "$BUS" --object-path "$OBJ" \
     --method "$GUARD.RunSelfTest" "{'image': <'no-such-image'>}"
+  # The daemon holds the loopback canaries but did not make them: a socket
+  # stays in the cgroup of the process that created it.
+  daemon_pid=$(systemctl show -P MainPID "$UNIT")
+  # The canary unit is gone by now, its cgroup with it (ss: "unreachable",
+  # by its id); the sockets keep it.
+  held=$(ss -Htlnup --cgroup src 127.0.0.1 or src '[::1]' 2>/dev/null | grep -F "pid=$daemon_pid,")
+  diag "loopback sockets vivariumd holds: $(echo "$held" | awk '{ print $1, $5, $NF }' | tr '\n' ';')"
+  assert_eq 4 "$(echo "$held" | grep -c .)" "vivariumd holds the four loopback canaries (127.0.0.1, ::1; tcp, udp)"
+  assert_eq 4 "$(echo "$held" | grep -cE 'cgroup:(unreachable:[0-9a-f]+|/system\.slice/vivarium-canary-[^ ]+)[[:space:]]*$')" \
+    "all four were created in the canary unit's cgroup, none in $UNIT's (vivarium-canary-net made them)"
+  assert_eq 1 "$(echo "$held" | awk '{ print $NF }' | sort -u | wc -l)" "all four in one cgroup"
 else
   not_ok "a second self-test is refused with Busy" "the first run's canary never came up"
 fi
@@ -314,7 +333,45 @@ assert_eq "" "$bad" "in the same run, the other configurations still pass"
 assert_eq 's "fail"' "$(busctl get-property "$BUS" "$OBJ" "$GUARD" Verdict 2>&1)" "the Guard's Verdict is now fail"
 rm -f "$NEG_CONF"
 
-# --- 4. an allow list on the slice refuses sessions --------------------------
+# --- 4. the daemon runs the self-test with no AF_INET/AF_INET6, no namespace --
+
+# vivarium-canary-net makes the canary network in a unit of its own, and
+# vivarium-dns-relay the relay's, so the daemon needs neither
+# socket(AF_INET/AF_INET6) nor unshare()/setns() for them: the unit allows
+# AF_INET/AF_INET6 only for libgit2's clone and publish, which this does not
+# use. The relay stays on (DnsRelay=auto): its unit, not the daemon, forwards.
+readonly DAEMON_DROPIN_DIR=/run/systemd/system/$UNIT.d
+readonly DAEMON_DROPIN=$DAEMON_DROPIN_DIR/50-test.conf
+assert_eq yes "$(systemctl show -P RestrictNamespaces "$UNIT")" "the installed vivariumd.service has RestrictNamespaces=yes"
+mkdir -p "$DAEMON_DROPIN_DIR" || bail_out "cannot create $DAEMON_DROPIN_DIR"
+at_exit restart_daemon
+at_exit systemctl daemon-reload
+at_exit rm -f "$DAEMON_DROPIN"
+printf '[Service]\nRestrictAddressFamilies=\nRestrictAddressFamilies=AF_UNIX AF_NETLINK\nIPAddressDeny=any\n' \
+  > "$DAEMON_DROPIN" || bail_out "cannot write $DAEMON_DROPIN"
+systemctl daemon-reload
+restart_daemon || bail_out "vivariumd does not come back with RestrictAddressFamilies=AF_UNIX AF_NETLINK"
+diag "vivariumd now: $(systemctl show -p RestrictNamespaces -p RestrictAddressFamilies "$UNIT" | tr '\n' ' ')"
+assert_eq "AF_NETLINK AF_UNIX" "$(systemctl show -P RestrictAddressFamilies "$UNIT" | tr ' ' '\n' | sort | xargs)" \
+  "vivariumd runs with RestrictAddressFamilies=AF_UNIX AF_NETLINK"
+r_id=$(vivariumctl session start "$IMAGE" 2>"$WORK/r-start.err")
+rc=$?
+assert_eq 0 "$rc" "so restricted, a session starts ($(head -c 300 "$WORK/r-start.err"))"
+if [ "$rc" = 0 ] && [ -n "$r_id" ]; then
+  at_exit stop_quietly "$r_id"
+  restricted=$WORK/restricted.json
+  vivariumctl guard selftest --session "$r_id" --json > "$restricted" 2> "$WORK/restricted.err"
+  assert_eq 0 "$?" "so restricted, a self-test of the session succeeds ($(tail -n 2 "$WORK/restricted.err" | tr '\n' ' '))"
+  assert_eq pass "$(jqf .verdict "$restricted")" "so restricted, its verdict is pass"
+  assert_eq reached "$(jqf '.probes[] | select(.probe == "positive-control" and .transport == "tcp") | .observed' \
+                         "$restricted")" "so restricted, the positive control is reached (the canaries listen)"
+  vivariumctl session stop "$r_id" >/dev/null 2>&1
+fi
+rm -f "$DAEMON_DROPIN"
+systemctl daemon-reload
+restart_daemon || bail_out "vivariumd does not come back without the drop-in"
+
+# --- 5. an allow list on the slice refuses sessions --------------------------
 
 mkdir -p "$SLICE_DROPIN_DIR" || bail_out "cannot create $SLICE_DROPIN_DIR"
 printf '[Slice]\nIPAddressAllow=any\n' > "$SLICE_DROPIN" || bail_out "cannot write $SLICE_DROPIN"
@@ -326,8 +383,8 @@ assert_dbus_error org.vivarium.Vivarium1.Error.GuardUnavailable -- \
   gdbus call --system --dest "$BUS" --object-path "$OBJ" --method "$MGR.StartSession" "" "$IMAGE" "{}"
 rm -f "$SLICE_DROPIN"
 systemctl daemon-reload
-assert_eq "" "$(systemctl list-units 'vivarium-session-*' 'vivarium-selftest-*' 'vivarium-egress-*' --state=active --no-legend --plain)" \
-  "no session, self-test or egress proxy unit is left running"
+assert_eq "" "$(systemctl list-units 'vivarium-session-*' 'vivarium-selftest-*' 'vivarium-egress-*' 'vivarium-canary-*' --state=active --no-legend --plain)" \
+  "no session, self-test, egress proxy or canary unit is left running"
 assert_eq "" "$(ip -o link show dev vv-canary 2>/dev/null)" "no canary veth is left over"
 
 done_testing
