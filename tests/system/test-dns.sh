@@ -146,6 +146,7 @@ assert_eq "$(readlink "/proc/$(daemon_pid)/ns/net")" "$(readlink "/proc/$relay_p
 listeners=$(in_relay_netns ss -H -lntu | awk '{ print $1, $5 }' | sort | tr '\n' ' ')
 assert_eq "tcp $RELAY:53 udp $RELAY:53 " "$listeners" "only the relay listens in its netns (UDP and TCP on $RELAY:53)"
 diag "$RELAY_UNIT: $(systemd-analyze security --no-pager "$RELAY_UNIT" 2>&1 | tail -n 1)"
+diag "$UNIT as it runs: $(systemd-analyze security --no-pager "$UNIT" 2>&1 | tail -n 1)"
 assert_eq "nameserver $RELAY" "$(cat "$RUNTIME/dns/resolv.conf" 2>&1)" "the sessions' resolv.conf names the relay"
 assert_contains "$(busctl get-property "$BUS" "$OBJ" "$GUARD" DenyList)" "\"$RELAY_HOST/32\"" \
   "the veth's host end is in the guard's deny list"
