@@ -6,10 +6,12 @@
 #include <locale.h>
 #include <stdio.h>
 #include <glib/gi18n.h>
+#include <systemd/sd-daemon.h>
 
 #include "vivarium-error.h"
 #include "vd-config.h"
 #include "vd-daemon.h"
+#include "vd-dataset.h"
 #include "vd-memory.h"
 
 int
@@ -55,6 +57,11 @@ main (int argc, char **argv)
     g_setenv ("HOME", g_get_home_dir (), FALSE);
   /* Register the error domain before anything can fail over the bus. */
   (void) VIVARIUM_ERROR;
+
+  /* Where the machine runs systemd, the sessions are its units, in its
+   * mount namespace, and ours is private (PrivateMounts=): a project's
+   * dataset is mounted in theirs, by systemd (vd-dataset.c). */
+  vd_dataset_mount_through_systemd (sd_booted () > 0);
 
   config = vd_config_new ();
   if (!vd_config_load (config, &error)) {

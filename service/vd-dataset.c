@@ -33,6 +33,15 @@ struct _VdDataset {
 
 G_DEFINE_TYPE (VdDataset, vd_dataset, G_TYPE_OBJECT)
 
+/* Set once at start-up, before the first mount: see vd_dataset_mount_through_systemd(). */
+static gboolean mount_through_systemd;
+
+void
+vd_dataset_mount_through_systemd (gboolean yes)
+{
+  mount_through_systemd = yes;
+}
+
 static void
 vd_dataset_finalize (GObject *object)
 {
@@ -176,6 +185,36 @@ ext4_make_image (VdDataset *self, GError **error)
                    "-E", "root_owner=0:0,nodiscard", self->image, NULL);
 }
 
+/* The options of every ext4 dataset mount. mount(8) sets the loop device
+ * up with autoclear, so the unmount alone frees it: no loop device can
+ * outlive its mount. */
+#define EXT4_OPTIONS "loop,nosuid,nodev,noexec,noatime"
+
+/* In the caller's mount namespace: the daemon's own when it runs without
+ * systemd (nobody else's namespace to care about then). */
+static gboolean
+ext4_mount_here (VdDataset *self, GError **error)
+{
+  return run_tool (NULL, error, "mount", "-t", "ext4", "-o", EXT4_OPTIONS, self->image, self->path, NULL);
+}
+
+/* In the host's mount namespace, as a transient mount unit of systemd's:
+ * the daemon's unit has PrivateMounts=yes, and a mount made in there would
+ * be the daemon's alone. A session's QEMU, in a unit of its own, would then
+ * share the empty directory under it: the guest's writes would land on the
+ * host's disk past the quota, and the commit would not see them. Made by
+ * PID 1, the mount propagates into the daemon's namespace (the host's
+ * mounts reach it; its own never leave it) and into every session's.
+ * --collect: once stopped, the unit is gone; no fsck (the image is scratch
+ * space whose truth is the commit, and it has no journal). */
+static gboolean
+ext4_mount_unit (VdDataset *self, GError **error)
+{
+  return run_tool (NULL, error, "systemd-mount", "--no-ask-password", "--quiet", "--collect", "--fsck=no",
+                   "--type=ext4", "--options=" EXT4_OPTIONS, "--description=Vivarium project dataset",
+                   self->image, self->path, NULL);
+}
+
 static gboolean
 ext4_mount (VdDataset *self, GError **error)
 {
@@ -183,10 +222,7 @@ ext4_mount (VdDataset *self, GError **error)
 
   if (vd_dataset_is_mounted (self))
     return TRUE;
-  /* mount(8) sets the loop device up with autoclear, so the unmount alone
-   * frees it: no loop device can outlive its mount. */
-  if (!run_tool (NULL, error, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noexec,noatime",
-                 self->image, self->path, NULL))
+  if (!(mount_through_systemd ? ext4_mount_unit (self, error) : ext4_mount_here (self, error)))
     return FALSE;
   /* The root is root's until a session is granted it. lost+found is not
    * part of anybody's project. */
@@ -274,6 +310,10 @@ vd_dataset_unmount (VdDataset *self, GError **error)
 {
   if (self->backend != VD_DATASET_BACKEND_EXT4 || !vd_dataset_is_mounted (self))
     return TRUE;
+  /* Stopping the mount unit unmounts it in the host's namespace, and so
+   * in the daemon's, and unloads the unit (--collect). */
+  if (mount_through_systemd)
+    return run_tool (NULL, error, "systemd-umount", "--no-ask-password", "--quiet", self->path, NULL);
   if (umount2 (self->path, UMOUNT_NOFOLLOW) != 0)
     return fail_errno (error, errno, "unmount", self->path);
   return TRUE;

@@ -11,7 +11,8 @@ G_BEGIN_DECLS
  *   btrfs  a subvolume with a qgroup limit (nothing to mount);
  *   ext4   an image file of the quota's size, fully allocated up front so
  *          that the host's free space can never be the limit a guest meets,
- *          loop-mounted nosuid,nodev,noexec.
+ *          loop-mounted nosuid,nodev,noexec in the host's mount namespace
+ *          (see vd_dataset_mount_through_systemd()).
  *
  * Every call blocks (mkfs, mount, btrfs): call them from a worker thread. */
 typedef enum {
@@ -21,6 +22,12 @@ typedef enum {
 
 #define VD_TYPE_DATASET (vd_dataset_get_type ())
 G_DECLARE_FINAL_TYPE (VdDataset, vd_dataset, VD, DATASET, GObject)
+
+/* Process-wide, set once before the first mount: mount ext4 images as
+ * transient mount units of systemd's (systemd-mount), in the host's mount
+ * namespace where the sessions are, rather than in the caller's own. The
+ * daemon sets it when the machine runs systemd. */
+void              vd_dataset_mount_through_systemd (gboolean yes);
 
 const gchar      *vd_dataset_backend_to_string   (VdDatasetBackend backend);
 gboolean          vd_dataset_backend_from_string (const gchar      *s,
