@@ -445,6 +445,16 @@ vd_command_log_get_page (VdCommandLog *self, guint64 offset, guint limit, guint6
 guint64 vd_command_log_get_total (VdCommandLog *self) { return self->total; }
 guint64 vd_command_log_get_dropped (VdCommandLog *self) { return self->dropped; }
 
+void
+vd_command_log_close_file (VdCommandLog *self)
+{
+  if (self->fd < 0)
+    return;
+  if (close (self->fd) != 0)
+    g_warning ("closing the command log %s: %s", self->path, g_strerror (errno));
+  self->fd = -1;
+}
+
 /* --- object ---------------------------------------------------------- */
 
 static void

@@ -41,6 +41,11 @@ gboolean        vd_command_log_persist_to    (VdCommandLog        *self,
                                               const gchar         *dir,
                                               GError             **error);
 const gchar    *vd_command_log_get_path      (VdCommandLog        *self);
+/* Closes the file: its session has ended, and an ended session lingers on
+ * the bus a while (its log still paged from memory) without holding a
+ * descriptor. Anything logged after it (there is nothing to log once the
+ * guest is gone) is kept in memory only. Idempotent. */
+void            vd_command_log_close_file    (VdCommandLog        *self);
 VdCommandEntry *vd_command_log_begin         (VdCommandLog        *self,
                                               const gchar         *kind,
                                               const gchar * const *argv,

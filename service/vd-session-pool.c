@@ -12,6 +12,10 @@
 /* Stopped sessions stay visible this long, so that a caller can still read
  * how they ended. */
 #define FORGET_AFTER_SEC 300
+/* Ended sessions lingering at once, at most: past it the oldest is
+ * forgotten at once (tasks end two sessions each, and a busy host ends
+ * hundreds in FORGET_AFTER_SEC). */
+#define LINGER_MAX       64
 
 /* The pool keeps no connection (vd_session_pool_new's is not used) and
  * gives none to its sessions: the daemon replaces it after losing the bus,
@@ -30,6 +34,8 @@ struct _VdSessionPool {
   GHashTable      *sessions;   /* id → VdSession */
   GHashTable      *uids;       /* uid → session id */
   GHashTable      *inhibits;   /* session id → idle token */
+  GQueue           lingering;  /* ForgetData of the ended sessions still listed, oldest first
+                                * (each owned by its timeout, which holds a reference on us) */
 };
 
 G_DEFINE_TYPE (VdSessionPool, vd_session_pool, G_TYPE_OBJECT)
@@ -107,6 +113,7 @@ allocate_uid (VdSessionPool *self, guint32 taken, GError **error)
 typedef struct {
   VdSessionPool *pool;
   VdSession     *session;
+  guint          source;  /* the timeout that forgets it */
 } ForgetData;
 
 static void
@@ -125,9 +132,21 @@ forget_session_cb (gpointer user_data)
   ForgetData *f = user_data;
   g_autofree gchar *path = g_strdup (vd_session_get_object_path (f->session));
 
+  g_queue_remove (&f->pool->lingering, f);
   if (g_hash_table_remove (f->pool->sessions, vd_session_get_id (f->session)))
     g_signal_emit (f->pool, signals[SIGNAL_SESSION_REMOVED], 0, path);
   return G_SOURCE_REMOVE;
+}
+
+/* The oldest lingering session goes now rather than at its time. */
+static void
+forget_oldest (VdSessionPool *self)
+{
+  ForgetData *oldest = g_queue_peek_head (&self->lingering);
+  guint source = oldest->source;
+
+  forget_session_cb (oldest);
+  g_source_remove (source);  /* frees it */
 }
 
 static void release_egress_uid (VdSessionPool *self, VdSession *session);
@@ -152,11 +171,15 @@ session_ended_cb (VdSession *session, gpointer user_data)
     vd_idle_uninhibit (self->idle, GPOINTER_TO_UINT (token));
   f->pool = g_object_ref (self);
   f->session = g_object_ref (session);
+  while (g_queue_get_length (&self->lingering) >= LINGER_MAX)
+    forget_oldest (self);
   /* Freeze's scratch boot is the daemon's own business: it leaves the list
    * as soon as it has ended, so that callers only ever see their sessions
    * linger. */
-  g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, vd_session_get_options (session)->boot_snapshot ? 0 : FORGET_AFTER_SEC,
-                              forget_session_cb, f, forget_data_free);
+  f->source = g_timeout_add_seconds_full (G_PRIORITY_DEFAULT,
+                                          vd_session_get_options (session)->boot_snapshot ? 0 : FORGET_AFTER_SEC,
+                                          forget_session_cb, f, forget_data_free);
+  g_queue_push_tail (&self->lingering, f);
   /* Its slot of MaxSessions is free now (a queued task may take it). */
   g_signal_emit (self, signals[SIGNAL_SESSION_ENDED], 0, session);
 }

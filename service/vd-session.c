@@ -529,6 +529,9 @@ remove_files_and_check (VdSession *self, gboolean failed, const gchar *reason)
   for (guint i = 0; leftovers[i] != NULL; i++)
     vd_log_session (G_LOG_LEVEL_WARNING, self->id, "session %s left behind %s", self->id, leftovers[i]);
   self->torn_down = TRUE;
+  /* Everything the guest did is in it by now (the teardown marked what it
+   * left running); the lingering session pages it from memory. */
+  vd_command_log_close_file (self->log);
   set_state_with_reason (self, failed ? VIVARIUM_SESSION_STATE_FAILED : VIVARIUM_SESSION_STATE_STOPPED, reason);
   g_signal_emit (self, signals[SIGNAL_ENDED], 0);
 }

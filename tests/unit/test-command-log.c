@@ -227,6 +227,37 @@ test_persisted (void)
   g_assert_no_error (error);
 }
 
+/* An ended session's log closes its file and goes on from memory: the
+ * file keeps what was written, nothing after, and pages still read all. */
+static void
+test_closed_file (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *tmp = g_dir_make_tmp ("vd-log-XXXXXX", &error);
+  g_autofree gchar *dir = g_build_filename (tmp, "logs", "sessions", NULL);
+  g_autoptr(VdCommandLog) log = vd_command_log_new ("ended");
+  const gchar *argv[] = { "true", NULL };
+  g_autoptr(VdCommandEntry) e = NULL;
+  g_autoptr(VdCommandEntry) late = NULL;
+  g_autoptr(GVariant) page = NULL;
+  g_auto(GStrv) lines = NULL;
+  guint64 next = 0;
+
+  g_assert_true (vd_command_log_persist_to (log, dir, &error));
+  e = vd_command_log_begin (log, "exec", argv, "/");
+  vd_command_log_update (log, e, VD_COMMAND_STATE_FINISHED, 0, 0, 0, NULL);
+  vd_command_log_close_file (log);
+  vd_command_log_close_file (log);  /* idempotent */
+  late = vd_command_log_begin (log, "exec", argv, "/");
+  lines = read_lines (vd_command_log_get_path (log));
+  g_assert_cmpuint (g_strv_length (lines), ==, 2);
+  page = g_variant_ref_sink (vd_command_log_get_page (log, 0, 10, &next, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_variant_n_children (page), ==, 2);
+  g_assert_cmpuint (next, ==, 2);
+  g_assert_true (vd_fs_rm_rf (tmp, &error));
+}
+
 /* The file stops at its cap and says so in its last line. */
 static void
 test_file_capped (void)
@@ -286,6 +317,7 @@ main (int argc, char **argv)
   g_test_add_func ("/command-log/page-arguments", test_page_arguments);
   g_test_add_func ("/command-log/entries-capped", test_entries_capped);
   g_test_add_func ("/command-log/persisted", test_persisted);
+  g_test_add_func ("/command-log/closed-file", test_closed_file);
   g_test_add_func ("/command-log/file-capped", test_file_capped);
   g_test_add_func ("/command-log/retention", test_retention);
   return g_test_run ();
