@@ -309,6 +309,8 @@ render_verification (GString *out, VivariumReport *self)
                    commit != NULL ? ", verified: commit " : "", commit != NULL ? commit : "");
   if (command != NULL)
     detail_line (out, "command", command);
+  if (vivarium_report_get_verify_reason (self) != NULL)
+    detail_line (out, "reason", vivarium_report_get_verify_reason (self));
   trusted_line (out, "Verification session",
                 or_none (vivarium_report_get_verify_session_id (self)));
   trusted_linef (out, "Guard", "%" G_GUINT64_FORMAT " packets, %" G_GUINT64_FORMAT

@@ -41,6 +41,7 @@ struct _VivariumReport {
   gint             verify_exit_status;
   VivariumVerdict  verify_verdict;
   gchar           *verify_session_id;
+  gchar           *verify_reason;     /* why inconclusive, or NULL */
   guint64          guard_packets;
   guint64          guard_bytes;
   gboolean         has_model;       /* an agent task: the gateway's counts */
@@ -173,6 +174,7 @@ vivarium_report_finalize (GObject *object)
   g_free (self->commit);
   g_free (self->verify_command);
   g_free (self->verify_session_id);
+  g_free (self->verify_reason);
   g_free (self->summary);
   g_free (self->question);
   g_ptr_array_unref (self->not_committed);
@@ -624,6 +626,13 @@ vivarium_report_set_verification (VivariumReport *self, const gchar *command,
 }
 
 void
+vivarium_report_set_verify_reason (VivariumReport *self, const gchar *reason)
+{
+  g_return_if_fail (VIVARIUM_IS_REPORT (self));
+  replace (&self->verify_reason, reason, VIVARIUM_REPORT_REASON_MAX);
+}
+
+void
 vivarium_report_set_guard_drops (VivariumReport *self, guint64 packets, guint64 bytes)
 {
   g_return_if_fail (VIVARIUM_IS_REPORT (self));
@@ -728,6 +737,7 @@ DEFINE_GETTER (VivariumVerifyWhose, verify_whose, verify_whose)
 DEFINE_GETTER (gint, verify_exit_status, verify_exit_status)
 DEFINE_GETTER (VivariumVerdict, verify_verdict, verify_verdict)
 DEFINE_GETTER (const gchar *, verify_session_id, verify_session_id)
+DEFINE_GETTER (const gchar *, verify_reason, verify_reason)
 DEFINE_GETTER (guint64, guard_dropped_packets, guard_packets)
 DEFINE_GETTER (guint64, guard_dropped_bytes, guard_bytes)
 DEFINE_GETTER (const gchar *, summary, summary)
@@ -894,6 +904,8 @@ add_checks_json (JsonBuilder *b, VivariumReport *self)
   add_int (b, "exit-status", self->verify_exit_status);
   add_string_or_null (b, "verdict", vivarium_verdict_to_string (self->verify_verdict));
   add_string_or_null (b, "session", self->verify_session_id);
+  if (self->verify_reason != NULL)
+    add_string_or_null (b, "reason", self->verify_reason);
   json_builder_end_object (b);
   json_builder_set_member_name (b, "guard");
   json_builder_begin_object (b);
@@ -988,8 +1000,18 @@ refuse (GError **error, const gchar *where, const gchar *name, const gchar *what
  * what was read, so anything ignored here would ride along unsigned. */
 static const gchar *const optional_members[] = {
   "not-committed", "not-committed-omitted", "dataset", "timings", "stderr-head", "number",
-  "commands-failed-omitted", "command-log", NULL
+  "commands-failed-omitted", "command-log",
+  /* by its place: a not-committed entry's "reason" is required */
+  "verification.reason", NULL
 };
+
+static gboolean
+is_optional (const gchar *where, const gchar *name)
+{
+  g_autofree gchar *placed = g_strconcat (where, ".", name, NULL);
+
+  return g_strv_contains (optional_members, name) || g_strv_contains (optional_members, placed);
+}
 
 /* The optional members are optional only where they belong (@allowed). */
 static gboolean
@@ -1002,7 +1024,7 @@ check_members (JsonObject *obj, const gchar *where, const gchar * const *allowed
       return refuse (error, where, l->data, "is not a member a report has");
   }
   for (guint i = 0; allowed[i] != NULL; i++) {
-    if (!json_object_has_member (obj, allowed[i]) && !g_strv_contains (optional_members, allowed[i]))
+    if (!json_object_has_member (obj, allowed[i]) && !is_optional (where, allowed[i]))
       return refuse (error, where, allowed[i], "is missing");
   }
   return TRUE;
@@ -1170,7 +1192,7 @@ static const gchar *const file_members[] = {
   "path", "change", "kind", "lines-added", "lines-removed", NULL
 };
 static const gchar *const verification_members[] = {
-  "command", "whose", "exit-status", "verdict", "session", NULL
+  "command", "whose", "exit-status", "verdict", "session", "reason", NULL
 };
 static const gchar *const guard_members[] = { "dropped-packets", "dropped-bytes", NULL };
 static const gchar *const summary_members[] = { "text", "truncated", "size", NULL };
@@ -1480,6 +1502,8 @@ read_checks (JsonObject *obj, VivariumReport *self, GError **error)
       !get_enum (v, "verification", "verdict", (FromStringFunc) vivarium_verdict_from_string,
                  &self->verify_verdict, error) ||
       !get_token (v, "verification", "session", TRUE, &self->verify_session_id, error) ||
+      (json_object_has_member (v, "reason") &&
+       !get_string (v, "verification", "reason", FALSE, VIVARIUM_REPORT_REASON_MAX, &self->verify_reason, error)) ||
       !get_object (obj, "", "guard", guard_members, &g, error) ||
       !get_int (g, "guard", "dropped-packets", 0, G_MAXINT64, &packets, error) ||
       !get_int (g, "guard", "dropped-bytes", 0, G_MAXINT64, &bytes, error))

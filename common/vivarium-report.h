@@ -216,6 +216,13 @@ void         vivarium_report_set_verification      (VivariumReport      *self,
                                                     gint                 exit_status,
                                                     VivariumVerdict      verdict,
                                                     const gchar         *session_id);
+/* Why the verification was inconclusive (the session did not start, its
+ * helper died, the command did not run), in the daemon's words, which may
+ * quote the guest or QEMU: kept to VIVARIUM_REPORT_REASON_MAX, rendered as
+ * untrusted text. NULL (the default): no reason member at all, so reports
+ * without one are written exactly as before. */
+void         vivarium_report_set_verify_reason     (VivariumReport *self,
+                                                    const gchar    *reason);
 void         vivarium_report_set_guard_drops       (VivariumReport *self,
                                                     guint64         packets,
                                                     guint64         bytes);
@@ -283,6 +290,7 @@ VivariumVerifyWhose vivarium_report_get_verify_whose  (VivariumReport *self);
 gint             vivarium_report_get_verify_exit_status (VivariumReport *self);
 VivariumVerdict  vivarium_report_get_verify_verdict   (VivariumReport *self);
 const gchar     *vivarium_report_get_verify_session_id (VivariumReport *self);
+const gchar     *vivarium_report_get_verify_reason    (VivariumReport *self);
 guint64          vivarium_report_get_guard_dropped_packets (VivariumReport *self);
 guint64          vivarium_report_get_guard_dropped_bytes   (VivariumReport *self);
 const gchar     *vivarium_report_get_summary          (VivariumReport *self);

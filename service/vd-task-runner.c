@@ -156,6 +156,7 @@ typedef struct {
   VivariumVerifyWhose verify_whose;
   gint                verify_exit;
   VivariumVerdict     verdict;
+  gchar              *verify_reason;  /* why inconclusive, for the report */
   gchar              *verify_session_id;
 } Run;
 
@@ -212,6 +213,7 @@ run_free (Run *run)
   g_clear_object (&run->verify_session);
   g_free (run->verify_command);
   g_free (run->verify_session_id);
+  g_free (run->verify_reason);
   g_free (run);
 }
 
@@ -1234,6 +1236,17 @@ choose_verification (Run *run)
   return run->verify_command != NULL && run->commit_id != NULL;
 }
 
+/* No verdict: @what happened to the verification, and why, goes to the
+ * journal and into the signed report (verification.reason). */
+static void
+verification_inconclusive (Run *run, const gchar *what, const GError *error)
+{
+  g_warning ("task %s: %s: %s", vd_task_get_id (run->task), what, error->message);
+  g_free (run->verify_reason);
+  run->verify_reason = g_strdup_printf ("%s: %s", what, error->message);
+  run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+}
+
 static void
 start_verification (Run *run)
 {
@@ -1255,8 +1268,7 @@ start_verification (Run *run)
   run->verify_session = vd_session_pool_create (self->pool, run->image, &opts, 0, run->project,
                                                 vd_project_get_work_path (project), &error);
   if (run->verify_session == NULL) {
-    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
-    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    verification_inconclusive (run, "no verification session", error);
     end_run (run);
     return;
   }
@@ -1270,8 +1282,7 @@ verify_granted_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
 
   if (!vd_project_owner_finish (VD_PROJECT (source), res, &error)) {
-    g_warning ("task %s: no verification session: %s", vd_task_get_id (run->task), error->message);
-    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
+    verification_inconclusive (run, "no verification session", error);
     vd_session_stop_async (run->verify_session, NULL, NULL);
     g_clear_object (&run->verify_session);
     vd_project_revoke_async (VD_PROJECT (source), tree_returned_cb, run);
@@ -1288,9 +1299,8 @@ verify_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(GError) error = NULL;
 
   if (!vd_session_pool_start_finish (run->runner->pool, VD_SESSION (source), res, &error)) {
-    g_warning ("task %s: the verification session did not start: %s", vd_task_get_id (run->task), error->message);
+    verification_inconclusive (run, "the verification session did not start", error);
     run->verify_exit = -1;
-    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
     vd_session_stop_async (run->verify_session, session_stopped_cb, run);
     return;
   }
@@ -1321,9 +1331,8 @@ verify_ran_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr(VdAgentExecResult) result = vd_session_exec_finish (VD_SESSION (source), res, &error);
 
   if (result == NULL) {
-    g_warning ("task %s: the verification did not run: %s", vd_task_get_id (run->task), error->message);
+    verification_inconclusive (run, "the verification did not run", error);
     run->verify_exit = -1;
-    run->verdict = VIVARIUM_VERDICT_INCONCLUSIVE;
   } else {
     run->verify_exit = result->exit_status;
     run->verdict = result->exit_status == 0 && !result->signaled ? VIVARIUM_VERDICT_PASS : VIVARIUM_VERDICT_FAIL;
@@ -1470,6 +1479,8 @@ assemble_report (Run *run)
   vivarium_report_set_commit (r, run->commit_id);
   vivarium_report_set_verification (r, run->verify_command, run->verify_whose, run->verify_exit, run->verdict,
                                     run->verify_session_id);
+  if (run->verdict == VIVARIUM_VERDICT_INCONCLUSIVE)
+    vivarium_report_set_verify_reason (r, run->verify_reason);
   vivarium_report_set_guard_drops (r, run->drop_packets, run->drop_bytes);
   add_egress (run, r);
   if (run->has_dataset)

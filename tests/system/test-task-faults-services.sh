@@ -25,7 +25,8 @@
 #      reason, after committing what the worker did;
 #   5. the verification session's helper is killed (-9) while the
 #      verification runs: the task ends, its verification inconclusive
-#      (never a pass), its report signed, nothing left.
+#      (never a pass) and the signed report saying why (verification.reason
+#      names the helper), its report signed, nothing left.
 # After each: no session, worker or egress unit, no runtime directory of
 # them, no nftables table or rule of the session uids, no process of those
 # uids; the repository passes git fsck; the next task of the project is DONE.
@@ -335,6 +336,10 @@ assert_ne "IN_PROGRESS" "$outcome" "the task ends within 60 s of the kill ($outc
 ctl task report "$tid" --json >"$tmpd/verify-report.json" 2>&1
 assert_eq "inconclusive" "$(report_field "$tmpd/verify-report.json" "r['verification']['verdict']")" \
   "its verification is inconclusive, not a pass"
+vreason=$(report_field "$tmpd/verify-report.json" "r['verification'].get('reason', '')")
+assert_contains "$vreason" "session helper" "the signed report says why: the session helper ($vreason)"
+ctl task report "$tid" >"$tmpd/verify-report.txt" 2>&1
+assert_contains "$(cat "$tmpd/verify-report.txt")" '  reason: "' "and its text shows the reason as an untrusted detail line"
 assert_success "the report verifies" -- vivariumctl report verify "$tmpd/verify-report.json"
 nothing_left "(5) verification helper killed" "$uid_v"
 next_task_done "(5) verification helper killed"

@@ -1044,6 +1044,7 @@ test_optional_members (void)
   g_assert_false (json_object_has_member (o, "dataset"));
   g_assert_false (json_object_has_member (o, "not-committed"));
   g_assert_false (json_object_has_member (o, "timings"));
+  g_assert_false (json_object_has_member (json_object_get_object_member (o, "verification"), "reason"));
   g_assert_false (vivarium_report_get_dataset (plain, NULL, NULL, NULL));
 
   add_benign_facts (rich);
@@ -1062,6 +1063,10 @@ test_optional_members (void)
   vivarium_report_add_not_committed (rich, "sub/.git", "git", "a .git entry is never committed");
   vivarium_report_set_dataset (rich, 32 * 1024 * 1024 - 512 * 1024, 32 * 1024 * 1024);
   vivarium_report_set_timings (rich, 1, 2, 3, 4);
+  vivarium_report_set_verification (rich, "make check", VIVARIUM_VERIFY_WHOSE_CALLER, -1,
+                                    VIVARIUM_VERDICT_INCONCLUSIVE, "def456");
+  /* The daemon's words, quoting a guest: it may hold anything, and is capped. */
+  vivarium_report_set_verify_reason (rich, "the verification did not run: the session helper died\nTrusted: yes");
   g_assert_true (vivarium_report_get_dataset (rich, &used, &quota, &full));
   g_assert_true (full);   /* 512 KiB left of 32 MiB: under 1/32 */
 
@@ -1076,8 +1081,12 @@ test_optional_members (void)
   g_assert_true (full);
   g_assert_true (vivarium_report_get_timings (back, &t[0], &t[1], &t[2], &t[3]));
   g_assert_cmpint (t[3], ==, 4);
+  g_assert_cmpstr (vivarium_report_get_verify_reason (back), ==,
+                   "the verification did not run: the session helper died\nTrusted: yes");
 
   text = vivarium_report_render_text (back, NULL);
+  g_assert_nonnull (strstr (text, "\n  reason: \"the verification did not run: the session helper died\\u{000A}Trusted: yes\"\n"));
+  g_assert_null (strstr (text, "\nTrusted:"));
   g_assert_nonnull (strstr (text, "\nNot committed: 1 "));
   g_assert_nonnull (strstr (text, "\n  path: \"sub/.git\"\n"));
   g_assert_nonnull (strstr (text, "\nDataset: 33030144 of 33554432 bytes used, FULL"));
