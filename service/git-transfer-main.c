@@ -18,7 +18,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
+#include <syslog.h>
+#include <sys/stat.h>
+#include <systemd/sd-journal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,6 +30,10 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-repo.h"
+
+/* The result's descriptor, stdout as the unit got it; stdout itself is
+ * /dev/null from then on, so nothing a library prints can get into it. */
+static int result_fd = -1;
 
 static gboolean
 write_all (int fd, const guint8 *data, gsize len)
@@ -46,13 +54,15 @@ static int
 report (const GError *error, const gchar *host_key_seen)
 {
   g_autofree gchar *name = error != NULL ? g_dbus_error_encode_gerror (error) : NULL;
+  /* libgit2 passes on what libssh2 and the remote said, which need not be UTF-8. */
+  g_autofree gchar *message = error != NULL ? g_utf8_make_valid (error->message, -1) : g_strdup ("");
   g_autoptr(GVariant) result = g_variant_ref_sink (
-    g_variant_new ("(bsss)", error == NULL, name != NULL ? name : "", error != NULL ? error->message : "",
+    g_variant_new ("(bsss)", error == NULL, name != NULL ? name : "", message,
                    host_key_seen != NULL ? host_key_seen : ""));
 
   if (error != NULL)
-    g_printerr ("%s\n", error->message);
-  if (!write_all (STDOUT_FILENO, g_variant_get_data (result), g_variant_get_size (result))) {
+    g_printerr ("%s\n", message);
+  if (!write_all (result_fd, g_variant_get_data (result), g_variant_get_size (result))) {
     g_printerr ("cannot write the result: %s\n", g_strerror (errno));
     return EXIT_FAILURE;
   }
@@ -82,6 +92,39 @@ pin_ok (const gchar *pin, GError **error)
     return FALSE;
   }
   return TRUE;
+}
+
+static gboolean
+same_file (int a, int b)
+{
+  struct stat sa, sb;
+
+  return fstat (a, &sa) == 0 && fstat (b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Seen in the test host (systemd 252): the unit's stderr was the same pipe
+ * as its stdout (StandardOutputFileDescriptor=), StandardError=journal
+ * notwithstanding. The diagnostics go to the journal, the result alone to
+ * the pipe. */
+static void
+take_result_fd (void)
+{
+  int null_fd = open ("/dev/null", O_WRONLY | O_CLOEXEC);
+
+  result_fd = fcntl (STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (result_fd < 0)
+    result_fd = STDOUT_FILENO;
+  else if (null_fd >= 0)
+    dup2 (null_fd, STDOUT_FILENO);
+  if (result_fd != STDOUT_FILENO && same_file (result_fd, STDERR_FILENO)) {
+    int journal_fd = sd_journal_stream_fd ("vivarium-git-transfer", LOG_INFO, FALSE);
+    if (journal_fd >= 0 || null_fd >= 0)
+      dup2 (journal_fd >= 0 ? journal_fd : null_fd, STDERR_FILENO);
+    if (journal_fd >= 0)
+      close (journal_fd);
+  }
+  if (null_fd >= 0)
+    close (null_fd);
 }
 
 static int
@@ -115,6 +158,7 @@ main (int argc, char **argv)
   g_autoptr(GError) error = NULL;
 
   setlocale (LC_ALL, "");
+  take_result_fd ();
   /* Registers the error domain, so the error's name says its code. */
   (void) VIVARIUM_ERROR;
   if (argc == 5 && strcmp (argv[1], "clone") == 0)

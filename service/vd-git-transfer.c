@@ -165,6 +165,9 @@ unit_properties (VdGitTransfer *self, Run *run)
                          g_variant_new_parsed ("[(%s, %^as, false)]", run->argv[0], run->argv));
   g_variant_builder_add (&b, "(sv)", "StandardOutputFileDescriptor", g_variant_new_handle (0));
   g_variant_builder_add (&b, "(sv)", "StandardError", g_variant_new_string ("journal"));
+  /* libgit2 reads $HOME/.ssh/known_hosts and $HOME/.gitconfig; root's are
+   * none of a project's business (the daemon had ProtectHome= too). */
+  g_variant_builder_add (&b, "(sv)", "Environment", g_variant_new_parsed ("['HOME=/nonexistent']"));
   /* Stops with the daemon. Not After=: a daemon not yet ready would hold
    * the unit's start, and the daemon waits for the unit. */
   g_variant_builder_add (&b, "(sv)", "BindsTo", g_variant_new_strv (bind_to, -1));
@@ -352,6 +355,12 @@ take_result (Run *run, GBytes *bytes, gchar **host_key_seen, GError **error)
 
   if (g_bytes_get_size (bytes) == 0 || !g_variant_is_normal_form (v)) {
     g_autofree gchar *how = describe_end (run);
+    g_autoptr(GString) dump = g_string_new (NULL);
+    for (gsize i = 0; i < MIN (g_bytes_get_size (bytes), 256); i++)
+      g_string_append_printf (dump, "%02x", ((const guint8 *) g_bytes_get_data (bytes, NULL))[i]);
+    /* For whoever reads the journal: what it wrote instead. */
+    g_warning ("%s wrote %" G_GSIZE_FORMAT " bytes that are no (bsss): %s", run->unit, g_bytes_get_size (bytes),
+               dump->str);
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,
                  g_bytes_get_size (bytes) == 0 ? "The git %s of project %s ended without a result (%s: %s)"
                                                : "The git %s of project %s gave a result that is not one (%s: %s)",
