@@ -336,14 +336,18 @@ assert_success "SetRemote to the stalling sshd" -- \
   call "$(project_path tamper)" Project.SetRemote "ssh://$guser@127.0.0.1:2223$sshd_dir/repo.git"
 call "$(project_path tamper)" Project.Publish > "$tmpd/stall.out" 2>&1 &
 publish_pid=$!
-retry_until 80 0.25 systemctl is-active --quiet "$tunit"
-assert_eq "active" "$(systemctl is-active "$tunit" 2>&1)" "the push runs in $tunit"
+# A oneshot is "activating" for as long as its program runs.
+retry_until 80 0.25 bash -c "[ \"\$(systemctl show -P MainPID $tunit)\" -gt 0 ]"
+assert_eq "activating start" "$(systemctl show -P ActiveState "$tunit") $(systemctl show -P SubState "$tunit")" \
+  "the push runs in $tunit"
 tpid=$(systemctl show -P MainPID "$tunit")
 assert_ne "0" "$tpid" "with a main process of its own"
 assert_ne "$(systemctl show -P MainPID "$UNIT")" "$tpid" "which is not vivariumd"
 assert_contains "$(tr '\0' ' ' < "/proc/$tpid/cmdline" 2>&1)" "vivarium-git-transfer push" "it is vivarium-git-transfer"
 assert_eq "0" "$(systemctl show -P CapabilityBoundingSet "$tunit" | wc -w)" "$tunit has no capability"
 diag "$tunit: $(systemd-analyze security --no-pager "$tunit" 2>&1 | tail -n 1)"
+assert_success "$tunit's exposure is at most 2.5 (1.6 on 2026-12-04)" -- \
+  systemd-analyze security --no-pager --threshold=25 "$tunit"
 kill -9 "$tpid"
 wait "$publish_pid"
 out=$(cat "$tmpd/stall.out")
