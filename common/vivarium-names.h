@@ -23,6 +23,9 @@ G_BEGIN_DECLS
 #define VIVARIUM_DAEMON_UNIT         "vivariumd.service"
 /* The guests' DNS relay (vivarium-dns-relay), when the host's resolver is one they must not reach. */
 #define VIVARIUM_DNS_RELAY_UNIT      "vivarium-dns-relay.service"
+/* A project's clone or push (vivarium-git-transfer), one unit per transfer:
+ * VIVARIUM_GIT_TRANSFER_UNIT_PREFIX "<project>.service". */
+#define VIVARIUM_GIT_TRANSFER_UNIT_PREFIX "vivarium-git-transfer-"
 #define VIVARIUM_QEMU_GROUP          "vivarium-qemu"
 #define VIVARIUM_NFT_TABLE           "vivarium_guard"
 

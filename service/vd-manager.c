@@ -35,6 +35,7 @@
 #include "vd-session-pool.h"
 #include "vd-session-save.h"
 #include "vd-systemd.h"
+#include "vd-git-transfer.h"
 #include "vd-task-runner.h"
 #include "vd-worker-grants.h"
 
@@ -52,6 +53,7 @@ struct _VdManager {
   VdExported           *exported;     /* the only way onto the bus */
   GDBusConnection      *connection;
   VdSystemd            *systemd;
+  VdGitTransfer        *git_transfer;
   VdGuard              *guard;
   VdDnsRelay           *dns_relay;
   VdSessionPool        *pool;
@@ -89,6 +91,7 @@ vd_manager_finalize (GObject *object)
   g_clear_object (&self->guard);
   g_clear_object (&self->dns_relay);   /* stops it */
   g_clear_object (&self->systemd);
+  g_clear_object (&self->git_transfer);
   g_clear_object (&self->config);
   g_clear_object (&self->authority);
   g_clear_object (&self->idle);
@@ -779,6 +782,7 @@ sweep_leftovers (VdManager *self)
   sweep_units (self, "vivarium-worker-*.service");
   sweep_units (self, VIVARIUM_DNS_RELAY_UNIT);
   sweep_units (self, "vivarium-canary-*.service");
+  sweep_units (self, VIVARIUM_GIT_TRANSFER_UNIT_PREFIX "*.service");
   sweep_dir (state_sessions);
   sweep_dir (runtime_sessions);
   sweep_dir (runtime_workers);
@@ -826,6 +830,9 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
     g_autofree gchar *remotes = vd_config_build_state_path (config, "remotes", NULL);
     g_autofree gchar *reports = vd_config_build_state_path (config, "reports", NULL);
     self->projects = vd_project_store_new (projects, keys, remotes, export_func, self);
+    self->git_transfer = vd_git_transfer_new (connection, vd_config_get_state_dir (config),
+                                              vd_config_get_runtime_dir (config));
+    vd_project_store_set_git_transfer (self->projects, self->git_transfer);
     vd_project_store_set_config (self->projects, self->config);
     self->reports = vd_report_store_new (reports, keys, vd_config_get_max_reports (config), export_func, self);
   }
@@ -852,6 +859,7 @@ vd_manager_set_connection (VdManager *self, GDBusConnection *connection, GError 
 {
   g_set_object (&self->connection, connection);
   vd_systemd_set_connection (self->systemd, connection);
+  vd_git_transfer_set_connection (self->git_transfer, connection);
   vd_task_runner_set_connection (self->runner, connection);
   return vd_exported_set_connection (self->exported, connection, error);
 }

@@ -37,6 +37,7 @@ struct _VdProjectStore {
   GHashTable  *pending;   /* names being created */
   VdConfig    *config;    /* what SetEgress's groups are checked against */
   VdSecretStore *secrets; /* what SetSecrets's names are checked against */
+  VdGitTransfer *transfer; /* runs the projects' clones and publishes */
 };
 
 G_DEFINE_TYPE (VdProjectStore, vd_project_store, G_TYPE_OBJECT)
@@ -67,6 +68,7 @@ vd_project_store_finalize (GObject *object)
   g_free (self->remotes_dir);
   g_clear_object (&self->config);
   g_clear_object (&self->secrets);
+  g_clear_object (&self->transfer);
   G_OBJECT_CLASS (vd_project_store_parent_class)->finalize (object);
 }
 
@@ -105,6 +107,12 @@ void
 vd_project_store_set_config (VdProjectStore *self, VdConfig *config)
 {
   g_set_object (&self->config, config);
+}
+
+void
+vd_project_store_set_git_transfer (VdProjectStore *self, VdGitTransfer *transfer)
+{
+  g_set_object (&self->transfer, transfer);
 }
 
 void
@@ -506,6 +514,8 @@ vd_project_store_load (VdProjectStore *self)
     g_autoptr(GError) error = NULL;
     g_autoptr(VdProject) project = vd_project_load (self->projects_dir, self->keys_dir, names[i], &error);
 
+    if (project != NULL)
+      vd_project_set_git_transfer (project, self->transfer);
     if (project == NULL || !add_project (self, project, &error))
       g_warning ("skipping project %s: %s", names[i], error->message);
   }
@@ -620,7 +630,7 @@ vd_project_store_create_async (VdProjectStore *self, const gchar *name, guint64 
   data->name = g_strdup (name);
   g_task_set_task_data (task, data, (GDestroyNotify) create_data_free);
   g_hash_table_add (self->pending, g_strdup (name));
-  vd_project_create_async (self->projects_dir, self->keys_dir, name, quota_bytes, options, NULL,
+  vd_project_create_async (self->projects_dir, self->keys_dir, name, quota_bytes, options, self->transfer, NULL,
                            create_done_cb, g_steal_pointer (&task));
 }
 

@@ -35,6 +35,9 @@ VdProjectStore *vd_project_store_new          (const gchar  *projects_dir,
                                                const gchar  *remotes_dir,
                                                VdExportFunc  export_func,
                                                gpointer      export_data);
+/* What runs the projects' clones and publishes (before the load). */
+void            vd_project_store_set_git_transfer (VdProjectStore *self,
+                                                   VdGitTransfer  *transfer);
 /* For checking Project.SetEgress's groups. */
 void            vd_project_store_set_config   (VdProjectStore *self,
                                                VdConfig       *config);

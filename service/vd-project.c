@@ -43,6 +43,7 @@ struct _VdProject {
   GStrv      ssh_keys;      /* NULL: none */
   VdDataset *dataset;
   VdRepo    *repo;
+  VdGitTransfer *transfer;  /* runs clone and push; NULL: in this process */
 };
 
 G_DEFINE_TYPE (VdProject, vd_project, G_TYPE_OBJECT)
@@ -72,6 +73,7 @@ vd_project_finalize (GObject *object)
   g_strfreev (self->ssh_keys);
   g_clear_object (&self->dataset);
   g_clear_object (&self->repo);
+  g_clear_object (&self->transfer);
   G_OBJECT_CLASS (vd_project_parent_class)->finalize (object);
 }
 
@@ -459,7 +461,8 @@ populate (VdProject *self, guint64 quota, const gchar *clone, GCancellable *canc
   if (self->dataset == NULL || !make_deploy_key (self, error))
     return FALSE;
   if (clone != NULL)
-    self->repo = vd_repo_clone (clone, self->repo_path, self->work_path, self->key_path, cancellable, error);
+    self->repo = vd_git_transfer_clone (self->transfer, self->name, clone, self->repo_path, self->work_path,
+                                        self->key_path, cancellable, error);
   else
     self->repo = vd_repo_create (self->repo_path, self->work_path, error);
   if (self->repo == NULL)
@@ -475,9 +478,9 @@ populate (VdProject *self, guint64 quota, const gchar *clone, GCancellable *canc
   return vd_dataset_chown_tree (self->dataset, 0, 0, error) && record_write (self, error);
 }
 
-VdProject *
-vd_project_create (const gchar *projects_dir, const gchar *keys_dir, const gchar *name, guint64 quota_bytes,
-                   GVariant *options, GCancellable *cancellable, GError **error)
+static VdProject *
+create_project (const gchar *projects_dir, const gchar *keys_dir, const gchar *name, guint64 quota_bytes,
+                GVariant *options, VdGitTransfer *transfer, GCancellable *cancellable, GError **error)
 {
   g_autoptr(VdProject) self = NULL;
   g_autofree gchar *clone = NULL;
@@ -488,6 +491,8 @@ vd_project_create (const gchar *projects_dir, const gchar *keys_dir, const gchar
       !quota_ok (projects_dir, quota_bytes, error))
     return NULL;
   self = project_new (projects_dir, keys_dir, name);
+  if (transfer != NULL)
+    self->transfer = g_object_ref (transfer);
   if (g_mkdir (self->dir, 0711) != 0) {
     if (errno == EEXIST)
       g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS, "A project named %s exists", name);
@@ -506,6 +511,21 @@ vd_project_create (const gchar *projects_dir, const gchar *keys_dir, const gchar
     return NULL;
   }
   return g_steal_pointer (&self);
+}
+
+VdProject *
+vd_project_create (const gchar *projects_dir, const gchar *keys_dir, const gchar *name, guint64 quota_bytes,
+                   GVariant *options, GCancellable *cancellable, GError **error)
+{
+  return create_project (projects_dir, keys_dir, name, quota_bytes, options, NULL, cancellable, error);
+}
+
+void
+vd_project_set_git_transfer (VdProject *self, VdGitTransfer *transfer)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+
+  g_set_object (&self->transfer, transfer);
 }
 
 VdProject *
@@ -972,7 +992,8 @@ publish_thread (GTask *task, gpointer source, gpointer data, GCancellable *cance
     return;
   }
   if (!have_repo (self, &error) ||
-      !vd_repo_push (self->repo, self->key_path, pin, &seen, cancellable, &error)) {
+      !vd_git_transfer_push (self->transfer, self->name, self->repo, self->repo_path, remote, self->key_path, pin,
+                             &seen, cancellable, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }
@@ -1009,6 +1030,7 @@ typedef struct {
   gchar    *name;
   guint64   quota;
   GVariant *options;
+  VdGitTransfer *transfer;
 } CreateData;
 
 static void
@@ -1018,6 +1040,7 @@ create_data_free (CreateData *d)
   g_free (d->keys_dir);
   g_free (d->name);
   g_clear_pointer (&d->options, g_variant_unref);
+  g_clear_object (&d->transfer);
   g_free (d);
 }
 
@@ -1026,8 +1049,8 @@ create_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancel
 {
   CreateData *d = data;
   GError *error = NULL;
-  VdProject *p = vd_project_create (d->projects_dir, d->keys_dir, d->name, d->quota, d->options,
-                                    cancellable, &error);
+  VdProject *p = create_project (d->projects_dir, d->keys_dir, d->name, d->quota, d->options, d->transfer,
+                                 cancellable, &error);
 
   if (p == NULL)
     g_task_return_error (task, error);
@@ -1037,8 +1060,8 @@ create_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancel
 
 void
 vd_project_create_async (const gchar *projects_dir, const gchar *keys_dir, const gchar *name,
-                         guint64 quota_bytes, GVariant *options, GCancellable *cancellable,
-                         GAsyncReadyCallback callback, gpointer user_data)
+                         guint64 quota_bytes, GVariant *options, VdGitTransfer *transfer,
+                         GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
   CreateData *d = g_new0 (CreateData, 1);
@@ -1048,6 +1071,7 @@ vd_project_create_async (const gchar *projects_dir, const gchar *keys_dir, const
   d->name = g_strdup (name);
   d->quota = quota_bytes;
   d->options = options != NULL ? g_variant_ref_sink (options) : NULL;
+  d->transfer = transfer != NULL ? g_object_ref (transfer) : NULL;
   g_task_set_source_tag (task, vd_project_create_async);
   g_task_set_task_data (task, d, (GDestroyNotify) create_data_free);
   g_task_run_in_thread (task, create_thread);

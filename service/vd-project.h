@@ -4,6 +4,7 @@
 #include <gio/gio.h>
 
 #include "vd-dataset.h"
+#include "vd-git-transfer.h"
 #include "vd-repo.h"
 
 G_BEGIN_DECLS
@@ -37,7 +38,9 @@ G_BEGIN_DECLS
 #define VD_TYPE_PROJECT (vd_project_get_type ())
 G_DECLARE_FINAL_TYPE (VdProject, vd_project, VD, PROJECT, GObject)
 
-/* @options: a{sv} or NULL (a floating reference is consumed); "clone" (s): a URL (https, ssh, file; no
+/* In this process (clone included): see vd_project_create_async() for
+ * one whose clone runs in a unit of its own.
+ * @options: a{sv} or NULL (a floating reference is consumed); "clone" (s): a URL (https, ssh, file; no
  * credentials) whose default branch becomes the project's history.
  * Anything else in @options is refused. On failure nothing is left: no
  * directory, repository, key, mount or loop device. */
@@ -48,6 +51,9 @@ VdProject   *vd_project_create          (const gchar  *projects_dir,
                                          GVariant     *options,
                                          GCancellable *cancellable,
                                          GError      **error);
+/* What runs its publish from now on (NULL: this process). */
+void         vd_project_set_git_transfer (VdProject     *self,
+                                          VdGitTransfer *transfer);
 /* Reads PROJECTS/<name>/project.json, mounts the dataset, gives the tree
  * back to root (a crash may have left it granted) (daemon start). */
 VdProject   *vd_project_load            (const gchar  *projects_dir,
@@ -197,12 +203,15 @@ gboolean     vd_project_publish_finish  (VdProject    *self,
                                          GError      **error);
 
 /* The blocking calls above that a main-loop caller needs, in a thread:
- * create (mkfs, mount, clone) and commit (hashing the tree). */
+ * create (mkfs, mount, clone) and commit (hashing the tree). The clone,
+ * and the project's publishes after, are run by @transfer (NULL: in this
+ * process). */
 void         vd_project_create_async    (const gchar        *projects_dir,
                                          const gchar        *keys_dir,
                                          const gchar        *name,
                                          guint64             quota_bytes,
                                          GVariant           *options,
+                                         VdGitTransfer      *transfer,
                                          GCancellable       *cancellable,
                                          GAsyncReadyCallback callback,
                                          gpointer            user_data);

@@ -47,6 +47,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (git_remote, git_remote_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (git_revwalk, git_revwalk_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (git_index, git_index_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (git_repository, git_repository_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (git_config, git_config_free)
 
 static void
 vd_repo_finalize (GObject *object)
@@ -412,6 +413,22 @@ vd_repo_open (const gchar *gitdir, GError **error)
   return repo_wrap (repo);
 }
 
+/* Without its working tree, which need not exist where this runs (the
+ * push in vivarium-git-transfer's unit): refs and objects only. */
+VdRepo *
+vd_repo_open_bare (const gchar *gitdir, GError **error)
+{
+  git_repository *repo = NULL;
+  int rc;
+
+  ensure_libgit2 ();
+  if ((rc = git_repository_open_bare (&repo, gitdir)) < 0) {
+    set_git_error (error, rc, "open the repository");
+    return NULL;
+  }
+  return repo_wrap (repo);
+}
+
 static gboolean
 identity_part_ok (const gchar *s)
 {
@@ -578,18 +595,12 @@ transfer_callbacks (git_remote_callbacks *cb, Transfer *t)
 
 /* ---- clone ------------------------------------------------------------- */
 
-static int
-clone_repository_cb (git_repository **out, const char *path, int bare, void *payload)
-{
-  /* No initial head of ours: git_clone wants the repository "empty" in
-   * libgit2's sense, HEAD on the default branch, and then points it at the
-   * remote's own default branch. */
-  return init_repository (out, path, payload, NULL);
-}
-
-VdRepo *
-vd_repo_clone (const gchar *url, const gchar *gitdir, const gchar *workdir, const gchar *ssh_key,
-               GCancellable *cancellable, GError **error)
+/* The network half: a bare clone, no checkout, so that it needs the git
+ * directory and nothing else (vivarium-git-transfer runs it in a unit that
+ * sees no working tree; a dataset mounted by the daemon is not even there). */
+gboolean
+vd_repo_clone_fetch (const gchar *url, const gchar *gitdir, const gchar *ssh_key, GCancellable *cancellable,
+                     GError **error)
 {
   git_clone_options opts = GIT_CLONE_OPTIONS_INIT;
   Transfer t = { .ssh_key = ssh_key, .cancellable = cancellable };
@@ -597,29 +608,70 @@ vd_repo_clone (const gchar *url, const gchar *gitdir, const gchar *workdir, cons
   int rc;
 
   if (!vd_remote_url_validate (url, error))
-    return NULL;
+    return FALSE;
   ensure_libgit2 ();
-  opts.repository_cb = clone_repository_cb;
-  opts.repository_cb_payload = (gpointer) workdir;
-  /* SAFE: checkout refuses paths libgit2 considers dangerous (.git, links
-   * that would lead outside the tree). */
-  opts.checkout_opts.checkout_strategy = GIT_CHECKOUT_SAFE;
-  /* The tree holds the blobs' bytes as they are, as commits read them: a
-   * checkout that converted line ends (.gitattributes eol=crlf) would make
-   * every such file look modified to the first task. */
-  opts.checkout_opts.disable_filters = 1;
+  opts.bare = 1;
+  opts.checkout_opts.checkout_strategy = GIT_CHECKOUT_NONE;
   transfer_callbacks (&opts.fetch_opts.callbacks, &t);
   rc = git_clone (&repo, url, gitdir, &opts);
   transfer_clear (&t);
-  if (rc < 0) {
-    set_git_error (error, rc, "clone the repository");
+  if (rc < 0)
+    return set_git_error (error, rc, "clone the repository");
+  git_repository_free (repo);
+  return TRUE;
+}
+
+/* The local half: @gitdir gets @workdir as its working tree and HEAD is
+ * checked out into it. No index yet, so libgit2 checks out against an
+ * empty baseline, as git_clone() itself does. */
+VdRepo *
+vd_repo_clone_finish (const gchar *gitdir, const gchar *workdir, GError **error)
+{
+  git_checkout_options co = GIT_CHECKOUT_OPTIONS_INIT;
+  g_autoptr(git_repository) bare = NULL;
+  g_autoptr(git_config) config = NULL;
+  git_repository *repo = NULL;
+  int rc;
+
+  ensure_libgit2 ();
+  if ((rc = git_repository_open_bare (&bare, gitdir)) < 0 ||
+      (rc = git_repository_config (&config, bare)) < 0 ||
+      (rc = git_config_set_bool (config, "core.bare", 0)) < 0 ||
+      (rc = git_config_set_string (config, "core.worktree", workdir)) < 0) {
+    set_git_error (error, rc, "give the clone its working tree");
     return NULL;
   }
-  if (git_repository_head_unborn (repo) == 1 && !write_initial_commit (repo, error)) {
+  if ((rc = git_repository_open_ext (&repo, gitdir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL)) < 0) {
+    set_git_error (error, rc, "open the clone");
+    return NULL;
+  }
+  /* SAFE: checkout refuses paths libgit2 considers dangerous (.git, links
+   * that would lead outside the tree). The tree holds the blobs' bytes as
+   * they are, as commits read them: a checkout that converted line ends
+   * (.gitattributes eol=crlf) would make every such file look modified to
+   * the first task. */
+  co.checkout_strategy = GIT_CHECKOUT_SAFE;
+  co.disable_filters = 1;
+  if (git_repository_head_unborn (repo) == 1) {
+    if (!write_initial_commit (repo, error)) {
+      git_repository_free (repo);
+      return NULL;
+    }
+  } else if ((rc = git_checkout_head (repo, &co)) < 0) {
+    set_git_error (error, rc, "clone the repository");
     git_repository_free (repo);
     return NULL;
   }
   return repo_wrap (repo);
+}
+
+VdRepo *
+vd_repo_clone (const gchar *url, const gchar *gitdir, const gchar *workdir, const gchar *ssh_key,
+               GCancellable *cancellable, GError **error)
+{
+  if (!vd_repo_clone_fetch (url, gitdir, ssh_key, cancellable, error))
+    return NULL;
+  return vd_repo_clone_finish (gitdir, workdir, error);
 }
 
 /* ---- the working tree as a tree object --------------------------------- */

@@ -80,7 +80,22 @@ VdRepo      *vd_repo_clone              (const gchar  *url,
                                          const gchar  *ssh_key,
                                          GCancellable *cancellable,
                                          GError      **error);
+/* The two halves of vd_repo_clone(): the network transfer into @gitdir
+ * (a bare clone, run by vivarium-git-transfer in a unit of its own), then
+ * the working tree and the checkout (in the daemon). */
+gboolean     vd_repo_clone_fetch        (const gchar  *url,
+                                         const gchar  *gitdir,
+                                         const gchar  *ssh_key,
+                                         GCancellable *cancellable,
+                                         GError      **error);
+VdRepo      *vd_repo_clone_finish       (const gchar  *gitdir,
+                                         const gchar  *workdir,
+                                         GError      **error);
 VdRepo      *vd_repo_open               (const gchar *gitdir,
+                                         GError     **error);
+/* Refs and objects only, without the working tree (for a push where the
+ * tree is not there). */
+VdRepo      *vd_repo_open_bare          (const gchar *gitdir,
                                          GError     **error);
 
 /* The identity of the daemon's commits; "Vivarium <vivarium@localhost>"

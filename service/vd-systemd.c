@@ -763,6 +763,12 @@ unit_path_of (const gchar *unit)
   return g_string_free (path, FALSE);
 }
 
+gchar *
+vd_systemd_unit_path (const gchar *unit)
+{
+  return unit_path_of (unit);
+}
+
 static void
 take_service_properties (Watch *watch, GVariant *props)
 {

@@ -79,6 +79,8 @@ void       vd_systemd_unwatch_unit           (VdSystemd     *self,
  * systemd said nothing of it. */
 gchar     *vd_systemd_describe_unit_end      (VdSystemd     *self,
                                               guint          id);
+/* systemd's object path of @unit. */
+gchar     *vd_systemd_unit_path              (const gchar   *unit);
 /* A failed unit stays loaded (to be asked why) until this; errors ignored. */
 void       vd_systemd_reset_failed_unit      (VdSystemd     *self,
                                               const gchar   *unit);

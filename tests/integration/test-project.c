@@ -251,7 +251,7 @@ make_project_async (const gchar *name)
   g_autoptr(GError) error = NULL;
   VdProject *p;
 
-  vd_project_create_async (projects_dir, keys_dir, name, QUOTA, NULL, NULL, async_done, &res);
+  vd_project_create_async (projects_dir, keys_dir, name, QUOTA, NULL, NULL, NULL, async_done, &res);
   p = vd_project_create_finish (wait_async (&res), &error);
   g_assert_no_error (error);
   return p;

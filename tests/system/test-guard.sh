@@ -337,9 +337,11 @@ rm -f "$NEG_CONF"
 
 # vivarium-canary-net makes the canary network in a unit of its own, and
 # vivarium-dns-relay the relay's, so the daemon needs neither
-# socket(AF_INET/AF_INET6) nor unshare()/setns() for them: the unit allows
-# AF_INET/AF_INET6 only for libgit2's clone and publish, which this does not
-# use. The relay stays on (DnsRelay=auto): its unit, not the daemon, forwards.
+# socket(AF_INET/AF_INET6) nor unshare()/setns() for them. Since the git
+# transfers moved to vivarium-git-transfer-<project>.service the installed
+# unit says the same as this drop-in; the drop-in stays, so that this part
+# holds whatever the unit says. The relay stays on (DnsRelay=auto): its unit,
+# not the daemon, forwards.
 readonly DAEMON_DROPIN_DIR=/run/systemd/system/$UNIT.d
 readonly DAEMON_DROPIN=$DAEMON_DROPIN_DIR/50-test.conf
 assert_eq yes "$(systemctl show -P RestrictNamespaces "$UNIT")" "the installed vivariumd.service has RestrictNamespaces=yes"

@@ -285,6 +285,84 @@ assert_contains "$out" "host key" "saying it is the host key"
 assert_eq "$refs_before" "$(git --git-dir="$sshd_dir/repo.git" for-each-ref)" "and nothing reached the remote"
 stop_sshd
 
+# --- the transfers run in a unit of their own, not in vivariumd -----------------
+
+# vivariumd itself has no IP at all since the transfers left it.
+families=$(systemctl show -P RestrictAddressFamilies "$UNIT")
+assert_eq "AF_NETLINK AF_UNIX" "$(printf '%s' "$families" | tr ' ' '\n' | sort | xargs)" \
+  "vivariumd.service: RestrictAddressFamilies=AF_UNIX AF_NETLINK ($families)"
+deny=$(systemctl show -P IPAddressDeny "$UNIT")
+assert_eq "0.0.0.0/0 ::/0" "$(printf '%s' "$deny" | tr ' ' '\n' | sort | xargs)" "vivariumd.service: IPAddressDeny=any ($deny)"
+diag "vivariumd.service: $(systemd-analyze security --no-pager "$UNIT" 2>&1 | tail -n 1)"
+
+# A clone (file://, under remotes/) is fetched in the unit and checked out by the daemon.
+src=$tmpd/src
+git init -q -b trunk "$src" && printf 'cloned\n' > "$src/README" && git -C "$src" add README &&
+  git -C "$src" -c user.name=t -c user.email=t@t commit -q -m one || bail_out "cannot make the clone's source"
+git clone -q --bare "$src" "$STATE/remotes/src.git" || bail_out "cannot make the clone's remote"
+at_exit rm -rf "$STATE/remotes/src.git"
+out=$(call "$OBJ" Manager.CreateProject cloned "uint64 $((64 * MIB))" "{'clone': <'file://$STATE/remotes/src.git'>}" 2>&1)
+assert_contains "$out" "$(project_path cloned)" "a project cloned from a file:// remote ($out)"
+assert_eq "$(git -C "$src" rev-parse HEAD)" "$(prop "$(project_path cloned)" Project Head)" "its Head is the remote's"
+assert_eq "cloned" "$(cat "$STATE/projects/cloned/work/README" 2>&1)" "its tree holds the remote's file"
+assert_eq "refs/heads/trunk" "$(git_of cloned symbolic-ref HEAD 2>&1)" "on the remote's default branch"
+assert_eq "false" "$(git_of cloned config core.bare 2>&1)" "with its working tree"
+journalctl --sync 2>/dev/null
+assert_contains "$(journalctl --no-pager -o cat -u vivarium-git-transfer-cloned.service 2>&1)" "git clone for project cloned" \
+  "the clone ran in vivarium-git-transfer-cloned.service (its journal)"
+
+# A push that stalls (the remote's sshd runs a sleep for every command) is
+# seen running in its own unit; killed there, the publish fails with a typed
+# error that says so, no unit is left, and the project still publishes.
+cat > "$sshd_dir/config-stall" <<EOF
+Port 2223
+ListenAddress 127.0.0.1
+HostKey $sshd_dir/host_a
+PidFile $sshd_dir/sshd-stall.pid
+AuthorizedKeysFile $sshd_dir/authorized_keys
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+AllowUsers $guser
+ForceCommand sleep 300
+EOF
+/usr/sbin/sshd -D -f "$sshd_dir/config-stall" -E "$sshd_dir/log-stall" &
+stall_pid=$!
+at_exit kill "$stall_pid"
+retry_until 40 0.25 bash -c "exec 3<>/dev/tcp/127.0.0.1/2223" 2>/dev/null
+tunit=vivarium-git-transfer-tamper.service
+assert_success "SetRemote to the stalling sshd" -- \
+  call "$(project_path tamper)" Project.SetRemote "ssh://$guser@127.0.0.1:2223$sshd_dir/repo.git"
+call "$(project_path tamper)" Project.Publish > "$tmpd/stall.out" 2>&1 &
+publish_pid=$!
+# A oneshot is "activating" for as long as its program runs.
+retry_until 80 0.25 bash -c "[ \"\$(systemctl show -P MainPID $tunit)\" -gt 0 ]"
+assert_eq "activating start" "$(systemctl show -P ActiveState "$tunit") $(systemctl show -P SubState "$tunit")" \
+  "the push runs in $tunit"
+tpid=$(systemctl show -P MainPID "$tunit")
+assert_ne "0" "$tpid" "with a main process of its own"
+assert_ne "$(systemctl show -P MainPID "$UNIT")" "$tpid" "which is not vivariumd"
+assert_contains "$(tr '\0' ' ' < "/proc/$tpid/cmdline" 2>&1)" "vivarium-git-transfer push" "it is vivarium-git-transfer"
+assert_eq "0" "$(systemctl show -P CapabilityBoundingSet "$tunit" | wc -w)" "$tunit has no capability"
+diag "$tunit: $(systemd-analyze security --no-pager "$tunit" 2>&1 | tail -n 1)"
+assert_success "$tunit's exposure is at most 2.5 (1.6 on 2026-12-04)" -- \
+  systemd-analyze security --no-pager --threshold=25 "$tunit"
+kill -9 "$tpid"
+wait "$publish_pid"
+out=$(cat "$tmpd/stall.out")
+assert_contains "$out" "$ERR.Failed" "killed mid-push, the publish fails with a typed error ($out)"
+assert_contains "$out" "$tunit" "naming the unit"
+assert_contains "$out" "SIGKILL" "and how it ended"
+retry_until 40 0.25 test -z "$(systemctl list-units --all --plain --no-legend 'vivarium-git-transfer-*')"
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-git-transfer-*')" "no transfer unit is left"
+kill "$stall_pid" 2>/dev/null; wait "$stall_pid" 2>/dev/null
+start_sshd host_a
+assert_success "SetRemote back to the sshd" -- call "$(project_path tamper)" Project.SetRemote "$url"
+out=$(call "$(project_path tamper)" Project.Publish 2>&1)
+assert_eq "0" "$?" "the project publishes again after the killed push" "$out $(tail -5 "$sshd_dir/log")"
+stop_sshd
+
 # The deploy key never reaches the dataset, the guest or the worker.
 key=$STATE/keys/project-tamper
 assert_success "the deploy key exists, root's alone" -- test "$(stat -c %a:%u "$key")" = 600:0
