@@ -16,9 +16,11 @@ set_error_errno (GError **error, int saved, const gchar *what, const gchar *path
   return FALSE;
 }
 
-static gboolean
-write_all (int fd, const guint8 *data, gsize len)
+gboolean
+vivarium_file_write_all (int fd, const void *buf, gsize len)
 {
+  const guint8 *data = buf;
+
   while (len > 0) {
     gssize n = write (fd, data, len);
     if (n < 0 && errno == EINTR)
@@ -62,7 +64,7 @@ vivarium_file_write_durably (const gchar *path, const void *data, gsize len, gin
   fd = open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0)
     return set_error_errno (error, errno, "create", tmp);
-  if (fchmod (fd, (mode_t) mode) != 0 || !write_all (fd, data, len) || fsync (fd) != 0)
+  if (fchmod (fd, (mode_t) mode) != 0 || !vivarium_file_write_all (fd, data, len) || fsync (fd) != 0)
     saved = errno;
   if (close (fd) != 0 && saved == 0)
     saved = errno;

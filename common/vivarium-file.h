@@ -16,6 +16,12 @@ gboolean  vivarium_file_write_durably (const gchar  *path,
                                        gint          mode,
                                        GError      **error);
 
+/* All of @data to @fd, again after EINTR and short writes; FALSE with
+ * errno set (EIO when the descriptor took nothing). */
+gboolean  vivarium_file_write_all     (int           fd,
+                                       const void   *data,
+                                       gsize         len);
+
 /* A regular file read whole, not through a symbolic link, at most @max
  * bytes (G_IO_ERROR_INVALID_DATA past it, or for a FIFO or a directory).
  * The text is NUL-terminated; *len (when not NULL) has its length. */

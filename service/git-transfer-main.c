@@ -28,27 +28,13 @@
 #include <unistd.h>
 
 #include "vivarium-error.h"
+#include "vivarium-file.h"
 #include "vivarium-names.h"
 #include "vd-repo.h"
 
 /* The result's descriptor, stdout as the unit got it; stdout itself is
  * /dev/null from then on, so nothing a library prints can get into it. */
 static int result_fd = -1;
-
-static gboolean
-write_all (int fd, const guint8 *data, gsize len)
-{
-  while (len > 0) {
-    gssize n = write (fd, data, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return FALSE;
-    data += n;
-    len -= (gsize) n;
-  }
-  return TRUE;
-}
 
 static int
 report (const GError *error, const gchar *host_key_seen)
@@ -62,7 +48,7 @@ report (const GError *error, const gchar *host_key_seen)
 
   if (error != NULL)
     g_printerr ("%s\n", message);
-  if (!write_all (result_fd, g_variant_get_data (result), g_variant_get_size (result))) {
+  if (!vivarium_file_write_all (result_fd, g_variant_get_data (result), g_variant_get_size (result))) {
     g_printerr ("cannot write the result: %s\n", g_strerror (errno));
     return EXIT_FAILURE;
   }
