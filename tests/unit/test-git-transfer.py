@@ -20,6 +20,7 @@ PROGRAM = sys.argv[1]
 ERR = "org.vivarium.Vivarium1.Error."
 n = 0
 failed = False
+last_stderr = b""
 
 
 def check(ok, what, detail=""):
@@ -31,10 +32,22 @@ def check(ok, what, detail=""):
         print("# " + str(detail).replace("\n", "\n# "))
 
 
+def program_env():
+    """As the unit has it: a PATH and HOME=/nonexistent, nothing of ours; the
+    sanitizers' options pass (an ASan build reads its suppressions there)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"}
+    for name in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
 def run(*args, stderr_into_stdout=False):
     p = subprocess.run([PROGRAM, *args], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT if stderr_into_stdout else subprocess.PIPE,
-                       env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"})
+                       env=program_env())
+    global last_stderr
+    last_stderr = p.stderr
     v = GLib.Variant.new_from_bytes(GLib.VariantType("(bsss)"), GLib.Bytes.new(p.stdout), False)
     return p.returncode, v, p.stdout
 
@@ -60,7 +73,7 @@ try:
     os.mkdir(gitdir, 0o700)
     rc, v, raw = run("clone", "file://" + remote, gitdir, key)
     check(v.is_normal_form() and v.unpack() == (True, "", "", ""), "clone: one (bsss), ok", (rc, raw))
-    check(rc == 0, "clone: exit status 0", rc)
+    check(rc == 0, "clone: exit status 0", (rc, last_stderr))
     head = subprocess.run(["git", "--git-dir", gitdir, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     want = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     check(head == want, "clone: the git directory has the remote's HEAD", (head, want))
