@@ -68,11 +68,7 @@ path_ok (const gchar *what, const gchar *path, GError **error)
 static gboolean
 pin_ok (const gchar *pin, GError **error)
 {
-  gsize i;
-
-  for (i = 0; pin[i] != '\0' && g_ascii_isxdigit (pin[i]); i++)
-    ;
-  if (pin[i] != '\0' || i != 64) {
+  if (!vd_repo_host_key_pin_valid (pin)) {
     g_set_error_literal (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT,
                          "The pinned host key must be 64 hexadecimal digits");
     return FALSE;

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/wait.h>
 #include <glib-unix.h>
 #include <gio/gunixfdlist.h>
 #include <glib/gstdio.h>
@@ -120,10 +119,7 @@ typedef struct {
   const gchar * const *argv;
   const gchar * const *binds;     /* read-write */
   const gchar * const *ro_binds;
-  /* what systemd said of the service, from PropertiesChanged */
-  gchar               *result;
-  gint                 code;
-  gint                 status;
+  VdServiceEnd         end;       /* what systemd said of the service, from PropertiesChanged */
 } Run;
 
 static void
@@ -131,7 +127,7 @@ run_clear (Run *run)
 {
   g_free (run->unit);
   g_free (run->unit_path);
-  g_free (run->result);
+  vd_service_end_clear (&run->end);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Run, run_clear)
@@ -188,17 +184,11 @@ service_changed_cb (GDBusConnection *connection, const gchar *sender, const gcha
 {
   Run *run = user_data;
   g_autoptr(GVariant) changed = NULL;
-  const gchar *result = NULL;
 
   if (!g_variant_is_of_type (parameters, G_VARIANT_TYPE ("(sa{sv}as)")))
     return;
   changed = g_variant_get_child_value (parameters, 1);
-  if (g_variant_lookup (changed, "Result", "&s", &result)) {
-    g_free (run->result);
-    run->result = g_strdup (result);
-  }
-  g_variant_lookup (changed, "ExecMainCode", "i", &run->code);
-  g_variant_lookup (changed, "ExecMainStatus", "i", &run->status);
+  vd_service_end_take (&run->end, changed);
 }
 
 static gboolean
@@ -321,26 +311,9 @@ read_result (gint fd, GMainContext *context, GCancellable *cancellable, GByteArr
 static gchar *
 describe_end (Run *run)
 {
-  if (run->result == NULL)
-    return g_strdup ("systemd said nothing of how it ended");
-  if (run->code == CLD_KILLED || run->code == CLD_DUMPED) {
-    const gchar *abbrev = sigabbrev_np (run->status);
-    return abbrev != NULL ? g_strdup_printf ("%s, SIG%s", run->result, abbrev)
-                          : g_strdup_printf ("%s, signal %d", run->result, run->status);
-  }
-  if (run->code == CLD_EXITED && run->status != 0)
-    return g_strdup_printf ("%s, status %d", run->result, run->status);
-  return g_strdup (run->result);
-}
+  gchar *how = vd_service_end_describe (&run->end);
 
-static gboolean
-host_key_ok (const gchar *s)
-{
-  gsize i;
-
-  for (i = 0; s[i] != '\0' && g_ascii_isxdigit (s[i]); i++)
-    ;
-  return s[i] == '\0' && (i == 0 || i == 64);
+  return how != NULL ? how : g_strdup ("systemd said nothing of how it ended");
 }
 
 /* The program's (bsss): its error, named as on the bus, back to the same
@@ -369,7 +342,7 @@ take_result (Run *run, GBytes *bytes, gchar **host_key_seen, GError **error)
   }
   g_variant_get (v, "(b&s&s&s)", &ok, &name, &message, &seen);
   if (ok) {
-    if (host_key_seen != NULL && seen[0] != '\0' && host_key_ok (seen))
+    if (host_key_seen != NULL && vd_repo_host_key_pin_valid (seen))
       *host_key_seen = g_ascii_strdown (seen, -1);
     return TRUE;
   }

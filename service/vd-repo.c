@@ -517,6 +517,16 @@ credentials_cb (git_credential **out, const char *url, const char *username_from
 
 /* libgit2 1.5 checks no known_hosts of its own: pin the host key's SHA-256
  * (trust on first use, recorded by the caller), refuse a different one. */
+gboolean
+vd_repo_host_key_pin_valid (const gchar *pin)
+{
+  gsize i;
+
+  for (i = 0; pin[i] != '\0' && g_ascii_isxdigit (pin[i]); i++)
+    ;
+  return pin[i] == '\0' && i == 64;
+}
+
 static int
 certificate_cb (git_cert *cert, int valid, const char *host, void *payload)
 {
@@ -597,7 +607,7 @@ transfer_callbacks (git_remote_callbacks *cb, Transfer *t)
 
 /* The network half: a bare clone, no checkout, so that it needs the git
  * directory and nothing else (vivarium-git-transfer runs it in a unit that
- * sees no working tree; a dataset mounted by the daemon is not even there). */
+ * sees no working tree: the guest's files stay out of its reach). */
 gboolean
 vd_repo_clone_fetch (const gchar *url, const gchar *gitdir, const gchar *ssh_key, GCancellable *cancellable,
                      GError **error)

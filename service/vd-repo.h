@@ -160,6 +160,9 @@ gchar       *vd_repo_get_remote         (VdRepo *self);
 gboolean     vd_repo_set_remote         (VdRepo      *self,
                                          const gchar *url,
                                          GError     **error);
+/* A pinned ssh host key as vd_repo_push() takes and gives it: the SHA-256
+ * of the key, 64 hexadecimal digits. */
+gboolean     vd_repo_host_key_pin_valid (const gchar *pin);
 /* Pushes HEAD's branch to "origin". @host_key_pin: the SHA-256 of the ssh
  * host key seen before (hex) or NULL; on success *@host_key_seen (optional)
  * gets the one seen now, for the caller to pin (trust on first use).

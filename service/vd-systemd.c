@@ -68,12 +68,10 @@ job_free (Job *job)
 /* What systemd last said of a unit's service (its PropertiesChanged), so
  * that how it ended can be told even once it is collected. */
 typedef struct {
-  gchar  *unit;
-  gchar  *path;
-  guint   subscription;
-  gchar  *result;
-  gint32  code;       /* ExecMainCode: CLD_EXITED, CLD_KILLED, ... (0: not seen) */
-  gint32  status;
+  gchar        *unit;
+  gchar        *path;
+  guint         subscription;
+  VdServiceEnd  end;
 } Watch;
 
 static void
@@ -81,7 +79,7 @@ watch_free (Watch *watch)
 {
   g_free (watch->unit);
   g_free (watch->path);
-  g_free (watch->result);
+  vd_service_end_clear (&watch->end);
   g_free (watch);
 }
 
@@ -749,8 +747,8 @@ vd_systemd_reset_failed_unit (VdSystemd *self, const gchar *unit)
 
 /* systemd's object path of @unit (bus_label_escape: every byte but
  * [A-Za-z0-9], and a leading digit, as _xx). */
-static gchar *
-unit_path_of (const gchar *unit)
+gchar *
+vd_systemd_unit_path (const gchar *unit)
 {
   GString *path = g_string_new (SYSTEMD_PATH "/unit/");
 
@@ -763,23 +761,40 @@ unit_path_of (const gchar *unit)
   return g_string_free (path, FALSE);
 }
 
-gchar *
-vd_systemd_unit_path (const gchar *unit)
-{
-  return unit_path_of (unit);
-}
-
-static void
-take_service_properties (Watch *watch, GVariant *props)
+void
+vd_service_end_take (VdServiceEnd *end, GVariant *props)
 {
   const gchar *result = NULL;
 
   if (g_variant_lookup (props, "Result", "&s", &result)) {
-    g_free (watch->result);
-    watch->result = g_strdup (result);
+    g_free (end->result);
+    end->result = g_strdup (result);
   }
-  g_variant_lookup (props, "ExecMainCode", "i", &watch->code);
-  g_variant_lookup (props, "ExecMainStatus", "i", &watch->status);
+  g_variant_lookup (props, "ExecMainCode", "i", &end->code);
+  g_variant_lookup (props, "ExecMainStatus", "i", &end->status);
+}
+
+gchar *
+vd_service_end_describe (const VdServiceEnd *end)
+{
+  if (end->result == NULL)
+    return NULL;
+  if (end->code == CLD_KILLED || end->code == CLD_DUMPED) {
+    const gchar *abbrev = sigabbrev_np (end->status);
+    return abbrev != NULL ? g_strdup_printf ("%s, SIG%s", end->result, abbrev)
+                          : g_strdup_printf ("%s, signal %d", end->result, end->status);
+  }
+  if (end->code == CLD_EXITED && end->status != 0)
+    return g_strdup_printf ("%s, status %d", end->result, end->status);
+  return g_strdup (end->result);
+}
+
+void
+vd_service_end_clear (VdServiceEnd *end)
+{
+  g_clear_pointer (&end->result, g_free);
+  end->code = 0;
+  end->status = 0;
 }
 
 static void
@@ -792,7 +807,7 @@ service_changed_cb (GDBusConnection *connection, const gchar *sender, const gcha
   if (!g_variant_is_of_type (parameters, G_VARIANT_TYPE ("(sa{sv}as)")))
     return;
   changed = g_variant_get_child_value (parameters, 1);
-  take_service_properties (user_data, changed);
+  vd_service_end_take (&((Watch *) user_data)->end, changed);
 }
 
 static void
@@ -814,7 +829,7 @@ vd_systemd_watch_unit (VdSystemd *self, const gchar *unit)
   guint id = ++self->next_watch;
 
   watch->unit = g_strdup (unit);
-  watch->path = unit_path_of (unit);
+  watch->path = vd_systemd_unit_path (unit);
   g_hash_table_insert (self->watches, GUINT_TO_POINTER (id), watch);
   if (self->connection != NULL)
     subscribe_watch (self, watch);
@@ -844,19 +859,10 @@ vd_systemd_describe_unit_end (VdSystemd *self, guint id)
   if (watch == NULL)
     return NULL;
   /* Nothing heard (yet): the unit may still be loaded to be asked. */
-  if (watch->result == NULL || watch->code == 0) {
+  if (watch->end.result == NULL || watch->end.code == 0) {
     props = vd_systemd_get_unit_properties (self, watch->unit, "org.freedesktop.systemd1.Service", NULL);
     if (props != NULL)
-      take_service_properties (watch, props);
+      vd_service_end_take (&watch->end, props);
   }
-  if (watch->result == NULL)
-    return NULL;
-  if (watch->code == CLD_KILLED || watch->code == CLD_DUMPED) {
-    const gchar *abbrev = sigabbrev_np (watch->status);
-    return abbrev != NULL ? g_strdup_printf ("%s, SIG%s", watch->result, abbrev)
-                          : g_strdup_printf ("%s, signal %d", watch->result, watch->status);
-  }
-  if (watch->code == CLD_EXITED && watch->status != 0)
-    return g_strdup_printf ("%s, status %d", watch->result, watch->status);
-  return g_strdup (watch->result);
+  return vd_service_end_describe (&watch->end);
 }

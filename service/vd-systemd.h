@@ -81,6 +81,23 @@ gchar     *vd_systemd_describe_unit_end      (VdSystemd     *self,
                                               guint          id);
 /* systemd's object path of @unit. */
 gchar     *vd_systemd_unit_path              (const gchar   *unit);
+
+/* How a service's main process ended, as systemd tells it (its Result,
+ * ExecMainCode and ExecMainStatus), gathered from its properties or their
+ * PropertiesChanged as they come. Zeroed is "nothing heard". */
+typedef struct {
+  gchar  *result;
+  gint32  code;       /* CLD_EXITED, CLD_KILLED, ... (0: not seen) */
+  gint32  status;
+} VdServiceEnd;
+
+/* Takes what @props (a{sv} of org.freedesktop.systemd1.Service) says of it. */
+void       vd_service_end_take               (VdServiceEnd  *end,
+                                              GVariant      *props);
+/* "signal, SIGKILL", "exit-code, status 1", "success"; NULL when systemd
+ * said nothing. */
+gchar     *vd_service_end_describe           (const VdServiceEnd *end);
+void       vd_service_end_clear              (VdServiceEnd  *end);
 /* A failed unit stays loaded (to be asked why) until this; errors ignored. */
 void       vd_systemd_reset_failed_unit      (VdSystemd     *self,
                                               const gchar   *unit);
