@@ -7,10 +7,14 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 #include <glib-unix.h>
+#include <gio/gunixfdlist.h>
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
@@ -303,8 +307,8 @@ write_deny_file (VdEgress *self, GError **error)
 }
 
 /* /run/vivarium/egress 0711 root: the session's QEMU passes through to its
- * proxy's sockets; the directory is the proxy's (it makes the sockets and
- * its log there), the policy and deny list in it root's. */
+ * proxy's sockets; the directory is the proxy's (it makes its doors and
+ * its log there), the policy, the deny list and net.sock in it root's. */
 static gboolean
 prepare_dir (VdEgress *self, GError **error)
 {
@@ -335,7 +339,7 @@ exec_start (VdEgress *self)
   g_autofree gchar *ssh_keys = g_build_filename (self->dir, "ssh-keys", NULL);
   const gchar *argv[] = { binary, "--dir", self->dir, "--policy", policy, "--deny", deny, "--peer-uid", peer,
                           "--guest-address", VD_EGRESS_GUEST_ADDRESS, "--limit-up", up, "--limit-down", down,
-                          "--log-max-entries", entries, NULL };
+                          "--log-max-entries", entries, "--net-fd", "0", NULL };
   g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
   g_auto(GStrv) all = NULL;
 
@@ -390,6 +394,11 @@ unit_properties (VdEgress *self)
   g_variant_builder_add (&b, "(sv)", "User", g_variant_new_string (user));
   g_variant_builder_add (&b, "(sv)", "Group", g_variant_new_string (VIVARIUM_QEMU_GROUP));
   g_variant_builder_add (&b, "(sv)", "ExecStart", exec_start (self));
+  /* net.sock, listening (make_net_socket): standard input, and nothing
+   * written to it. */
+  g_variant_builder_add (&b, "(sv)", "StandardInputFileDescriptor", g_variant_new_handle (0));
+  g_variant_builder_add (&b, "(sv)", "StandardOutput", g_variant_new_string ("journal"));
+  g_variant_builder_add (&b, "(sv)", "StandardError", g_variant_new_string ("journal"));
   g_variant_builder_add (&b, "(sv)", "IPAddressDeny", vd_unit_sandbox_ip_deny (self->deny_list));
   /* The kernel's count of what the proxy sends: the self-test's witness
    * that a DNS question from the guest left nothing (IPEgressPackets). */
@@ -506,13 +515,47 @@ unit_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   g_task_return_boolean (task, TRUE);
 }
 
+/* The guest's network socket, made and listening before the proxy runs:
+ * the session starts QEMU beside the proxy rather than after it, and
+ * QEMU's stream netdev connects once, at its start (QEMU 7.2 has no
+ * reconnect). The connection waits in the backlog until the proxy, which
+ * gets the socket as its standard input, accepts it and checks its uid. */
+static GUnixFDList *
+make_net_socket (VdEgress *self, GError **error)
+{
+  g_autofree gchar *path = vd_egress_net_socket (self);
+  g_autoptr(GUnixFDList) fds = g_unix_fd_list_new ();
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  int fd;
+
+  if (strlen (path) >= sizeof sun.sun_path) {
+    g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED, "%s: the path is too long for a socket", path);
+    return NULL;
+  }
+  strcpy (sun.sun_path, path);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  /* Any local process may connect (the proxy checks the peer's uid); the
+   * directory lets only the session's QEMU pass. */
+  if (fd < 0 || bind (fd, (struct sockaddr *) &sun, sizeof sun) != 0 || chmod (path, 0666) != 0 ||
+      listen (fd, 4) != 0 || g_unix_fd_list_append (fds, fd, NULL) != 0) {
+    int saved = errno;
+    if (fd >= 0)
+      close (fd);
+    vd_fs_set_error_errno (error, saved, "Cannot make the guest's network socket %s", path);
+    return NULL;
+  }
+  close (fd);
+  return g_steal_pointer (&fds);
+}
+
 void
 vd_egress_start_async (VdEgress *self, GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (self, cancellable, callback, user_data);
+  g_autoptr(GUnixFDList) fds = NULL;
   GError *error = NULL;
 
-  if (!prepare_dir (self, &error)) {
+  if (!prepare_dir (self, &error) || (fds = make_net_socket (self, &error)) == NULL) {
     set_state (self, "failed", error->message);
     g_task_return_error (task, error);
     g_object_unref (task);
@@ -520,7 +563,7 @@ vd_egress_start_async (VdEgress *self, GCancellable *cancellable, GAsyncReadyCal
   }
   if (self->unit_watch == 0)
     self->unit_watch = vd_systemd_watch_unit (self->systemd, self->unit);
-  vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self), NULL, cancellable,
+  vd_systemd_start_transient_async (self->systemd, self->unit, unit_properties (self), fds, cancellable,
                                     unit_started_cb, task);
 }
 

@@ -48,11 +48,13 @@ gboolean vd_session_snapshot_restore_finish  (GAsyncResult  *result,
                                               GError       **error);
 
 /* Sets the guest clock from the host (and checks it took), writes a fresh
- * /etc/machine-id when @machine_id (the image has one), and mounts the
- * project share when @mount_project. */
+ * /etc/machine-id when @machine_id (the image has one), mounts the
+ * project share when @mount_project, and makes @resolver (an IPv4
+ * address, DNS over TCP) the guest's only nameserver when not NULL. */
 void     vd_session_snapshot_reseed_async    (VdSessionHelper    *helper,
                                               gboolean            mount_project,
                                               gboolean            machine_id,
+                                              const gchar        *resolver,
                                               GCancellable       *cancellable,
                                               GAsyncReadyCallback callback,
                                               gpointer            user_data);

@@ -782,8 +782,9 @@ qmp_guest_resumed_cb (VdSessionHelper *helper, gpointer user_data)
 
 typedef struct {
   gint64   began;         /* monotonic, when the start was asked for */
-  guint    launches;      /* the helper's unit and QEMU's, started side by side */
+  guint    launches;      /* the helper's unit, QEMU's and the egress proxy's, started side by side */
   gint64   helper_began;
+  gint64   egress_began;
   GError  *launch_error;  /* the first of them to fail */
   gboolean kvm;
   GError  *error;      /* why the start failed, told once the teardown is done */
@@ -932,6 +933,15 @@ egress_guest_set_up_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   start_done (task);
 }
 
+/* A restored guest took its nameserver with the reseed; one that booted,
+ * or that needs the secrets' CA and placeholders or the SSH agent's
+ * socket, gets the whole set-up as a command of its own. */
+static gboolean
+egress_needs_guest_command (VdSession *self)
+{
+  return self->egress != NULL && (!self->restored || self->secrets != NULL || self->ssh_keys != NULL);
+}
+
 static void
 guest_ready (GTask *task)
 {
@@ -939,7 +949,7 @@ guest_ready (GTask *task)
   g_auto(GStrv) argv = NULL;
   GError *error = NULL;
 
-  if (self->egress == NULL) {
+  if (!egress_needs_guest_command (self)) {
     start_done (task);
     return;
   }
@@ -1011,6 +1021,7 @@ agent_ready_cb (GObject *source, GAsyncResult *res, gpointer user_data)
     vd_session_snapshot_reseed_async (self->helper, self->project_dir != NULL,
                                       json_object_get_boolean_member_with_default (vd_image_get_boot_snapshot (self->image),
                                                                                    "machine-id", TRUE),
+                                      self->egress != NULL ? VD_EGRESS_GUEST_ADDRESS : NULL,
                                       g_task_get_cancellable (task), reseeded_cb, task);
     return;
   }
@@ -1055,9 +1066,10 @@ qmp_connected_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   vd_session_helper_query_kvm_async (self->helper, g_task_get_cancellable (task), query_kvm_cb, task);
 }
 
-/* The helper's unit and QEMU's start side by side (each is a systemd job
- * of some tens of milliseconds); a failure is told once both have ended,
- * so that the teardown finds every unit that was started. */
+/* The helper's unit, QEMU's and the egress proxy's start side by side
+ * (each is a systemd job of some tens of milliseconds); a failure is told
+ * once all have ended, so that the teardown finds every unit that was
+ * started. */
 static void
 launch_done (GTask *task, GError *error)
 {
@@ -1153,7 +1165,8 @@ helper_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   launch_done (task, NULL);
 }
 
-/* The helper and QEMU at once; QMP is connected once both run. */
+/* The helper and QEMU at once (and the proxy, started just before); QMP
+ * is connected once all run. */
 static void
 start_helper (GTask *task)
 {
@@ -1171,13 +1184,13 @@ start_helper (GTask *task)
     .agent_socket = agent_socket,
   };
 
-  data->launches = 2;
+  data->launches += 2;
   data->helper_began = g_get_monotonic_time ();
   vd_session_helper_start_async (self->systemd, &options, g_task_get_cancellable (task), helper_started_cb, task);
   start_qemu_unit (task);
 }
 
-/* --- egress: the proxy starts first, QEMU's forwards lead into it ------ */
+/* --- egress: the proxy starts beside QEMU, whose network leads into it -- */
 
 static void
 egress_state_changed_cb (VdEgress *egress, gpointer user_data)
@@ -1195,14 +1208,12 @@ egress_started_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   VdSession *self = g_task_get_source_object (task);
+  StartData *data = g_task_get_task_data (task);
   GError *error = NULL;
 
-  if (!vd_egress_start_finish (VD_EGRESS (source), res, &error)) {
-    start_failed (task, error);
-    return;
-  }
-  step_end (self, "egress");
-  start_helper (task);
+  if (vd_egress_start_finish (VD_EGRESS (source), res, &error))
+    vd_session_record_timing (self, "egress", (guint64) (g_get_monotonic_time () - data->egress_began));
+  launch_done (task, error);
 }
 
 static void
@@ -1210,10 +1221,10 @@ start_egress (GTask *task)
 {
   VdSession *self = g_task_get_source_object (task);
   g_auto(GStrv) rules = NULL;
+  StartData *data = g_task_get_task_data (task);
   VivariumEgressPolicy *policy;
   GError *error = NULL;
 
-  step_begin (self);
   policy = vd_egress_rules_build (self->config, (const gchar * const *) self->egress_groups,
                                   (const gchar * const *) self->egress_allow, &error);
   if (policy == NULL) {
@@ -1232,7 +1243,11 @@ start_egress (GTask *task)
   rules = vd_egress_describe_rules (self->egress);
   vivarium_dbus_session_set_egress_rules (self->skeleton, (const gchar * const *) rules);
   g_signal_connect_object (self->egress, "state-changed", G_CALLBACK (egress_state_changed_cb), self, 0);
+  /* Its socket is listening once this returns: QEMU may start. */
+  data->launches = 1;
+  data->egress_began = g_get_monotonic_time ();
   vd_egress_start_async (self->egress, g_task_get_cancellable (task), egress_started_cb, task);
+  start_helper (task);
 }
 
 static void

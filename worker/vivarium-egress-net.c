@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -424,6 +425,31 @@ add_forwards (Net *net, const VivariumEgressNetConfig *config, GError **error)
   return TRUE;
 }
 
+/* The daemon's: it made net.sock before QEMU and the proxy started side
+ * by side, so that QEMU's stream finds it listening (QEMU 7.2's stream
+ * netdev connects once, at its start, and never again). It must be what
+ * listen_on() would have made. */
+static int
+take_listener (int fd, GError **error)
+{
+  int type = 0, domain = 0, listening = 0;
+  socklen_t len = sizeof type;
+
+  if (getsockopt (fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+      (len = sizeof domain, getsockopt (fd, SOL_SOCKET, SO_DOMAIN, &domain, &len)) != 0 ||
+      (len = sizeof listening, getsockopt (fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len)) != 0 ||
+      type != SOCK_STREAM || domain != AF_UNIX || !listening) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                 "descriptor %d is not a listening unix stream socket for QEMU", fd);
+    return -1;
+  }
+  if (fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl (fd, F_SETFD, FD_CLOEXEC) != 0) {
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (errno), "descriptor %d: %s", fd, g_strerror (errno));
+    return -1;
+  }
+  return fd;
+}
+
 gboolean
 vivarium_egress_net_start (const VivariumEgressNetConfig *config, GError **error)
 {
@@ -443,7 +469,7 @@ vivarium_egress_net_start (const VivariumEgressNetConfig *config, GError **error
   }
   if (!add_forwards (net, config, error))
     return FALSE;
-  net->listen_fd = listen_on (path, error);
+  net->listen_fd = config->listen_fd >= 0 ? take_listener (config->listen_fd, error) : listen_on (path, error);
   if (net->listen_fd < 0)
     return FALSE;
   /* It lives as long as the process: the stream is the guest's only way

@@ -24,6 +24,7 @@ G_BEGIN_DECLS
 
 typedef struct {
   const gchar        *dir;            /* net.sock is made here; the doors are here */
+  int                 listen_fd;      /* net.sock as the daemon made it, listening; -1: make it */
   uid_t               peer_uid;       /* the only uid that may connect (QEMU's) */
   const gchar        *guest_address;  /* the doors' address in the guest */
   const gchar *const *doors;          /* socket names in dir, for ports[] */
@@ -31,9 +32,9 @@ typedef struct {
   guint               n_doors;
 } VivariumEgressNetConfig;
 
-/* Binds DIR/net.sock and starts the network's thread; the doors must be
- * listening already (libslirp connects to them per guest connection).
- * Runs until the process ends. */
+/* Takes listen_fd, or binds DIR/net.sock, and starts the network's thread;
+ * the doors must be listening already (libslirp connects to them per guest
+ * connection). Runs until the process ends. */
 gboolean vivarium_egress_net_start (const VivariumEgressNetConfig *config,
                                     GError                       **error);
 

@@ -67,6 +67,7 @@ typedef struct {
   gchar   *secrets;
   gchar   *upstream_ca;
   gchar   *ssh_keys;
+  gint     net_fd;
 } Options;
 
 typedef struct {
@@ -182,6 +183,10 @@ check_options (Options *o, GError **error)
                  o->guest_address);
     return FALSE;
   }
+  if (o->net_fd != -1 && o->net_fd < 0) {
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "--net-fd %d is not a descriptor", o->net_fd);
+    return FALSE;
+  }
   peer_uid = (uid_t) o->peer_uid;
   return TRUE;
 }
@@ -201,6 +206,7 @@ parse_options (int *argc, char ***argv, Options *o, GError **error)
     { "secrets", 0, 0, G_OPTION_ARG_FILENAME, &o->secrets, "The session's secrets (removed once read)", "FILE" },
     { "upstream-ca", 0, 0, G_OPTION_ARG_FILENAME, &o->upstream_ca, "Trusted CAs for intercepted hosts", "FILE" },
     { "ssh-keys", 0, 0, G_OPTION_ARG_FILENAME, &o->ssh_keys, "The session's SSH keys (removed once read)", "FILE" },
+    { "net-fd", 0, 0, G_OPTION_ARG_INT, &o->net_fd, "net.sock, made and listening already (else it is made in --dir)", "FD" },
     { NULL }
   };
   g_autoptr(GOptionContext) context = g_option_context_new ("- a session's egress proxy");
@@ -241,7 +247,8 @@ n_doors (void)
 static gboolean
 start_net (Options *o, GError **error)
 {
-  VivariumEgressNetConfig net = { .dir = o->dir, .peer_uid = peer_uid, .guest_address = o->guest_address,
+  VivariumEgressNetConfig net = { .dir = o->dir, .listen_fd = o->net_fd, .peer_uid = peer_uid,
+                                  .guest_address = o->guest_address,
                                   .doors = door_names, .ports = door_ports, .n_doors = n_doors () };
 
   return vivarium_egress_net_start (&net, error);
@@ -261,7 +268,7 @@ refuse_to_start (const gchar *why)
 int
 main (int argc, char **argv)
 {
-  Options o = { .peer_uid = -1, .guest_address = g_strdup ("10.0.2.100"),
+  Options o = { .peer_uid = -1, .net_fd = -1, .guest_address = g_strdup ("10.0.2.100"),
                 .log_max_entries = VIVARIUM_EGRESS_LOG_DEFAULT_ENTRIES };
   g_autoptr(GError) error = NULL;
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);

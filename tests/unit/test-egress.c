@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -165,6 +166,7 @@ typedef struct {
   gboolean     foreign_ca;       /* --upstream-ca names a CA that did not sign the upstream's */
   gboolean     upstream_closes_first;
   gboolean     silent_resolver;  /* the proxy's resolv.conf names a server that never answers */
+  gboolean     net_fd;           /* net.sock made here, as the daemon does, and given as --net-fd 0 */
 } ProxyConfig;
 
 static gchar *write_secrets (Fixture *f);
@@ -282,6 +284,23 @@ wait_ready (GSocket *notify)
   }
 }
 
+/* net.sock as vd-egress.c makes it: bound, 0666, listening, blocking. */
+static int
+listening_net_socket (Fixture *f)
+{
+  g_autofree gchar *path = g_build_filename (f->dir, "net.sock", NULL);
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpuint (strlen (path), <, sizeof sun.sun_path);
+  strcpy (sun.sun_path, path);
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &sun, sizeof sun), ==, 0);
+  g_assert_cmpint (chmod (path, 0666), ==, 0);
+  g_assert_cmpint (listen (fd, 4), ==, 0);
+  return fd;
+}
+
 /* A test that fails leaves no proxy behind. */
 static void
 die_with_test (gpointer data)
@@ -320,6 +339,11 @@ proxy_start (Fixture *f, const ProxyConfig *config)
     g_ptr_array_add (argv, config->foreign_ca ? g_build_filename (certs_dir, "foreign-ca.pem", NULL)
                                               : g_strdup (test_ca_pem));
   }
+  if (config->net_fd) {
+    g_ptr_array_add (argv, g_strdup ("--net-fd"));
+    g_ptr_array_add (argv, g_strdup ("0"));
+    g_subprocess_launcher_take_stdin_fd (launcher, listening_net_socket (f));
+  }
   g_ptr_array_add (argv, NULL);
   g_subprocess_launcher_setenv (launcher, "NOTIFY_SOCKET", notify_path, TRUE);
   g_subprocess_launcher_set_child_setup (launcher, die_with_test, NULL, NULL);
@@ -344,14 +368,25 @@ fixture_set_up (Fixture *f, gconstpointer data)
   proxy_start (f, data);
 }
 
+/* A directory of plain files and sockets, and the directory. */
 static void
-fixture_tear_down (Fixture *f, gconstpointer data)
+remove_flat_dir (const gchar *path)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GFile) dir = g_file_new_for_path (f->dir);
+  g_autoptr(GFile) dir = g_file_new_for_path (path);
   g_autoptr(GFileEnumerator) children = g_file_enumerate_children (dir, "standard::name", 0, NULL, NULL);
   GFileInfo *info;
 
+  while (children != NULL && (info = g_file_enumerator_next_file (children, NULL, NULL)) != NULL) {
+    g_autofree gchar *child = g_build_filename (path, g_file_info_get_name (info), NULL);
+    g_unlink (child);
+    g_object_unref (info);
+  }
+  g_rmdir (path);
+}
+
+static void
+fixture_tear_down (Fixture *f, gconstpointer data)
+{
   g_subprocess_force_exit (f->proxy);
   g_subprocess_wait (f->proxy, NULL, NULL);
   g_object_unref (f->proxy);
@@ -366,12 +401,7 @@ fixture_tear_down (Fixture *f, gconstpointer data)
   g_object_unref (f->up.stop);
   g_object_unref (f->up.listener);
   g_string_free (f->up.last_head, TRUE);
-  while (children != NULL && (info = g_file_enumerator_next_file (children, NULL, NULL)) != NULL) {
-    g_autofree gchar *path = g_build_filename (f->dir, g_file_info_get_name (info), NULL);
-    g_unlink (path);
-    g_object_unref (info);
-  }
-  g_rmdir (f->dir);
+  remove_flat_dir (f->dir);
   g_free (f->dir);
 }
 
@@ -485,6 +515,7 @@ static const ProxyConfig with_secrets = { .secrets = TRUE };
 static const ProxyConfig foreign_upstream_ca = { .secrets = TRUE, .foreign_ca = TRUE };
 static const ProxyConfig closing_upstream = { .upstream_closes_first = TRUE };
 static const ProxyConfig silent_resolver = { .silent_resolver = TRUE };
+static const ProxyConfig given_net_socket = { .net_fd = TRUE };
 
 static gchar *
 connect_request (const gchar *host, guint16 port)
@@ -1115,6 +1146,32 @@ test_empty_deny (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (err, "names no range"));
   g_assert_false (g_file_test (sock, G_FILE_TEST_EXISTS));
   g_assert_cmpint (g_rmdir (dir), ==, 0);   /* nothing made in it */
+}
+
+/* --net-fd names something that is not a listening socket (here a
+ * regular file): refused, nothing made in its directory. */
+static void
+test_net_fd_not_listening (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_autoptr(GSubprocess) proxy = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *policy = write_policy (f);
+  g_autofree gchar *deny = write_deny (f, FALSE);
+  g_autofree gchar *dir = g_build_filename (f->dir, "second", NULL);
+  g_autofree gchar *net = g_build_filename (dir, "net.sock", NULL);
+  g_autofree gchar *uid = g_strdup_printf ("%u", (guint) getuid ());
+  g_autofree gchar *err = NULL;
+
+  g_assert_cmpint (g_mkdir (dir, 0711), ==, 0);
+  g_subprocess_launcher_take_stdin_fd (launcher, open (policy, O_RDONLY | O_CLOEXEC));
+  proxy = g_subprocess_launcher_spawn (launcher, &error, g_getenv ("VIVARIUM_EGRESS"), "--dir", dir, "--policy",
+                                       policy, "--deny", deny, "--peer-uid", uid, "--net-fd", "0", NULL);
+  g_assert_no_error (error);
+  g_assert_cmpint (refused_start (proxy, &err), ==, 1);
+  g_assert_nonnull (strstr (err, "is not a listening unix stream socket"));
+  g_assert_false (g_file_test (net, G_FILE_TEST_EXISTS));
+  remove_flat_dir (dir);
 }
 
 /* A start it cannot make: exit 1 and the reason, no READY. */
@@ -2076,6 +2133,8 @@ main (int argc, char **argv)
   ADD ("transparent-http", open_loopback, test_transparent_http);
   ADD ("net-stream", open_loopback, test_net_stream);
   ADD ("net-garbage-length", open_loopback, test_net_garbage_length);
+  ADD ("net-stream-given", given_net_socket, test_net_stream);
+  ADD ("net-fd-not-listening", open_loopback, test_net_fd_not_listening);
   ADD ("log-full", short_log, test_log_full);
   ADD ("dns-bound", open_loopback, test_dns_bound);
   ADD ("connection-bound", open_loopback, test_connection_bound);
