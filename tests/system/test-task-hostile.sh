@@ -311,6 +311,46 @@ journalctl --sync 2>/dev/null
 assert_contains "$(journalctl --no-pager -o cat -u vivarium-git-transfer-cloned.service 2>&1)" "git clone for project cloned" \
   "the clone ran in vivarium-git-transfer-cloned.service (its journal)"
 
+# An ssh:// clone, with the deploy key the project was just given: a
+# remote that takes any key (AuthorizedKeysCommand prints the key offered)
+# is cloned and checked out; one that knows no key refuses, the create
+# fails NotAuthorized, and nothing of the project is left.
+git clone -q --bare "$src" "$sshd_dir/src.git" && chown -R "$guser:" "$sshd_dir/src.git" ||
+  bail_out "cannot make the ssh clone's remote"
+start_clone_sshd () {  # NAME PORT [sshd_config lines…]
+  local name=$1 port=$2
+  shift 2
+  { printf 'Port %s\nListenAddress 127.0.0.1\nHostKey %s\nPidFile %s\n' "$port" "$sshd_dir/host_a" "$sshd_dir/sshd-$name.pid"
+    printf 'StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nAllowUsers %s\n' "$guser"
+    printf '%s\n' "$@"; } > "$sshd_dir/config-$name"
+  /usr/sbin/sshd -D -f "$sshd_dir/config-$name" -E "$sshd_dir/log-$name" &
+  clone_sshd_pid=$!
+  retry_until 40 0.25 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null
+}
+stop_clone_sshd () { [ -n "${clone_sshd_pid:-}" ] && kill "$clone_sshd_pid" 2>/dev/null && wait "$clone_sshd_pid" 2>/dev/null; clone_sshd_pid=; }
+at_exit stop_clone_sshd
+start_clone_sshd any 2224 "AuthorizedKeysFile none" "AuthorizedKeysCommand /bin/echo %t %k" \
+  "AuthorizedKeysCommandUser nobody"
+out=$(call "$OBJ" Manager.CreateProject sshcloned "uint64 $((64 * MIB))" \
+  "{'clone': <'ssh://$guser@127.0.0.1:2224$sshd_dir/src.git'>}" 2>&1)
+assert_contains "$out" "$(project_path sshcloned)" "a project cloned over ssh ($out $(tail -3 "$sshd_dir/log-any"))"
+assert_eq "$(git -C "$src" rev-parse HEAD)" "$(prop "$(project_path sshcloned)" Project Head)" "its Head is the ssh remote's"
+assert_eq "cloned" "$(cat "$STATE/projects/sshcloned/work/README" 2>&1)" "its tree holds the ssh remote's file"
+assert_contains "$(grep 'Accepted publickey' "$sshd_dir/log-any" 2>&1)" \
+  "$(ssh-keygen -lf "$STATE/keys/project-sshcloned.pub" 2>/dev/null | awk '{ print $2 }')" \
+  "the remote took the project's own deploy key"
+stop_clone_sshd
+start_clone_sshd none 2224 "AuthorizedKeysFile none"
+assert_dbus_error "$ERR.NotAuthorized" -- call "$OBJ" Manager.CreateProject refused "uint64 $((64 * MIB))" \
+  "{'clone': <'ssh://$guser@127.0.0.1:2224$sshd_dir/src.git'>}"
+assert_eq "" "$(ls -d "$STATE/projects/refused" "$STATE/keys/project-refused"* 2>/dev/null)" \
+  "nothing of the refused clone is left: no project directory, no key"
+listed=$(call "$OBJ" Manager.ListProjects 2>&1)
+assert_contains "$listed" "$(project_path sshcloned)" "ListProjects answers ($listed)"
+assert_not_contains "$listed" "$(project_path refused)" "and does not list the refused clone"
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-git-transfer-*')" "no transfer unit is left"
+stop_clone_sshd
+
 # A push that stalls (the remote's sshd runs a sleep for every command) is
 # seen running in its own unit; killed there, the publish fails with a typed
 # error that says so, no unit is left, and the project still publishes.
