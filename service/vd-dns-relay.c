@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <ifaddrs.h>
 #include <string.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
@@ -17,6 +16,7 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-dns-relay.h"
+#include "vd-host-addresses.h"
 #include "vd-netns.h"
 #include "vd-unit-sandbox.h"
 
@@ -142,43 +142,18 @@ in_cidr (GInetAddress *addr, const gchar *cidr)
   return rest == 0 || ((a[full] ^ n[full]) & (guint8) (0xff << (8 - rest))) == 0;
 }
 
-/* The guard's "host's own addresses" rule: an address of any interface
- * of the daemon's netns (read from netlink; the daemon opens no IP socket). */
-static gboolean
-is_local (GInetAddress *addr)
-{
-  struct ifaddrs *ifa = NULL;
-  gboolean found = FALSE;
-
-  if (getifaddrs (&ifa) != 0)
-    return FALSE;
-  for (struct ifaddrs *i = ifa; i != NULL && !found; i = i->ifa_next) {
-    g_autoptr(GSocketAddress) sa = NULL;
-    if (i->ifa_addr == NULL || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-      continue;
-    sa = g_socket_address_new_from_native (i->ifa_addr, i->ifa_addr->sa_family == AF_INET
-                                                         ? sizeof (struct sockaddr_in) : sizeof (struct sockaddr_in6));
-    found = sa != NULL && g_inet_address_equal (g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (sa)), addr);
-  }
-  freeifaddrs (ifa);
-  return found;
-}
-
 static gboolean
 is_denied (VdDnsRelay *self, GInetAddress *addr)
 {
-  g_autoptr(GPtrArray) list = vivarium_denylist_to_strings ();
   g_auto(GStrv) extra = vd_config_get_extra_deny (self->config);
 
-  for (guint i = 0; i < list->len; i++) {
-    if (in_cidr (addr, g_ptr_array_index (list, i)))
-      return TRUE;
-  }
+  if (vivarium_denylist_match (addr) != NULL)
+    return TRUE;
   for (guint i = 0; extra[i] != NULL; i++) {
     if (in_cidr (addr, extra[i]))
       return TRUE;
   }
-  return is_local (addr);
+  return vd_host_addresses_contain (addr);
 }
 
 static gboolean

@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <linux/magic.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "vivarium-names.h"
 #include "vivarium-state.h"
 #include "vd-guard.h"
+#include "vd-host-addresses.h"
 #include "vd-guard-table.h"
 #include "vd-fs.h"
 
@@ -87,46 +87,24 @@ vd_guard_get_uncovered_uid (VdGuard *self)
   return vd_config_get_uid_base (self->config) + vd_config_get_uid_count (self->config) - 1;
 }
 
-/* A host address inside a built-in range (127.0.0.1, ::1, a 10.x address)
- * is already denied; listing it again would only be noise. */
-static gboolean
-covered_by_builtin (GInetAddress *addr)
-{
-  gsize n;
-  const VivariumDenyEntry *list = vivarium_denylist_builtin (&n);
-
-  for (gsize i = 0; i < n; i++) {
-    g_autofree gchar *cidr = g_strdup_printf ("%s/%u", list[i].address, list[i].prefix);
-    g_autoptr(GInetAddressMask) mask = g_inet_address_mask_new_from_string (cidr, NULL);
-    if (mask != NULL && g_inet_address_mask_matches (mask, addr))
-      return TRUE;
-  }
-  return FALSE;
-}
-
+/* The host's own addresses, as /32 and /128; one inside a built-in range
+ * (127.0.0.1, ::1, a 10.x address) is already denied, and listing it again
+ * would only be noise. */
 static void
 add_host_addresses (GPtrArray *list)
 {
-  struct ifaddrs *ifa = NULL;
+  g_autoptr(GPtrArray) addresses = vd_host_addresses_list ();
 
-  if (getifaddrs (&ifa) != 0)
-    return;
-  for (struct ifaddrs *i = ifa; i != NULL; i = i->ifa_next) {
-    g_autoptr(GInetAddress) addr = NULL;
+  for (guint i = 0; i < addresses->len; i++) {
+    GInetAddress *addr = g_ptr_array_index (addresses, i);
     g_autofree gchar *text = NULL;
 
-    if (i->ifa_addr == NULL || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-      continue;
-    addr = g_inet_address_new_from_bytes (i->ifa_addr->sa_family == AF_INET
-                                          ? (const guint8 *) &((struct sockaddr_in *) i->ifa_addr)->sin_addr
-                                          : (const guint8 *) &((struct sockaddr_in6 *) i->ifa_addr)->sin6_addr,
-                                          i->ifa_addr->sa_family == AF_INET ? G_SOCKET_FAMILY_IPV4 : G_SOCKET_FAMILY_IPV6);
-    if (covered_by_builtin (addr))
+    if (vivarium_denylist_match (addr) != NULL)
       continue;
     text = g_inet_address_to_string (addr);
-    g_ptr_array_add (list, g_strdup_printf ("%s/%u", text, i->ifa_addr->sa_family == AF_INET ? 32 : 128));
+    g_ptr_array_add (list, g_strdup_printf ("%s/%u", text,
+                                            g_inet_address_get_family (addr) == G_SOCKET_FAMILY_IPV4 ? 32 : 128));
   }
-  freeifaddrs (ifa);
 }
 
 static GPtrArray *
