@@ -13,7 +13,7 @@
 # mounted in the host's namespace, the guest's files committed, the quota
 # met by the guest; kept across a restart of the daemon; unmounted, with no
 # loop device and no mount unit left, when the daemon stops and when the
-# project is deleted.
+# project is deleted; and a clone checked out into such a dataset.
 #   VIVARIUM_TEST_LOOP=1 tests/system/vivarium-test-host run --build BUILDDIR -- tests/system/test-dataset-ext4.sh
 
 # shellcheck disable=SC2317
@@ -128,5 +128,46 @@ assert_eq "no" "$(host_mounted "$WORK" && echo yes || echo no)" "its dataset is 
 assert_eq "" "$(loops_of "$IMG")" "no loop device is left"
 assert_eq "" "$(our_mount_units)" "no mount unit is left"
 assert_eq "no" "$([ -e "$DIR" ] && echo yes || echo no)" "its directory is gone"
+
+# --- a clone on ext4: checked out by the daemon into the mounted dataset ------------------
+
+# The transfer fetches in a unit of its own; the checkout is the daemon's,
+# in its own namespace, into a dataset systemd mounted in the host's: the
+# files must be in the mount the sessions see, not in the directory under it.
+readonly CLONED=ext4clone CDIR=$STATE/projects/ext4clone
+src=$tmpd/src
+git init -q -b main "$src" && printf 'from the remote\n' > "$src/README" && git -C "$src" add README &&
+  git -C "$src" -c user.name=t -c user.email=t@t commit -q -m one || bail_out "cannot make the clone's source"
+mkdir -p "$STATE/remotes" && git clone -q --bare "$src" "$STATE/remotes/ext4src.git" ||
+  bail_out "cannot make the clone's remote"
+at_exit rm -rf "$STATE/remotes/ext4src.git"
+cleanup_clone () {
+  ctl project delete "$CLONED" >/dev/null 2>&1
+  mountpoint -q "$CDIR/work" && umount "$CDIR/work"
+  local l; for l in $(loops_of "$CDIR/dataset.img"); do losetup -d "$l"; done
+  return 0
+}
+at_exit cleanup_clone
+assert_success "create a project cloned from a file:// remote, on ext4" -- \
+  ctl project create "$CLONED" --quota 24M --clone "file://$STATE/remotes/ext4src.git"
+assert_success "its dataset is mounted in the host's namespace" -- host_mounted "$CDIR/work"
+assert_eq "from the remote" "$(cat "$CDIR/work/README" 2>&1)" "the checkout is in the mounted dataset"
+assert_eq "$(git -C "$src" rev-parse HEAD)" "$(git --git-dir="$CDIR/repo" rev-parse HEAD 2>&1)" "its head is the remote's"
+cat > "$tmpd/clone-worker.sh" <<'EOF'
+#!/bin/sh
+vivariumctl worker exec --cwd /project -- sh -c 'cat README > seen.txt && echo changed >> README' >/dev/null
+vivariumctl worker finish --summary "Read the cloned README." --verify "grep -q 'from the remote' seen.txt"
+EOF
+chmod 0755 "$tmpd/clone-worker.sh"
+t3=$(ctl task submit "$CLONED" "$IMAGE" --script "$tmpd/clone-worker.sh" 2>&1)
+assert_eq "DONE" "$(wait_outcome "$OBJ/tasks/$t3" 300)" "a task on the cloned project is DONE ($t3)" \
+  "$(task_prop "$OBJ/tasks/$t3" Reason 2>&1)"
+assert_eq "from the remote" "$(git --git-dir="$CDIR/repo" show HEAD:seen.txt 2>&1)" \
+  "the guest read the cloned file (its copy is committed)"
+ctl task report "$t3" --json > "$tmpd/t3.json" 2>&1
+assert_eq "pass" "$(report_field "$tmpd/t3.json" "r['verification']['verdict']" 2>&1)" "the verification saw it too"
+assert_success "delete the cloned project" -- ctl project delete "$CLONED"
+assert_eq "" "$(loops_of "$CDIR/dataset.img")" "no loop device is left for it"
+assert_eq "" "$(our_mount_units)" "no mount unit is left"
 
 done_testing
