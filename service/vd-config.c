@@ -183,6 +183,12 @@ vd_config_get_commit_timeout_sec (VdConfig *self)
   return get_uint (self, "Tasks", "CommitTimeoutSec", 600, 10, 86400);
 }
 
+guint
+vd_config_get_transfer_timeout_sec (VdConfig *self)
+{
+  return get_uint (self, "Projects", "TransferTimeoutSec", 1800, 10, 86400);
+}
+
 /* Retention: how many finished tasks stay on the bus (and on disk), how
  * many signed reports are kept. Bounded above, since each costs an object
  * on the bus and, for a report, up to its command log's 8 MiB on disk. */

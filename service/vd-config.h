@@ -26,6 +26,8 @@ guint        vd_config_get_max_sessions        (VdConfig *self);
 guint        vd_config_get_max_queued_tasks    (VdConfig *self);
 guint64      vd_config_get_commit_file_max     (VdConfig *self);
 guint        vd_config_get_commit_timeout_sec  (VdConfig *self);
+/* [Projects] TransferTimeoutSec= (10–86400): a clone's or publish's unit. */
+guint        vd_config_get_transfer_timeout_sec (VdConfig *self);
 /* [Tasks] MaxFinishedTasks= (1–1000) and MaxReports= (1–2000). */
 #define VD_CONFIG_MAX_FINISHED_TASKS_DEFAULT 50
 #define VD_CONFIG_MAX_REPORTS_DEFAULT        200

@@ -22,9 +22,9 @@
 #define SYSTEMD_PATH      "/org/freedesktop/systemd1"
 #define SYSTEMD_MANAGER   "org.freedesktop.systemd1.Manager"
 #define SYSTEMD_CALL_MS   30000
-/* A clone or push of today's, in-process, had no bound but Cancel; this
- * one is generous, and a stalled remote no longer holds the project. */
-#define TRANSFER_TIMEOUT_SEC  (30 * 60)
+/* Until vd_git_transfer_set_timeout(): [Projects] TransferTimeoutSec='s
+ * default. A stalled remote holds its project no longer than this. */
+#define TRANSFER_TIMEOUT_DEFAULT_SEC  (30 * 60)
 /* The result is a few sentences; a program that says more is not ours. */
 #define RESULT_CAP        (64 * 1024)
 /* How long a unit that ended, or was stopped, may take to be gone. */
@@ -36,6 +36,7 @@ struct _VdGitTransfer {
   GDBusConnection *connection;
   gchar           *state_dir;
   gchar           *runtime_dir;
+  guint            timeout_sec; /* under the lock too */
 };
 
 G_DEFINE_TYPE (VdGitTransfer, vd_git_transfer, G_TYPE_OBJECT)
@@ -62,6 +63,7 @@ static void
 vd_git_transfer_init (VdGitTransfer *self)
 {
   g_mutex_init (&self->lock);
+  self->timeout_sec = TRANSFER_TIMEOUT_DEFAULT_SEC;
 }
 
 VdGitTransfer *
@@ -81,6 +83,22 @@ vd_git_transfer_set_connection (VdGitTransfer *self, GDBusConnection *connection
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
 
   g_set_object (&self->connection, connection);
+}
+
+void
+vd_git_transfer_set_timeout (VdGitTransfer *self, guint seconds)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+
+  self->timeout_sec = seconds;
+}
+
+static guint
+get_timeout (VdGitTransfer *self)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+
+  return self->timeout_sec;
 }
 
 /* The connection to run the unit over, or NULL: no systemd there (the
@@ -261,9 +279,9 @@ typedef enum { READ_DONE, READ_CANCELLED, READ_TIMED_OUT, READ_TOO_MUCH, READ_FA
  * @cancellable, keeping at most RESULT_CAP bytes; systemd's signals are
  * heard between reads. */
 static ReadEnd
-read_result (gint fd, GMainContext *context, GCancellable *cancellable, GByteArray *out)
+read_result (gint fd, guint timeout_sec, GMainContext *context, GCancellable *cancellable, GByteArray *out)
 {
-  gint64 deadline = g_get_monotonic_time () + (gint64) TRANSFER_TIMEOUT_SEC * G_USEC_PER_SEC;
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_sec * G_USEC_PER_SEC;
   gint cancel_fd = cancellable != NULL ? g_cancellable_get_fd (cancellable) : -1;
   ReadEnd end = READ_FAILED;
 
@@ -360,6 +378,7 @@ run_in_unit (VdGitTransfer *self, GDBusConnection *connection, Run *run, gchar *
 {
   g_autoptr(GMainContext) context = g_main_context_new ();
   g_autoptr(GByteArray) out = g_byte_array_new ();
+  guint timeout = get_timeout (self);
   g_autoptr(GBytes) bytes = NULL;
   gint fds[2];
   guint subscription;
@@ -382,7 +401,7 @@ run_in_unit (VdGitTransfer *self, GDBusConnection *connection, Run *run, gchar *
   }
   /* Only the unit holds the write end now: EOF is its end. */
   close (fds[1]);
-  end = read_result (fds[0], context, cancellable, out);
+  end = read_result (fds[0], timeout, context, cancellable, out);
   close (fds[0]);
   if (end != READ_DONE)
     stop_unit (connection, run);
@@ -394,8 +413,8 @@ run_in_unit (VdGitTransfer *self, GDBusConnection *connection, Run *run, gchar *
     return FALSE;
   case READ_TIMED_OUT:
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_TIMED_OUT,
-                 "The %s took longer than %u minutes and was stopped (%s)", run->what, TRANSFER_TIMEOUT_SEC / 60,
-                 run->unit);
+                 "The %s took longer than its limit of %u s ([Projects] TransferTimeoutSec) and was stopped (%s)",
+                 run->what, timeout, run->unit);
     return FALSE;
   case READ_TOO_MUCH:
     g_set_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_FAILED,

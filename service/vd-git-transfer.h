@@ -32,6 +32,9 @@ VdGitTransfer *vd_git_transfer_new            (GDBusConnection *connection,
 /* After the daemon lost the bus (NULL: none yet). */
 void           vd_git_transfer_set_connection (VdGitTransfer   *self,
                                                GDBusConnection *connection);
+/* How long a transfer's unit may run before it is stopped (TimedOut). */
+void           vd_git_transfer_set_timeout    (VdGitTransfer   *self,
+                                               guint            seconds);
 
 /* vd_repo_clone(). @self NULL: in this process. */
 VdRepo        *vd_git_transfer_clone          (VdGitTransfer *self,

@@ -832,6 +832,7 @@ vd_manager_new (VdConfig *config, VdAuthority *authority, VdIdle *idle, GDBusCon
     self->projects = vd_project_store_new (projects, keys, remotes, export_func, self);
     self->git_transfer = vd_git_transfer_new (connection, vd_config_get_state_dir (config),
                                               vd_config_get_runtime_dir (config));
+    vd_git_transfer_set_timeout (self->git_transfer, vd_config_get_transfer_timeout_sec (config));
     vd_project_store_set_git_transfer (self->projects, self->git_transfer);
     vd_project_store_set_config (self->projects, self->config);
     self->reports = vd_report_store_new (reports, keys, vd_config_get_max_reports (config), export_func, self);

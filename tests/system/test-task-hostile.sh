@@ -396,6 +396,26 @@ assert_contains "$out" "$tunit" "naming the unit"
 assert_contains "$out" "SIGKILL" "and how it ended"
 retry_until 40 0.25 test -z "$(systemctl list-units --all --plain --no-legend 'vivarium-git-transfer-*')"
 assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-git-transfer-*')" "no transfer unit is left"
+# The same stalled push with [Projects] TransferTimeoutSec=10: stopped at
+# its limit, TimedOut naming the limit and the unit, no unit left.
+tconf=/etc/vivarium/conf.d/50-test-transfer-timeout.conf
+install -d -m 0755 /etc/vivarium/conf.d
+printf '[Projects]\nTransferTimeoutSec=10\n' > "$tconf"
+at_exit rm -f "$tconf"
+systemctl restart vivariumd.service 2>/dev/null
+refs_stall=$(git --git-dir="$sshd_dir/repo.git" for-each-ref)
+t0=$(date +%s)
+out=$(call "$(project_path tamper)" Project.Publish 2>&1)
+took=$(( $(date +%s) - t0 ))
+assert_contains "$out" "$ERR.TimedOut" "a push stalled past TransferTimeoutSec=10 fails TimedOut ($out)"
+assert_contains "$out" "TransferTimeoutSec" "naming the limit"
+assert_contains "$out" "$tunit" "and the unit"
+assert_success "it was stopped at its limit, not at the default 30 min ($took s)" -- test "$took" -ge 10 -a "$took" -lt 120
+retry_until 40 0.25 test -z "$(systemctl list-units --all --plain --no-legend 'vivarium-git-transfer-*')"
+assert_eq "" "$(systemctl list-units --all --plain --no-legend 'vivarium-git-transfer-*')" "no transfer unit is left after the timeout"
+assert_eq "$refs_stall" "$(git --git-dir="$sshd_dir/repo.git" for-each-ref)" "and the remote is as it was"
+rm -f "$tconf"
+systemctl restart vivariumd.service 2>/dev/null
 kill "$stall_pid" 2>/dev/null; wait "$stall_pid" 2>/dev/null
 start_sshd host_a
 assert_success "SetRemote back to the sshd" -- call "$(project_path tamper)" Project.SetRemote "$url"
