@@ -43,14 +43,16 @@ host_mounted () { mountpoint -q "$1"; }
 loops_of () { losetup -n -O NAME -j "$1" 2>/dev/null; }
 # A mount unit left for a path under the state directory.
 our_mount_units () { systemctl list-units --all --plain --no-legend --type=mount 2>/dev/null | awk '{print $1}' | grep '^var-lib-vivarium' ; }
-# Stop and delete what a failure left, ours only: the project (through the daemon) and its loop device.
-cleanup () {
-  ctl project delete "$PROJECT" >/dev/null 2>&1
-  mountpoint -q "$WORK" && umount "$WORK"
-  local l; for l in $(loops_of "$IMG"); do losetup -d "$l"; done
+# Stop and delete what a failure left, ours only: the project NAME (through
+# the daemon), its mount and its loop device.
+cleanup_project () {  # NAME
+  local dir=$STATE/projects/$1 l
+  ctl project delete "$1" >/dev/null 2>&1
+  mountpoint -q "$dir/work" && umount "$dir/work"
+  for l in $(loops_of "$dir/dataset.img"); do losetup -d "$l"; done
   return 0
 }
-at_exit cleanup
+at_exit cleanup_project "$PROJECT"
 
 build_out=$(ctl image build "$IMAGE" "$IMAGE" 2>&1)
 assert_eq "0" "$?" "build the tiny image" "$build_out"
@@ -141,13 +143,7 @@ git init -q -b main "$src" && printf 'from the remote\n' > "$src/README" && git 
 mkdir -p "$STATE/remotes" && git clone -q --bare "$src" "$STATE/remotes/ext4src.git" ||
   bail_out "cannot make the clone's remote"
 at_exit rm -rf "$STATE/remotes/ext4src.git"
-cleanup_clone () {
-  ctl project delete "$CLONED" >/dev/null 2>&1
-  mountpoint -q "$CDIR/work" && umount "$CDIR/work"
-  local l; for l in $(loops_of "$CDIR/dataset.img"); do losetup -d "$l"; done
-  return 0
-}
-at_exit cleanup_clone
+at_exit cleanup_project "$CLONED"
 assert_success "create a project cloned from a file:// remote, on ext4" -- \
   ctl project create "$CLONED" --quota 24M --clone "file://$STATE/remotes/ext4src.git"
 assert_success "its dataset is mounted in the host's namespace" -- host_mounted "$CDIR/work"
