@@ -263,7 +263,7 @@ typedef struct {
 static void
 add_call_free (AddCall *call)
 {
-  g_object_unref (call->invocation);
+  g_clear_object (&call->invocation);   /* answered: NULL */
   vivarium_secret_free (call->secret);
   if (call->fd >= 0)
     close (call->fd);
@@ -290,9 +290,9 @@ added_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GError *error = NULL;
 
   if (!g_task_propagate_boolean (G_TASK (res), &error))
-    g_dbus_method_invocation_take_error (g_object_ref (call->invocation), error);
+    g_dbus_method_invocation_take_error (g_steal_pointer (&call->invocation), error);
   else
-    vivarium_dbus_manager_complete_add_secret (NULL, g_object_ref (call->invocation), NULL);
+    vivarium_dbus_manager_complete_add_secret (NULL, g_steal_pointer (&call->invocation), NULL);
 }
 
 static gboolean
@@ -304,7 +304,8 @@ handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation
   AddCall *call = g_new0 (AddCall, 1);
   GError *error = NULL;
 
-  call->invocation = g_object_ref (invocation);
+  /* The handler owns the call's reference; the answer gives it back. */
+  call->invocation = invocation;
   call->secret = g_new0 (VivariumSecret, 1);
   call->secret->name = g_strdup (name);
   call->secret->hosts = g_strdupv ((gchar **) hosts);
@@ -312,7 +313,7 @@ handle_add_secret (VivariumDBusManager *iface, GDBusMethodInvocation *invocation
   if (!vd_store_dir_check_name (&secret_kind, name, &error) ||
       !parse_add_options (options, call->secret, &call->replace, &error) ||
       (call->fd = vd_fd_argument_take (invocation, value, "AddSecret", "the secret's value", &error)) < 0) {
-    g_dbus_method_invocation_take_error (invocation, error);
+    g_dbus_method_invocation_take_error (g_steal_pointer (&call->invocation), error);
     add_call_free (call);
     return TRUE;
   }

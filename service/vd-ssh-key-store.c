@@ -356,7 +356,7 @@ typedef struct {
 static void
 add_call_free (AddCall *call)
 {
-  g_object_unref (call->invocation);
+  g_clear_object (&call->invocation);   /* answered: NULL */
   g_free (call->name);
   if (call->fd >= 0)
     close (call->fd);
@@ -387,9 +387,9 @@ added_cb (GObject *source, GAsyncResult *res, gpointer user_data)
   GError *error = NULL;
 
   if (!g_task_propagate_boolean (G_TASK (res), &error))
-    g_dbus_method_invocation_take_error (g_object_ref (call->invocation), error);
+    g_dbus_method_invocation_take_error (g_steal_pointer (&call->invocation), error);
   else
-    vivarium_dbus_manager_complete_add_ssh_key (NULL, g_object_ref (call->invocation), NULL);
+    vivarium_dbus_manager_complete_add_ssh_key (NULL, g_steal_pointer (&call->invocation), NULL);
 }
 
 static gboolean
@@ -399,12 +399,13 @@ handle_add_ssh_key (VivariumDBusManager *iface, GDBusMethodInvocation *invocatio
   AddCall *call = g_new0 (AddCall, 1);
   GError *error = NULL;
 
-  call->invocation = g_object_ref (invocation);
+  /* The handler owns the call's reference; the answer gives it back. */
+  call->invocation = invocation;
   call->name = g_strdup (name);
   call->fd = -1;
   if (!vd_store_dir_check_name (&key_kind, name, &error) || !parse_add_options (options, &call->replace, &error) ||
       (call->fd = vd_fd_argument_take (invocation, key, "AddSshKey", "the SSH key", &error)) < 0) {
-    g_dbus_method_invocation_take_error (invocation, error);
+    g_dbus_method_invocation_take_error (g_steal_pointer (&call->invocation), error);
     add_call_free (call);
     return TRUE;
   }

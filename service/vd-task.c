@@ -178,7 +178,8 @@ handle_wait (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, guint t
   }
   wait = g_new0 (Wait, 1);
   wait->task = self;
-  wait->invocation = g_object_ref (invocation);
+  /* The handler owns the call's reference; the reply gives it back. */
+  wait->invocation = invocation;
   wait->timeout_id = g_timeout_add_seconds (timeout, wait_timeout_cb, wait);
   g_ptr_array_add (self->waits, wait);
   return G_DBUS_METHOD_INVOCATION_HANDLED;
@@ -215,7 +216,7 @@ handle_ask (VivariumDBusTask *iface, GDBusMethodInvocation *invocation, const gc
   }
   /* The worker's words: escaped before anyone's screen shows them. */
   shown = vivarium_escape_untrusted (question, strlen (question), VIVARIUM_TASK_QUESTION_MAX, NULL);
-  self->ask = g_object_ref (invocation);
+  self->ask = invocation;   /* the call's own reference, as for a Wait */
   vivarium_dbus_task_set_question (iface, shown);
   set_outcome (self, VIVARIUM_OUTCOME_NEEDS_INPUT);
   return G_DBUS_METHOD_INVOCATION_HANDLED;

@@ -2,7 +2,8 @@
 /* Secrets (docs/secrets.md): the checks of common/vivarium-secret.c, its
  * one file format, and the daemon's store (VdSecretStore) on a temporary
  * directory: modes, Exists, NotFound, values never listed, placeholders
- * fresh per session. */
+ * fresh per session; and its AddSecret over a private bus, whose calls,
+ * answered from a thread, are let go of on every path. */
 
 #include "config.h"
 
@@ -14,6 +15,7 @@
 #include "vivarium-secret.h"
 #include "vd-fs.h"
 #include "vd-secret-store.h"
+#include "manager-bus.h"
 
 static VivariumSecret *
 make_secret (const gchar *name, const gchar *host, const gchar *value)
@@ -215,6 +217,46 @@ test_store (void)
   vd_fs_rm_rf (tmp, NULL);
 }
 
+static GVariant *
+add_args (const gchar *name)
+{
+  const gchar *hosts[] = { "api.example.org", NULL };
+
+  return g_variant_new ("(s^as@a{sv}h)", name, hosts, g_variant_new ("a{sv}", NULL), 0);
+}
+
+static void
+test_add_over_dbus (void)
+{
+  g_autofree gchar *tmp = g_dir_make_tmp ("vivarium-store-XXXXXX", NULL);
+  g_autofree gchar *dir = g_build_filename (tmp, "secrets", NULL);
+  g_autoptr(VdSecretStore) store = vd_secret_store_new (dir);
+  g_autoptr(GPtrArray) list = NULL;
+  g_autoptr(GError) error = NULL;
+  GVariant *reply;
+  ManagerBus mb;
+
+  manager_bus_up (&mb);
+  vd_secret_store_connect (store, mb.manager);
+  /* Stored (the thread's success), refused as there already (the
+   * thread's failure), refused before any thread (a bad name). */
+  reply = manager_bus_call_with_fd (&mb, "AddSecret", add_args ("TOKEN"), "hunter2", &error);
+  g_assert_no_error (error);
+  g_variant_unref (reply);
+  g_assert_null (manager_bus_call_with_fd (&mb, "AddSecret", add_args ("TOKEN"), "again", &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_EXISTS);
+  g_clear_error (&error);
+  g_assert_null (manager_bus_call_with_fd (&mb, "AddSecret", add_args ("no such name"), "x", &error));
+  g_assert_error (error, VIVARIUM_ERROR, VIVARIUM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  list = vd_secret_store_list (store, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (list->len, ==, 1);
+  manager_bus_down (&mb);
+  g_assert_cmpuint (mb.calls.received, ==, 3);
+  vd_fs_rm_rf (tmp, NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -223,5 +265,6 @@ main (int argc, char **argv)
   g_test_add_func ("/secret/placeholder-and-render", test_placeholder_and_render);
   g_test_add_func ("/secret/file", test_file);
   g_test_add_func ("/secret/store", test_store);
+  g_test_add_func ("/secret/add-over-dbus", test_add_over_dbus);
   return g_test_run ();
 }

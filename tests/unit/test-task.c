@@ -5,16 +5,21 @@
 
 #include "vivarium-error.h"
 #include "vd-task.h"
+#include "vivarium-dbus-generated.h"
+#include "invocation-watch.h"
 
 /* The Task object on a real private bus: Ask makes it NEEDS_INPUT and
  * releases waiters, Answer resumes the asker, waits are bounded, the end
- * releases everyone and refuses the worker's further calls. */
+ * releases everyone and refuses the worker's further calls; and every
+ * call, answered at once or held (a Wait, an Ask), is let go of once
+ * answered. */
 
 typedef struct {
   GTestDBus       *bus;
   GDBusConnection *service;
   GDBusConnection *client;
   VdTask          *task;
+  InvocationWatch  calls;
 } Fixture;
 
 static GDBusConnection *
@@ -40,11 +45,15 @@ fixture_set_up (Fixture *f, gconstpointer data)
   f->task = vd_task_new ("t1", "demo", "tiny", "script");
   g_assert_true (g_dbus_interface_skeleton_export (vd_task_get_skeleton (f->task), f->service,
                                                    vd_task_get_object_path (f->task), &error));
+  invocation_watch_attach (&f->calls, G_DBUS_INTERFACE_SKELETON (vd_task_get_skeleton (f->task)),
+                           VIVARIUM_DBUS_TYPE_TASK);
 }
 
 static void
 fixture_tear_down (Fixture *f, gconstpointer data)
 {
+  invocation_watch_assert_freed (&f->calls);
+  invocation_watch_detach (&f->calls);
   g_clear_object (&f->task);
   g_clear_object (&f->client);
   g_dbus_connection_close_sync (f->service, NULL, NULL);
@@ -154,6 +163,22 @@ test_ask_answer (Fixture *f, gconstpointer data)
   g_variant_unref (ask.reply);
   g_variant_unref (answer.reply);
   g_assert_cmpint (vd_task_get_outcome (f->task), ==, VIVARIUM_OUTCOME_IN_PROGRESS);
+}
+
+/* A question the task's end takes back is answered with an error, and
+ * let go of like any other (the tear-down counts). */
+static void
+test_ask_then_end (Fixture *f, gconstpointer data)
+{
+  Call ask = { 0 };
+
+  start_call (f, "Ask", g_variant_new ("(s)", "Still there?"), &ask);
+  while (vd_task_get_outcome (f->task) != VIVARIUM_OUTCOME_NEEDS_INPUT)
+    g_main_context_iteration (NULL, TRUE);
+  vd_task_finish (f->task, VIVARIUM_OUTCOME_FAILED, "ended");
+  finish_call (&ask);
+  g_assert_error (ask.error, VIVARIUM_ERROR, VIVARIUM_ERROR_CANCELLED);
+  g_clear_error (&ask.error);
 }
 
 #define N_CALLERS (VD_TASK_WAITS_MAX / VD_TASK_WAITS_PER_CALLER)
@@ -332,6 +357,7 @@ main (int argc, char *argv[])
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/task/ask-answer", Fixture, NULL, fixture_set_up, test_ask_answer, fixture_tear_down);
+  g_test_add ("/task/ask-then-end", Fixture, NULL, fixture_set_up, test_ask_then_end, fixture_tear_down);
   g_test_add ("/task/waits-bounded-and-released", Fixture, NULL, fixture_set_up, test_waits_bounded_and_released,
               fixture_tear_down);
   g_test_add ("/task/short-wait", Fixture, NULL, fixture_set_up, test_short_wait, fixture_tear_down);
