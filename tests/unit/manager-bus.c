@@ -10,29 +10,15 @@
 
 #define MANAGER_PATH "/org/vivarium/Vivarium1"
 
-static GDBusConnection *
-connect_to (const gchar *address)
-{
-  g_autoptr(GError) error = NULL;
-  GDBusConnection *c = g_dbus_connection_new_for_address_sync (address, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
-                                                               G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
-                                                               NULL, NULL, &error);
-  g_assert_no_error (error);
-  return c;
-}
-
 void
 manager_bus_up (ManagerBus *mb)
 {
   g_autoptr(GError) error = NULL;
 
   memset (mb, 0, sizeof *mb);
-  mb->bus = g_test_dbus_new (G_TEST_DBUS_NONE);
-  g_test_dbus_up (mb->bus);
-  mb->service = connect_to (g_test_dbus_get_bus_address (mb->bus));
-  mb->client = connect_to (g_test_dbus_get_bus_address (mb->bus));
+  private_bus_up (&mb->pb);
   mb->manager = vivarium_dbus_manager_skeleton_new ();
-  g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (mb->manager), mb->service,
+  g_assert_true (g_dbus_interface_skeleton_export (G_DBUS_INTERFACE_SKELETON (mb->manager), mb->pb.service,
                                                    MANAGER_PATH, &error));
   invocation_watch_attach (&mb->calls, G_DBUS_INTERFACE_SKELETON (mb->manager), VIVARIUM_DBUS_TYPE_MANAGER);
 }
@@ -44,11 +30,7 @@ manager_bus_down (ManagerBus *mb)
   invocation_watch_detach (&mb->calls);
   g_dbus_interface_skeleton_unexport (G_DBUS_INTERFACE_SKELETON (mb->manager));
   g_clear_object (&mb->manager);
-  g_clear_object (&mb->client);
-  g_dbus_connection_close_sync (mb->service, NULL, NULL);
-  g_clear_object (&mb->service);
-  g_test_dbus_down (mb->bus);
-  g_clear_object (&mb->bus);
+  private_bus_down (&mb->pb);
 }
 
 typedef struct {
@@ -84,7 +66,7 @@ manager_bus_call_with_fd (ManagerBus *mb, const gchar *method, GVariant *args, c
   close (pipe_fds[1]);
   g_assert_cmpint (g_unix_fd_list_append (fds, pipe_fds[0], &local), ==, 0);
   close (pipe_fds[0]);
-  g_dbus_connection_call_with_unix_fd_list (mb->client, g_dbus_connection_get_unique_name (mb->service), MANAGER_PATH,
+  g_dbus_connection_call_with_unix_fd_list (mb->pb.client, g_dbus_connection_get_unique_name (mb->pb.service), MANAGER_PATH,
                                             "org.vivarium.Vivarium1.Manager", method, args, NULL,
                                             G_DBUS_CALL_FLAGS_NONE, 10000, fds, NULL, call_done_cb, &call);
   while (!call.done)

@@ -5,14 +5,13 @@
 
 #include "vivarium-dbus-generated.h"
 #include "invocation-watch.h"
+#include "private-bus.h"
 
 /* A Manager skeleton on a private bus, for a store's handlers: a test
  * connects them, calls over a second connection, and the tear-down checks
  * that every call was let go of. */
 typedef struct {
-  GTestDBus           *bus;
-  GDBusConnection     *service;
-  GDBusConnection     *client;
+  PrivateBus           pb;
   VivariumDBusManager *manager;
   InvocationWatch      calls;
 } ManagerBus;

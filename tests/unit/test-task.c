@@ -7,6 +7,7 @@
 #include "vd-task.h"
 #include "vivarium-dbus-generated.h"
 #include "invocation-watch.h"
+#include "private-bus.h"
 
 /* The Task object on a real private bus: Ask makes it NEEDS_INPUT and
  * releases waiters, Answer resumes the asker, waits are bounded, the end
@@ -15,35 +16,19 @@
  * answered. */
 
 typedef struct {
-  GTestDBus       *bus;
-  GDBusConnection *service;
-  GDBusConnection *client;
+  PrivateBus       pb;
   VdTask          *task;
   InvocationWatch  calls;
 } Fixture;
-
-static GDBusConnection *
-connect_to (const gchar *address)
-{
-  g_autoptr(GError) error = NULL;
-  GDBusConnection *c = g_dbus_connection_new_for_address_sync (address, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
-                                                               G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
-                                                               NULL, NULL, &error);
-  g_assert_no_error (error);
-  return c;
-}
 
 static void
 fixture_set_up (Fixture *f, gconstpointer data)
 {
   g_autoptr(GError) error = NULL;
 
-  f->bus = g_test_dbus_new (G_TEST_DBUS_NONE);
-  g_test_dbus_up (f->bus);
-  f->service = connect_to (g_test_dbus_get_bus_address (f->bus));
-  f->client = connect_to (g_test_dbus_get_bus_address (f->bus));
+  private_bus_up (&f->pb);
   f->task = vd_task_new ("t1", "demo", "tiny", "script");
-  g_assert_true (g_dbus_interface_skeleton_export (vd_task_get_skeleton (f->task), f->service,
+  g_assert_true (g_dbus_interface_skeleton_export (vd_task_get_skeleton (f->task), f->pb.service,
                                                    vd_task_get_object_path (f->task), &error));
   invocation_watch_attach (&f->calls, G_DBUS_INTERFACE_SKELETON (vd_task_get_skeleton (f->task)),
                            VIVARIUM_DBUS_TYPE_TASK);
@@ -55,11 +40,7 @@ fixture_tear_down (Fixture *f, gconstpointer data)
   invocation_watch_assert_freed (&f->calls);
   invocation_watch_detach (&f->calls);
   g_clear_object (&f->task);
-  g_clear_object (&f->client);
-  g_dbus_connection_close_sync (f->service, NULL, NULL);
-  g_clear_object (&f->service);
-  g_test_dbus_down (f->bus);
-  g_clear_object (&f->bus);
+  private_bus_down (&f->pb);
 }
 
 typedef struct {
@@ -80,7 +61,7 @@ call_done_cb (GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 start_call_on (Fixture *f, GDBusConnection *client, const gchar *method, GVariant *args, Call *call)
 {
-  g_dbus_connection_call (client, g_dbus_connection_get_unique_name (f->service), vd_task_get_object_path (f->task),
+  g_dbus_connection_call (client, g_dbus_connection_get_unique_name (f->pb.service), vd_task_get_object_path (f->task),
                           "org.vivarium.Vivarium1.Task", method, args, NULL, G_DBUS_CALL_FLAGS_NONE, 10000, NULL,
                           call_done_cb, call);
 }
@@ -88,7 +69,7 @@ start_call_on (Fixture *f, GDBusConnection *client, const gchar *method, GVarian
 static void
 start_call (Fixture *f, const gchar *method, GVariant *args, Call *call)
 {
-  start_call_on (f, f->client, method, args, call);
+  start_call_on (f, f->pb.client, method, args, call);
 }
 
 static void
@@ -107,7 +88,7 @@ sync_with_service (Fixture *f, GDBusConnection *client)
 {
   Call call = { 0 };
 
-  g_dbus_connection_call (client, g_dbus_connection_get_unique_name (f->service), vd_task_get_object_path (f->task),
+  g_dbus_connection_call (client, g_dbus_connection_get_unique_name (f->pb.service), vd_task_get_object_path (f->task),
                           "org.freedesktop.DBus.Properties", "GetAll",
                           g_variant_new ("(s)", "org.vivarium.Vivarium1.Task"), NULL, G_DBUS_CALL_FLAGS_NONE, 10000,
                           NULL, call_done_cb, &call);
@@ -194,7 +175,7 @@ test_waits_bounded_and_released (Fixture *f, gconstpointer data)
   GDBusConnection *clients[N_CALLERS + 1];
 
   for (guint c = 0; c <= N_CALLERS; c++)
-    clients[c] = connect_to (g_test_dbus_get_bus_address (f->bus));
+    clients[c] = private_bus_connect (&f->pb);
   for (guint i = 0; i < VD_TASK_WAITS_PER_CALLER; i++)
     start_call_on (f, clients[0], "Wait", g_variant_new ("(u)", 60), &waits[i]);
   start_call_on (f, clients[0], "Wait", g_variant_new ("(u)", 60), &greedy);
