@@ -69,14 +69,23 @@ vd_repo_class_init (VdRepoClass *klass)
 
 /* libgit2's global state lives as long as the daemon: initialised once,
  * before the first call, never shut down (a shutdown while another thread
- * is mid-clone would pull it away under that thread). */
+ * is mid-clone would pull it away under that thread).  Its object cache
+ * keeps every commit and tree it has parsed, in every repository, until
+ * 256 MiB of them are held: a task's commit is one more, for good.  Here it
+ * holds VD_REPO_OBJECT_CACHE_BYTES (libgit2 counts the objects' raw bytes;
+ * past the bound it evicts as it adds). */
 static void
 ensure_libgit2 (void)
 {
   static gsize once = 0;
 
-  if (g_once_init_enter (&once))
-    g_once_init_leave (&once, git_libgit2_init () > 0 ? 1 : 2);
+  if (g_once_init_enter (&once)) {
+    gsize state = git_libgit2_init () > 0 ? 1 : 2;
+
+    if (state == 1 && git_libgit2_opts (GIT_OPT_SET_CACHE_MAX_SIZE, (ssize_t) VD_REPO_OBJECT_CACHE_BYTES) < 0)
+      g_warning ("libgit2's object cache could not be bounded: %s", git_error_last () ? git_error_last ()->message : "");
+    g_once_init_leave (&once, state);
+  }
 }
 
 static void

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
+#include <git2.h>
 
 #include "vivarium-error.h"
 #include "vivarium-names.h"
@@ -499,6 +500,40 @@ test_repo_clean_tree (Fixture *f, gconstpointer data)
   g_assert_false (exists_in_work (f, "d/d"));
 }
 
+/* libgit2 keeps each commit and tree it parses in a process-wide cache,
+ * 256 MiB of them unless told: a daemon that commits once a task would hold
+ * every one.  600 commits of 3.5 KiB messages (each below libgit2's 4 KiB
+ * cut for caching a commit, together twice the bound) leave at most the
+ * bound and one object cached. */
+static void
+test_repo_object_cache_bounded (Fixture *f, gconstpointer data)
+{
+  const guint n = 600;
+  g_autofree gchar *filler = g_strnfill (3500, 'm');
+  ssize_t cached = 0, allowed = 0, most = 0;
+
+  g_assert_cmpuint (n * strlen (filler), >, 2 * VD_REPO_OBJECT_CACHE_BYTES);
+  for (guint i = 0; i < n; i++) {
+    g_autofree gchar *text = g_strdup_printf ("%u\n", i);
+    g_autofree gchar *message = g_strdup_printf ("commit %u\n\n%s", i, filler);
+    g_autofree gchar *head = NULL;
+    g_autoptr(GError) error = NULL;
+
+    put (f, "stamp.txt", text);
+    g_assert_true (vd_repo_commit (f->repo, message, NULL, NULL, &error));
+    g_assert_no_error (error);
+    /* Parsed again: the commit is in the cache now, if anything is. */
+    head = vd_repo_get_head (f->repo, &error);
+    g_assert_no_error (error);
+    g_assert_cmpint (git_libgit2_opts (GIT_OPT_GET_CACHED_MEMORY, &cached, &allowed), ==, 0);
+    g_assert_cmpint (allowed, ==, VD_REPO_OBJECT_CACHE_BYTES);
+    g_assert_cmpint (cached, <=, VD_REPO_OBJECT_CACHE_BYTES + 4096);
+    most = MAX (most, cached);
+  }
+  /* The cache was used up to its bound, not bypassed. */
+  g_assert_cmpint (most, >, VD_REPO_OBJECT_CACHE_BYTES / 2);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -514,5 +549,7 @@ main (int argc, char **argv)
   g_test_add ("/repo/bounds-total", Fixture, NULL, fixture_setup, test_repo_bounds_total, fixture_teardown);
   g_test_add ("/repo/clean-tree", Fixture, NULL, fixture_setup, test_repo_clean_tree, fixture_teardown);
   g_test_add ("/repo/dotgit-spellings", Fixture, NULL, fixture_setup, test_repo_dotgit_spellings, fixture_teardown);
+  g_test_add ("/repo/object-cache-bounded", Fixture, NULL, fixture_setup, test_repo_object_cache_bounded,
+              fixture_teardown);
   return g_test_run ();
 }
