@@ -69,11 +69,15 @@ vd_repo_class_init (VdRepoClass *klass)
 
 /* libgit2's global state lives as long as the daemon: initialised once,
  * before the first call, never shut down (a shutdown while another thread
- * is mid-clone would pull it away under that thread).  Its object cache
- * keeps every commit and tree it has parsed, in every repository, until
- * 256 MiB of them are held: a task's commit is one more, for good.  Here it
- * holds VD_REPO_OBJECT_CACHE_BYTES (libgit2 counts the objects' raw bytes;
- * past the bound it evicts as it adds). */
+ * is mid-clone would pull it away under that thread).
+ *
+ * Its object cache is off.  Left on, it keeps every commit and tree it has
+ * parsed, in every repository, until it counts 256 MiB of them: a task's
+ * commit stayed for good, 2.6 KiB of heap each (libgit2 counts the raw
+ * object, 323 bytes, not what parsing it takes).  Bounded lower it evicts,
+ * but the heap still grew by 300 bytes a commit past the bound.  Nothing
+ * here looks an object up often enough to miss it: a commit, a diff and a
+ * log each read what they need from the object database. */
 static void
 ensure_libgit2 (void)
 {
@@ -82,8 +86,9 @@ ensure_libgit2 (void)
   if (g_once_init_enter (&once)) {
     gsize state = git_libgit2_init () > 0 ? 1 : 2;
 
-    if (state == 1 && git_libgit2_opts (GIT_OPT_SET_CACHE_MAX_SIZE, (ssize_t) VD_REPO_OBJECT_CACHE_BYTES) < 0)
-      g_warning ("libgit2's object cache could not be bounded: %s", git_error_last () ? git_error_last ()->message : "");
+    if (state == 1 && git_libgit2_opts (GIT_OPT_ENABLE_CACHING, 0) < 0)
+      g_warning ("libgit2's object cache could not be turned off: %s",
+                 git_error_last () != NULL ? git_error_last ()->message : "no reason given");
     g_once_init_leave (&once, state);
   }
 }

@@ -15,10 +15,6 @@ G_BEGIN_DECLS
  *
  * Blocking calls; not thread-safe on one object: the owner serialises. */
 
-/* What libgit2 may keep of the commits and trees it has parsed, in all
- * repositories of the process together (its own default is 256 MiB). */
-#define VD_REPO_OBJECT_CACHE_BYTES (1024 * 1024)
-
 typedef enum {
   VD_CHANGE_ADDED,
   VD_CHANGE_MODIFIED,
