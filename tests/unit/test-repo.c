@@ -18,6 +18,7 @@
 #include "vivarium-error.h"
 #include "vivarium-names.h"
 #include "vd-fs.h"
+#include "vd-memory.h"
 #include "vd-repo.h"
 
 static void
@@ -503,7 +504,7 @@ test_repo_clean_tree (Fixture *f, gconstpointer data)
 
 /* The bytes malloc has handed out and not had back: glibc's count, or
  * AddressSanitizer's when it owns the heap (its mallinfo2() says 0). */
-#ifdef __SANITIZE_ADDRESS__
+#if !VD_MEMORY_GLIBC_MALLOC
 size_t __sanitizer_get_current_allocated_bytes (void);
 static gsize
 heap_in_use (void)
